@@ -1,0 +1,802 @@
+//! The persistent allocator.
+//!
+//! Small blocks (16 B – 32 KiB) come from slabs, one size class per slab, with
+//! one bit per block in a persistent bitmap; large blocks get a page run of
+//! their own (up to the pool's maximum size). The persistent state is only the
+//! run headers (see [`run`]) and the slab bitmaps; everything else — free run
+//! indexes, slabs with room, counters — is rebuilt in DRAM at open by walking
+//! the run headers: O(metadata), never the data.
+//!
+//! Crash consistency: every step is one 8-byte store, persisted before the
+//! next, that leaves a walkable heap:
+//! - carve `k` pages off a free run of `n`: write the remainder's header
+//!   `Free(n-k)` at page `p+k` (inside the free run, so invisible), then
+//!   `Kind(k)` at `p`;
+//! - new slab: zero its bitmap, then write its `Slab` header;
+//! - small alloc / free: set / clear one bitmap bit;
+//! - release a run: `Free(len (+ next free run))` at its page, then merge into
+//!   a free predecessor by rewriting the predecessor's header;
+//! - grow: `Free(new pages)` at the old end, then the header's size word.
+//!
+//! A block is durable-allocated when `alloc` returns. An engine persists the
+//! block's contents, then links it; it unlinks (persisted) before `free`. A
+//! crash between allocation and link, or between unlink and free, leaks the
+//! block; [`Pool::reclaim_leaks`] finds such blocks by marking from the
+//! engines' roots ([`LeakTracer`]) and frees them.
+//!
+//! Invariants (checked by [`Pool::check`]):
+//! - `alloc.runs_cover_heap`: runs tile the heap with no gap or overlap;
+//! - `alloc.run_header`: every run header decodes and matches the DRAM index;
+//! - `alloc.slab_bitmap`: bits past a slab's last block are zero and the
+//!   free count matches the bitmap;
+//! - `alloc.free_index`: the free-run index holds exactly the free runs;
+//! - `alloc.used_bytes`: the usage counter equals the sum of allocated blocks.
+
+pub mod run;
+pub mod size_class;
+mod sweep;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::Ordering;
+
+pub use run::{RunKind, RUN_HEADER_BYTES};
+pub use size_class::{class_of, geometry, SlabGeometry, CLASS_COUNT, CLASS_SIZES, MAX_SLAB_BLOCK};
+pub use sweep::{LeakReport, LeakTracer, Marker, ReclaimReport};
+
+use crate::error::{PmemError, Result};
+use crate::header::{HEADER_BYTES, PAGE_BYTES};
+use crate::{Pool, PoolOffset};
+
+/// Largest single allocation the format allows (the pool's maximum bounds it
+/// further).
+pub const MAX_ALLOC_BYTES: u64 = run::RUN_PAGES_MAX * PAGE_BYTES - RUN_HEADER_BYTES;
+
+/// Hasher for page numbers, which are already well spread integers.
+#[derive(Default)]
+pub(crate) struct PageHasher(u64);
+impl Hasher for PageHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PageHasher>>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) pages: u64,
+    pub(crate) kind: RunKind,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slab {
+    class: u8,
+    free: u64,
+    /// Bitmap word to start the next search at.
+    hint: u64,
+}
+
+/// Usage of a pool's heap.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AllocStats {
+    /// Pool size in bytes.
+    pub pool_bytes: u64,
+    /// Heap bytes (pool size less the header).
+    pub heap_bytes: u64,
+    /// Usable bytes of all allocated blocks.
+    pub used_bytes: u64,
+    /// Number of allocated blocks.
+    pub allocated_blocks: u64,
+    /// Bytes that can still be allocated without growing: free runs plus free
+    /// slab slots.
+    pub free_bytes: u64,
+    /// Bytes in free page runs.
+    pub free_run_bytes: u64,
+    /// The largest free page run, in bytes.
+    pub largest_free_run_bytes: u64,
+    /// Number of free runs.
+    pub free_runs: u64,
+    /// Number of slabs.
+    pub slabs: u64,
+    /// Number of large-block runs.
+    pub large_runs: u64,
+    /// Run headers, bitmaps, slab tails and block rounding: heap bytes that
+    /// are neither used nor free.
+    pub overhead_bytes: u64,
+    /// External fragmentation: 1 − largest free run / free run bytes (0 when
+    /// all free pages are in one run).
+    pub fragmentation: f64,
+    /// Bytes the pool may still grow by.
+    pub growable_bytes: u64,
+}
+
+/// A violated invariant found by [`Pool::check`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// The invariant's name, as listed in the module docs.
+    pub name: &'static str,
+    /// What was found.
+    pub detail: String,
+}
+
+/// The result of [`Pool::check`].
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// Runs walked.
+    pub runs: u64,
+    /// Allocated blocks found.
+    pub blocks: u64,
+    /// Every violated invariant.
+    pub violations: Vec<Violation>,
+}
+
+impl CheckReport {
+    /// Whether no invariant is violated.
+    pub fn is_ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// The allocator's DRAM state. Lives in `Pool::alloc`, behind its mutex.
+#[derive(Debug, Default)]
+pub(crate) struct AllocState {
+    pages: u64,
+    runs: BTreeMap<u64, Run>,
+    free_runs: BTreeSet<(u64, u64)>,
+    slabs: PageMap<Slab>,
+    partial: Vec<BTreeSet<u64>>,
+    empty_slabs: Vec<u64>,
+    used_bytes: u64,
+    blocks: u64,
+}
+
+fn page_offset(page: u64) -> PoolOffset {
+    HEADER_BYTES + page * PAGE_BYTES
+}
+
+impl AllocState {
+    pub(crate) fn empty() -> AllocState {
+        AllocState {
+            partial: vec![BTreeSet::new(); CLASS_COUNT],
+            empty_slabs: vec![0; CLASS_COUNT],
+            ..AllocState::default()
+        }
+    }
+
+    /// Lays out an empty heap of a new pool: one free run.
+    pub(crate) fn format(pool: &Pool, size: u64) -> Result<AllocState> {
+        let mut st = AllocState::empty();
+        st.pages = (size - HEADER_BYTES) / PAGE_BYTES;
+        st.write_header(pool, 0, RunKind::Free, st.pages)?;
+        st.insert_run(0, Run {
+            pages: st.pages,
+            kind: RunKind::Free,
+        });
+        Ok(st)
+    }
+
+    /// Rebuilds the DRAM state of an existing pool by walking its runs.
+    pub(crate) fn rebuild(pool: &Pool) -> Result<AllocState> {
+        let mut st = AllocState::empty();
+        st.pages = (pool.size() - HEADER_BYTES) / PAGE_BYTES;
+        let mut page = 0;
+        let mut prev_free: Option<u64> = None;
+        while page < st.pages {
+            let (kind, pages) = read_header(pool, page)?;
+            if pages > st.pages - page {
+                return Err(PmemError::corrupted(
+                    format!("run of {pages} pages at page {page} runs past the heap end"),
+                    page_offset(page),
+                ));
+            }
+            match kind {
+                RunKind::Free => {
+                    if let Some(p) = prev_free {
+                        // Two adjacent free runs (a crash between growth and
+                        // its merge, or a merge cut short): merge them now.
+                        let merged = st.runs[&p].pages + pages;
+                        st.write_header(pool, p, RunKind::Free, merged)?;
+                        st.remove_run(p);
+                        st.insert_run(p, Run {
+                            pages: merged,
+                            kind: RunKind::Free,
+                        });
+                    } else {
+                        st.insert_run(page, Run { pages, kind });
+                        prev_free = Some(page);
+                    }
+                    page += pages;
+                    continue;
+                }
+                RunKind::Large => {
+                    st.used_bytes += pages * PAGE_BYTES - RUN_HEADER_BYTES;
+                    st.blocks += 1;
+                }
+                RunKind::Slab(class) => {
+                    if class as usize >= CLASS_COUNT || geometry(class).pages != pages {
+                        return Err(PmemError::corrupted(
+                            format!("slab header at page {page} (class {class}, {pages} pages)"),
+                            page_offset(page),
+                        ));
+                    }
+                    let used = count_slab(pool, page, class)?;
+                    let g = geometry(class);
+                    st.used_bytes += used * g.block_bytes;
+                    st.blocks += used;
+                    st.slabs.insert(page, Slab {
+                        class,
+                        free: g.blocks - used,
+                        hint: 0,
+                    });
+                    if used < g.blocks {
+                        st.partial[class as usize].insert(page);
+                    }
+                    if used == 0 {
+                        st.empty_slabs[class as usize] += 1;
+                    }
+                }
+            }
+            st.insert_run(page, Run { pages, kind });
+            prev_free = None;
+            page += pages;
+        }
+        Ok(st)
+    }
+
+    fn insert_run(&mut self, page: u64, run: Run) {
+        if run.kind == RunKind::Free {
+            self.free_runs.insert((run.pages, page));
+        }
+        self.runs.insert(page, run);
+    }
+
+    fn remove_run(&mut self, page: u64) -> Option<Run> {
+        let run = self.runs.remove(&page)?;
+        if run.kind == RunKind::Free {
+            self.free_runs.remove(&(run.pages, page));
+        }
+        Some(run)
+    }
+
+    fn write_header(&self, pool: &Pool, page: u64, kind: RunKind, pages: u64) -> Result<()> {
+        let off = page_offset(page);
+        pool.store_u64(off, run::encode(page, kind, pages))?;
+        pool.persist_always(off, 8);
+        Ok(())
+    }
+
+    /// Takes `pages` pages from the best-fitting free run, growing the pool
+    /// if none fits, and makes them a run of `kind`.
+    fn carve(&mut self, pool: &Pool, pages: u64, kind: RunKind) -> Result<u64> {
+        let (run_pages, page) = match self.free_runs.range((pages, 0)..).next() {
+            Some(&found) => found,
+            None => {
+                self.grow_for(pool, pages)?;
+                *self.free_runs.range((pages, 0)..).next().ok_or_else(|| PmemError::Invariant {
+                    name: "alloc.grow_fits",
+                    detail: format!("no free run of {pages} pages after growing"),
+                })?
+            }
+        };
+        if run_pages > pages {
+            self.write_header(pool, page + pages, RunKind::Free, run_pages - pages)?;
+        }
+        self.write_header(pool, page, kind, pages)?;
+        self.remove_run(page);
+        self.insert_run(page, Run { pages, kind });
+        if run_pages > pages {
+            self.insert_run(page + pages, Run {
+                pages: run_pages - pages,
+                kind: RunKind::Free,
+            });
+        }
+        Ok(page)
+    }
+
+    /// Returns a run's pages to the free runs, merging with free neighbours.
+    fn release_run(&mut self, pool: &Pool, page: u64) -> Result<()> {
+        let run = self.remove_run(page).ok_or_else(|| PmemError::Invariant {
+            name: "alloc.runs_cover_heap",
+            detail: format!("release of unknown run at page {page}"),
+        })?;
+        let mut start = page;
+        let mut pages = run.pages;
+        let next = page + run.pages;
+        if let Some(n) = self.runs.get(&next).copied().filter(|r| r.kind == RunKind::Free) {
+            pages += n.pages;
+            self.write_header(pool, start, RunKind::Free, pages)?;
+            self.remove_run(next);
+        } else {
+            self.write_header(pool, start, RunKind::Free, pages)?;
+        }
+        if let Some((&p, &prev)) = self.runs.range(..page).next_back() {
+            if prev.kind == RunKind::Free && p + prev.pages == page {
+                self.write_header(pool, p, RunKind::Free, prev.pages + pages)?;
+                self.remove_run(p);
+                start = p;
+                pages += prev.pages;
+            }
+        }
+        self.insert_run(start, Run {
+            pages,
+            kind: RunKind::Free,
+        });
+        Ok(())
+    }
+
+    /// Grows the pool so that a free run of `pages` pages exists at its end.
+    fn grow_for(&mut self, pool: &Pool, pages: u64) -> Result<()> {
+        let tail_free = self
+            .runs
+            .iter()
+            .next_back()
+            .filter(|(p, r)| r.kind == RunKind::Free && *p + r.pages == self.pages)
+            .map_or(0, |(_, r)| r.pages);
+        let size = pool.size();
+        let limit = pool.growth_limit();
+        let need = (pages - tail_free).saturating_mul(PAGE_BYTES);
+        let want = size.saturating_add(need);
+        if want > limit {
+            return Err(PmemError::PoolFull {
+                requested: pages * PAGE_BYTES,
+                size,
+                max_size: pool.max_size(),
+            });
+        }
+        // Grow geometrically (doubling, at most 1 GiB a step) so that a
+        // steadily filling pool pays for few growths.
+        let step = size.min(1 << 30);
+        let target = want.max(size.saturating_add(step)).min(limit);
+        self.grow_to(pool, target)
+    }
+
+    pub(crate) fn grow_to(&mut self, pool: &Pool, new_size: u64) -> Result<()> {
+        let new_pages = (new_size - HEADER_BYTES) / PAGE_BYTES;
+        let old_pages = self.pages;
+        if new_pages <= old_pages {
+            return Ok(());
+        }
+        pool.extend_mapping(HEADER_BYTES + new_pages * PAGE_BYTES)?;
+        self.write_header(pool, old_pages, RunKind::Free, new_pages - old_pages)?;
+        pool.commit_size(HEADER_BYTES + new_pages * PAGE_BYTES);
+        self.pages = new_pages;
+        self.insert_run(old_pages, Run {
+            pages: new_pages - old_pages,
+            kind: RunKind::Free,
+        });
+        if let Some((&p, &prev)) = self.runs.range(..old_pages).next_back() {
+            if prev.kind == RunKind::Free && p + prev.pages == old_pages {
+                let merged = prev.pages + new_pages - old_pages;
+                self.write_header(pool, p, RunKind::Free, merged)?;
+                self.remove_run(old_pages);
+                self.remove_run(p);
+                self.insert_run(p, Run {
+                    pages: merged,
+                    kind: RunKind::Free,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn alloc(&mut self, pool: &Pool, size: u64) -> Result<PoolOffset> {
+        match class_of(size) {
+            Some(class) => self.alloc_small(pool, class),
+            None => {
+                if size > MAX_ALLOC_BYTES {
+                    return Err(PmemError::TooLarge {
+                        what: "allocation",
+                        requested: size,
+                        limit: MAX_ALLOC_BYTES,
+                    });
+                }
+                let pages = (size + RUN_HEADER_BYTES).div_ceil(PAGE_BYTES);
+                let page = self.carve(pool, pages, RunKind::Large)?;
+                self.used_bytes += pages * PAGE_BYTES - RUN_HEADER_BYTES;
+                self.blocks += 1;
+                Ok(page_offset(page) + RUN_HEADER_BYTES)
+            }
+        }
+    }
+
+    fn alloc_small(&mut self, pool: &Pool, class: u8) -> Result<PoolOffset> {
+        let g = geometry(class);
+        let page = match self.partial[class as usize].first() {
+            Some(&p) => p,
+            None => self.new_slab(pool, class)?,
+        };
+        let run_off = page_offset(page);
+        let slab = self.slabs.get_mut(&page).ok_or_else(|| PmemError::Invariant {
+            name: "alloc.free_index",
+            detail: format!("slab at page {page} is not indexed"),
+        })?;
+        for i in 0..g.bitmap_words {
+            let w = (slab.hint + i) % g.bitmap_words;
+            let word_off = run_off + RUN_HEADER_BYTES + w * 8;
+            let word = pool.atomic_u64(word_off)?;
+            let bits = word.load(Ordering::Relaxed);
+            let limit = if w == g.bitmap_words - 1 && g.blocks % 64 != 0 {
+                g.blocks % 64
+            } else {
+                64
+            };
+            let free_mask = !bits & if limit == 64 { u64::MAX } else { (1u64 << limit) - 1 };
+            if free_mask == 0 {
+                continue;
+            }
+            let bit = free_mask.trailing_zeros() as u64;
+            word.store(bits | (1 << bit), Ordering::Release);
+            pool.persist(word_off, 8);
+            slab.hint = w;
+            if slab.free == g.blocks {
+                self.empty_slabs[class as usize] -= 1;
+            }
+            slab.free -= 1;
+            if slab.free == 0 {
+                self.partial[class as usize].remove(&page);
+            }
+            self.used_bytes += g.block_bytes;
+            self.blocks += 1;
+            return Ok(run_off + g.first_block + (w * 64 + bit) * g.block_bytes);
+        }
+        Err(PmemError::Invariant {
+            name: "alloc.slab_bitmap",
+            detail: format!("slab at page {page} is indexed as partial but its bitmap is full"),
+        })
+    }
+
+    fn new_slab(&mut self, pool: &Pool, class: u8) -> Result<u64> {
+        let g = geometry(class);
+        // The bitmap must be zero on media before the header makes it count;
+        // the pages are free, so writing them is invisible until then.
+        let (run_pages, page) = match self.free_runs.range((g.pages, 0)..).next() {
+            Some(&f) => f,
+            None => {
+                self.grow_for(pool, g.pages)?;
+                *self.free_runs.range((g.pages, 0)..).next().ok_or_else(|| PmemError::Invariant {
+                    name: "alloc.grow_fits",
+                    detail: "no free run for a slab after growing".into(),
+                })?
+            }
+        };
+        let _ = run_pages;
+        let bitmap = page_offset(page) + RUN_HEADER_BYTES;
+        pool.fill(bitmap, g.bitmap_words * 8, 0)?;
+        pool.persist_always(bitmap, g.bitmap_words * 8);
+        let carved = self.carve(pool, g.pages, RunKind::Slab(class))?;
+        if carved != page {
+            return Err(PmemError::Invariant {
+                name: "alloc.free_index",
+                detail: format!("best fit changed between bitmap init ({page}) and carve ({carved})"),
+            });
+        }
+        self.slabs.insert(page, Slab {
+            class,
+            free: g.blocks,
+            hint: 0,
+        });
+        self.partial[class as usize].insert(page);
+        self.empty_slabs[class as usize] += 1;
+        Ok(page)
+    }
+
+    /// The run holding `offset`, as (run page, run).
+    fn run_of(&self, offset: PoolOffset) -> Option<(u64, Run)> {
+        if offset < HEADER_BYTES {
+            return None;
+        }
+        let page = (offset - HEADER_BYTES) / PAGE_BYTES;
+        let (&p, &run) = self.runs.range(..=page).next_back()?;
+        (page < p + run.pages).then_some((p, run))
+    }
+
+    /// Where an allocated block starting at `offset` is: its run page, slab
+    /// bitmap word and bit (for slab blocks), and its usable size.
+    fn locate(&self, pool: &Pool, offset: PoolOffset) -> std::result::Result<BlockAt, &'static str> {
+        let (page, run) = self.run_of(offset).ok_or("not inside the heap")?;
+        let run_off = page_offset(page);
+        match run.kind {
+            RunKind::Free => Err("inside a free run"),
+            RunKind::Large if offset == run_off + RUN_HEADER_BYTES => Ok(BlockAt {
+                page,
+                slot: None,
+                usable: run.pages * PAGE_BYTES - RUN_HEADER_BYTES,
+            }),
+            RunKind::Large => Err("not the start of a large block"),
+            RunKind::Slab(class) => {
+                let g = geometry(class);
+                let rel = offset.checked_sub(run_off + g.first_block).ok_or("inside a slab's header")?;
+                if rel % g.block_bytes != 0 || rel / g.block_bytes >= g.blocks {
+                    return Err("not the start of a slab block");
+                }
+                let index = rel / g.block_bytes;
+                let word_off = run_off + RUN_HEADER_BYTES + index / 64 * 8;
+                let bits = pool.load_u64(word_off).map_err(|_| "bitmap unreadable")?;
+                if bits & (1 << (index % 64)) == 0 {
+                    return Err("not allocated (double free?)");
+                }
+                Ok(BlockAt {
+                    page,
+                    slot: Some((class, word_off, index % 64)),
+                    usable: g.block_bytes,
+                })
+            }
+        }
+    }
+
+    fn free(&mut self, pool: &Pool, offset: PoolOffset) -> Result<()> {
+        let at = self.locate(pool, offset).map_err(|why| PmemError::InvalidFree { offset, why })?;
+        self.free_located(pool, at)
+    }
+
+    fn free_located(&mut self, pool: &Pool, at: BlockAt) -> Result<()> {
+        self.used_bytes -= at.usable;
+        self.blocks -= 1;
+        let Some((class, word_off, bit)) = at.slot else {
+            return self.release_run(pool, at.page);
+        };
+        let word = pool.atomic_u64(word_off)?;
+        word.store(word.load(Ordering::Relaxed) & !(1 << bit), Ordering::Release);
+        pool.persist(word_off, 8);
+        let g = geometry(class);
+        let slab = self.slabs.get_mut(&at.page).ok_or_else(|| PmemError::Invariant {
+            name: "alloc.free_index",
+            detail: format!("slab at page {} is not indexed", at.page),
+        })?;
+        slab.free += 1;
+        let free = slab.free;
+        self.partial[class as usize].insert(at.page);
+        if free == g.blocks {
+            // Keep one empty slab per class for the next allocations; give
+            // further ones back as free pages.
+            if self.empty_slabs[class as usize] >= 1 {
+                self.slabs.remove(&at.page);
+                self.partial[class as usize].remove(&at.page);
+                self.release_run(pool, at.page)?;
+            } else {
+                self.empty_slabs[class as usize] += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every allocated block as (offset, usable size), in address order.
+    fn blocks(&self, pool: &Pool) -> Result<Vec<(PoolOffset, u64)>> {
+        let mut out = Vec::with_capacity(self.blocks as usize);
+        for (&page, run) in &self.runs {
+            let run_off = page_offset(page);
+            match run.kind {
+                RunKind::Free => {}
+                RunKind::Large => out.push((run_off + RUN_HEADER_BYTES, run.pages * PAGE_BYTES - RUN_HEADER_BYTES)),
+                RunKind::Slab(class) => {
+                    let g = geometry(class);
+                    for w in 0..g.bitmap_words {
+                        let mut bits = pool.load_u64(run_off + RUN_HEADER_BYTES + w * 8)?;
+                        while bits != 0 {
+                            let b = bits.trailing_zeros() as u64;
+                            bits &= bits - 1;
+                            out.push((run_off + g.first_block + (w * 64 + b) * g.block_bytes, g.block_bytes));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn stats(&self, pool: &Pool) -> AllocStats {
+        let heap_bytes = self.pages * PAGE_BYTES;
+        let free_run_bytes: u64 = self.free_runs.iter().map(|(p, _)| p * PAGE_BYTES).sum();
+        let largest = self.free_runs.iter().next_back().map_or(0, |(p, _)| p * PAGE_BYTES);
+        let slab_free: u64 = self.slabs.values().map(|s| s.free * geometry(s.class).block_bytes).sum();
+        let free_bytes = free_run_bytes + slab_free;
+        let large_runs = self.runs.values().filter(|r| r.kind == RunKind::Large).count() as u64;
+        AllocStats {
+            pool_bytes: pool.size(),
+            heap_bytes,
+            used_bytes: self.used_bytes,
+            allocated_blocks: self.blocks,
+            free_bytes,
+            free_run_bytes,
+            largest_free_run_bytes: largest,
+            free_runs: self.free_runs.len() as u64,
+            slabs: self.slabs.len() as u64,
+            large_runs,
+            overhead_bytes: heap_bytes.saturating_sub(self.used_bytes + free_bytes),
+            fragmentation: if free_run_bytes == 0 {
+                0.0
+            } else {
+                1.0 - largest as f64 / free_run_bytes as f64
+            },
+            growable_bytes: pool.max_size().saturating_sub(pool.size()),
+        }
+    }
+
+    fn check(&self, pool: &Pool) -> CheckReport {
+        let mut rep = CheckReport::default();
+        let mut v = |name, detail: String| rep.violations.push(Violation { name, detail });
+        let mut page = 0;
+        let mut used = 0u64;
+        let mut blocks = 0u64;
+        let mut runs = 0u64;
+        while page < self.pages {
+            runs += 1;
+            let (kind, pages) = match read_header(pool, page) {
+                Ok(h) => h,
+                Err(e) => {
+                    v("alloc.run_header", e.to_string());
+                    break;
+                }
+            };
+            if self.runs.get(&page) != Some(&Run { pages, kind }) {
+                v("alloc.run_header", format!("page {page}: media has {kind:?}×{pages}, index has {:?}", self.runs.get(&page)));
+            }
+            match kind {
+                RunKind::Free => {
+                    if !self.free_runs.contains(&(pages, page)) {
+                        v("alloc.free_index", format!("free run at page {page} missing from the index"));
+                    }
+                }
+                RunKind::Large => {
+                    used += pages * PAGE_BYTES - RUN_HEADER_BYTES;
+                    blocks += 1;
+                }
+                RunKind::Slab(class) if (class as usize) < CLASS_COUNT => match count_slab(pool, page, class) {
+                    Ok(n) => {
+                        let g = geometry(class);
+                        used += n * g.block_bytes;
+                        blocks += n;
+                        match self.slabs.get(&page) {
+                            Some(s) if s.free == g.blocks - n && s.class == class => {}
+                            other => v("alloc.slab_bitmap", format!("slab at page {page}: {n} blocks set, index {other:?}")),
+                        }
+                        if (n < g.blocks) != self.partial[class as usize].contains(&page) {
+                            v("alloc.free_index", format!("slab at page {page} partial-list membership wrong"));
+                        }
+                    }
+                    Err(e) => v("alloc.slab_bitmap", e.to_string()),
+                },
+                RunKind::Slab(class) => v("alloc.run_header", format!("page {page}: bad class {class}")),
+            }
+            if pages == 0 || pages > self.pages - page {
+                v("alloc.runs_cover_heap", format!("run at page {page} of {pages} pages overruns the heap"));
+                break;
+            }
+            page += pages;
+        }
+        if runs as usize != self.runs.len() {
+            v("alloc.runs_cover_heap", format!("walked {runs} runs, index has {}", self.runs.len()));
+        }
+        let free_indexed = self.runs.values().filter(|r| r.kind == RunKind::Free).count();
+        if free_indexed != self.free_runs.len() {
+            v("alloc.free_index", format!("{} free runs indexed by size, {free_indexed} in the run map", self.free_runs.len()));
+        }
+        if used != self.used_bytes || blocks != self.blocks {
+            v("alloc.used_bytes", format!("media: {blocks} blocks / {used} bytes; counters: {} / {}", self.blocks, self.used_bytes));
+        }
+        if let Err(e) = pool.header() {
+            v("header.valid", e.to_string());
+        }
+        rep.runs = runs;
+        rep.blocks = blocks;
+        rep
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct BlockAt {
+    page: u64,
+    slot: Option<(u8, PoolOffset, u64)>,
+    usable: u64,
+}
+
+fn read_header(pool: &Pool, page: u64) -> Result<(RunKind, u64)> {
+    let off = page_offset(page);
+    let w = pool.load_u64(off)?;
+    run::decode(page, w).ok_or_else(|| PmemError::corrupted(format!("run header at page {page}"), off))
+}
+
+/// Counts the set bits of a slab's bitmap, checking the bits past its last block.
+fn count_slab(pool: &Pool, page: u64, class: u8) -> Result<u64> {
+    let g = geometry(class);
+    let base = page_offset(page) + RUN_HEADER_BYTES;
+    let mut used = 0;
+    for w in 0..g.bitmap_words {
+        let bits = pool.load_u64(base + w * 8)?;
+        let valid = (g.blocks - w * 64).min(64);
+        if valid < 64 && bits >> valid != 0 {
+            return Err(PmemError::corrupted(
+                format!("slab bitmap at page {page} has bits past its last block"),
+                base + w * 8,
+            ));
+        }
+        used += u64::from(bits.count_ones());
+    }
+    Ok(used)
+}
+
+impl Pool {
+    /// Allocates a block of at least `size` bytes and returns its offset.
+    ///
+    /// The allocation is durable when this returns. The block's old contents
+    /// are unspecified: write and persist what you need before linking it.
+    /// Blocks are 16-byte aligned; large ones (over 32 KiB) 64-byte aligned.
+    ///
+    /// # Errors
+    /// [`PmemError::PoolFull`] when neither free space nor growth room is left;
+    /// [`PmemError::TooLarge`] above the format's limit.
+    pub fn alloc(&self, size: u64) -> Result<PoolOffset> {
+        self.alloc.lock().alloc(self, size)
+    }
+
+    /// Frees a block returned by [`Pool::alloc`]; unlink it (persisted) first.
+    ///
+    /// # Errors
+    /// [`PmemError::InvalidFree`] for anything that is not an allocated
+    /// block's start (including a double free); the pool is unchanged then.
+    pub fn free(&self, offset: PoolOffset) -> Result<()> {
+        self.alloc.lock().free(self, offset)
+    }
+
+    /// The usable size of an allocated block.
+    ///
+    /// # Errors
+    /// [`PmemError::BadReference`] if `offset` is not an allocated block.
+    pub fn usable_size(&self, offset: PoolOffset) -> Result<u64> {
+        self.alloc.lock().locate(self, offset).map(|b| b.usable).map_err(|what| PmemError::BadReference {
+            what,
+            offset,
+            len: 0,
+        })
+    }
+
+    /// Every allocated block as (offset, usable size), in address order.
+    ///
+    /// # Errors
+    /// [`PmemError::BadReference`] if the allocator's state is inconsistent.
+    pub fn allocated_blocks(&self) -> Result<Vec<(PoolOffset, u64)>> {
+        self.alloc.lock().blocks(self)
+    }
+
+    /// Heap usage and fragmentation.
+    pub fn alloc_stats(&self) -> AllocStats {
+        self.alloc.lock().stats(self)
+    }
+
+    /// Grows the pool to `new_size` bytes now (it also grows by itself when
+    /// an allocation needs room). A size at or below the current one is a no-op.
+    ///
+    /// # Errors
+    /// [`PmemError::PoolFull`] above the maximum size (raise it with
+    /// [`Pool::set_max_size`] and reopen), [`PmemError::Io`] if the file
+    /// cannot be extended.
+    pub fn grow(&self, new_size: u64) -> Result<()> {
+        let mut st = self.alloc.lock();
+        let new_size = new_size.div_ceil(PAGE_BYTES) * PAGE_BYTES;
+        if new_size <= self.size() {
+            return Ok(());
+        }
+        if new_size > self.growth_limit() {
+            return Err(PmemError::PoolFull {
+                requested: new_size - self.size(),
+                size: self.size(),
+                max_size: self.max_size(),
+            });
+        }
+        st.grow_to(self, new_size)
+    }
+
+    /// Checks the header and the allocator's invariants (persistent metadata
+    /// against the DRAM index), reporting every violation by name.
+    pub fn check(&self) -> CheckReport {
+        self.alloc.lock().check(self)
+    }
+}
