@@ -37,7 +37,9 @@ pub enum PmemError {
         found: u64,
     },
     /// The header's static checksum does not match its contents.
-    #[error("{path}: header checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the pool is corrupted")]
+    #[error(
+        "{path}: header checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the pool is corrupted"
+    )]
     ChecksumMismatch {
         /// The file that was opened.
         path: PathBuf,
@@ -145,17 +147,11 @@ pub enum PmemError {
 
 impl PmemError {
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        PmemError::Io {
-            context: context.into(),
-            source,
-        }
+        PmemError::Io { context: context.into(), source }
     }
 
     pub(crate) fn corrupted(what: impl Into<String>, offset: u64) -> Self {
-        PmemError::Corrupted {
-            what: what.into(),
-            offset,
-        }
+        PmemError::Corrupted { what: what.into(), offset }
     }
 }
 

@@ -191,11 +191,7 @@ impl Header {
         let stored = le_u32(bytes, OFF_STATIC_CRC);
         let computed = static_crc(bytes);
         if stored != computed {
-            return Err(PmemError::ChecksumMismatch {
-                path: path.to_path_buf(),
-                stored,
-                computed,
-            });
+            return Err(PmemError::ChecksumMismatch { path: path.to_path_buf(), stored, computed });
         }
         let page = le_u32(bytes, OFF_PAGE_BYTES);
         let heap_offset = le_u64(bytes, OFF_HEAP_OFFSET);

@@ -72,11 +72,7 @@ impl Region {
             name: "pmem.map.nonnull",
             detail: "mmap returned a null address".into(),
         })?;
-        let mut region = Region {
-            base,
-            reserved,
-            kind: RegionKind::File { map_sync: false },
-        };
+        let mut region = Region { base, reserved, kind: RegionKind::File { map_sync: false } };
         let map_sync = region.map_file_range(file, 0, len, try_sync)?;
         region.kind = RegionKind::File { map_sync };
         Ok(region)
@@ -121,14 +117,7 @@ impl Region {
         }
         // SAFETY: as above, the range is inside our reservation.
         let p = unsafe {
-            libc::mmap(
-                addr,
-                len,
-                prot,
-                libc::MAP_SHARED | libc::MAP_FIXED,
-                file.as_raw_fd(),
-                offset as libc::off_t,
-            )
+            libc::mmap(addr, len, prot, libc::MAP_SHARED | libc::MAP_FIXED, file.as_raw_fd(), offset as libc::off_t)
         };
         if p == libc::MAP_FAILED {
             return Err(PmemError::io("mapping the pool file", std::io::Error::last_os_error()));
@@ -152,11 +141,7 @@ impl Region {
     /// A zeroed anonymous region of `reserved` bytes.
     pub(crate) fn anonymous(reserved: usize) -> Result<Region> {
         let layout = Layout::from_size_align(reserved.max(REGION_ALIGN), REGION_ALIGN).map_err(|_| {
-            PmemError::TooLarge {
-                what: "anonymous pool",
-                requested: reserved as u64,
-                limit: isize::MAX as u64,
-            }
+            PmemError::TooLarge { what: "anonymous pool", requested: reserved as u64, limit: isize::MAX as u64 }
         })?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout) };
@@ -165,11 +150,7 @@ impl Region {
             requested: reserved as u64,
             limit: 0,
         })?;
-        Ok(Region {
-            base,
-            reserved: layout.size(),
-            kind: RegionKind::Anonymous { layout },
-        })
+        Ok(Region { base, reserved: layout.size(), kind: RegionKind::Anonymous { layout } })
     }
 
     pub(crate) fn base(&self) -> *mut u8 {

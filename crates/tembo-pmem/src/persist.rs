@@ -35,11 +35,8 @@ pub enum FlushInstruction {
 
 impl FlushInstruction {
     /// Every instruction, best first.
-    pub const ALL: [FlushInstruction; 3] = [
-        FlushInstruction::Clwb,
-        FlushInstruction::Clflushopt,
-        FlushInstruction::Clflush,
-    ];
+    pub const ALL: [FlushInstruction; 3] =
+        [FlushInstruction::Clwb, FlushInstruction::Clflushopt, FlushInstruction::Clflush];
 
     /// Lower-case name, as accepted by `TEMBO_FLUSH` and the CLI.
     pub fn name(self) -> &'static str {
@@ -58,10 +55,7 @@ impl FlushInstruction {
 
     /// The best instruction this CPU has.
     pub fn detect() -> FlushInstruction {
-        FlushInstruction::ALL
-            .into_iter()
-            .find(|i| i.is_available())
-            .unwrap_or(FlushInstruction::Unsupported)
+        FlushInstruction::ALL.into_iter().find(|i| i.is_available()).unwrap_or(FlushInstruction::Unsupported)
     }
 
     /// The instruction named by `TEMBO_FLUSH` if it is set and available,
@@ -97,9 +91,7 @@ impl FromStr for FlushInstruction {
             "clwb" => Ok(FlushInstruction::Clwb),
             "clflushopt" => Ok(FlushInstruction::Clflushopt),
             "clflush" => Ok(FlushInstruction::Clflush),
-            other => Err(format!(
-                "unknown flush instruction {other:?}: use clwb, clflushopt or clflush"
-            )),
+            other => Err(format!("unknown flush instruction {other:?}: use clwb, clflushopt or clflush")),
         }
     }
 }
@@ -142,9 +134,7 @@ impl FromStr for OrderingMode {
             "none" => Ok(OrderingMode::None),
             "fast" => Ok(OrderingMode::Fast),
             "full" => Ok(OrderingMode::Full),
-            other => Err(format!(
-                "unknown ordering mode {other:?}: use none, fast or full"
-            )),
+            other => Err(format!("unknown ordering mode {other:?}: use none, fast or full")),
         }
     }
 }
@@ -155,11 +145,7 @@ fn cpu_supports(i: FlushInstruction) -> bool {
     // CPUID leaf 1, EDX bit 19: CLFLUSH.
     let leaf1 = std::arch::x86_64::__cpuid(1);
     let max_leaf = std::arch::x86_64::__cpuid(0).eax;
-    let leaf7_ebx = if max_leaf >= 7 {
-        std::arch::x86_64::__cpuid_count(7, 0).ebx
-    } else {
-        0
-    };
+    let leaf7_ebx = if max_leaf >= 7 { std::arch::x86_64::__cpuid_count(7, 0).ebx } else { 0 };
     match i {
         FlushInstruction::Clwb => leaf7_ebx & (1 << 24) != 0,
         FlushInstruction::Clflushopt => leaf7_ebx & (1 << 23) != 0,

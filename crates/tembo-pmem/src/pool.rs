@@ -145,10 +145,7 @@ impl Default for PoolOptions {
 impl PoolOptions {
     /// Options for a pool of `size` bytes, everything else default.
     pub fn with_size(size: u64) -> Self {
-        PoolOptions {
-            size,
-            ..PoolOptions::default()
-        }
+        PoolOptions { size, ..PoolOptions::default() }
     }
 
     fn flush_instruction(&self) -> Result<FlushInstruction> {
@@ -214,10 +211,7 @@ pub struct Pool {
 }
 
 fn now_secs() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 fn round_up_pages(n: u64) -> Option<u64> {
@@ -226,31 +220,20 @@ fn round_up_pages(n: u64) -> Option<u64> {
 
 fn create_sizes(opts: &PoolOptions) -> Result<(u64, u64)> {
     if opts.size < MIN_POOL_BYTES {
-        return Err(PmemError::SizeTooSmall {
-            requested: opts.size,
-            minimum: MIN_POOL_BYTES,
-        });
+        return Err(PmemError::SizeTooSmall { requested: opts.size, minimum: MIN_POOL_BYTES });
     }
-    let too_large = |what, requested| PmemError::TooLarge {
-        what,
-        requested,
-        limit: WORD_VALUE_MAX / PAGE_BYTES * PAGE_BYTES,
-    };
-    let size = round_up_pages(opts.size)
-        .filter(|s| *s <= WORD_VALUE_MAX)
-        .ok_or_else(|| too_large("pool size", opts.size))?;
+    let too_large =
+        |what, requested| PmemError::TooLarge { what, requested, limit: WORD_VALUE_MAX / PAGE_BYTES * PAGE_BYTES };
+    let size =
+        round_up_pages(opts.size).filter(|s| *s <= WORD_VALUE_MAX).ok_or_else(|| too_large("pool size", opts.size))?;
     let max = match opts.max_size {
         Some(m) => m,
         None => size.saturating_mul(DEFAULT_MAX_FACTOR).max(1 << 30).min(WORD_VALUE_MAX),
     };
-    let max = round_up_pages(max)
-        .filter(|s| *s <= WORD_VALUE_MAX)
-        .ok_or_else(|| too_large("maximum pool size", max))?;
+    let max =
+        round_up_pages(max).filter(|s| *s <= WORD_VALUE_MAX).ok_or_else(|| too_large("maximum pool size", max))?;
     if max < size {
-        return Err(PmemError::SizeTooSmall {
-            requested: max,
-            minimum: size,
-        });
+        return Err(PmemError::SizeTooSmall { requested: max, minimum: size });
     }
     Ok((size, max))
 }
@@ -261,9 +244,7 @@ fn lock_file(file: &File, path: &Path) -> Result<()> {
     if rc != 0 {
         let err = std::io::Error::last_os_error();
         if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(PmemError::Locked {
-                path: path.to_path_buf(),
-            });
+            return Err(PmemError::Locked { path: path.to_path_buf() });
         }
         return Err(PmemError::io(format!("locking {}", path.display()), err));
     }
@@ -290,8 +271,7 @@ impl Pool {
             .map_err(|e| PmemError::io(format!("creating pool file {}", path.display()), e))?;
         let made = (|| {
             lock_file(&file, path)?;
-            file.set_len(size)
-                .map_err(|e| PmemError::io(format!("sizing {} to {size} bytes", path.display()), e))?;
+            file.set_len(size).map_err(|e| PmemError::io(format!("sizing {} to {size} bytes", path.display()), e))?;
             let (region, mode) = Self::map_with_mode(&file, path, size, max, opts.mode)?;
             let backend = Self::backend_for(mode);
             let pool = Pool::assemble(region, mode, backend, instr, opts.ordering, Some(file), path, max)?;
@@ -320,10 +300,7 @@ impl Pool {
             .open(path)
             .map_err(|e| PmemError::io(format!("opening pool file {}", path.display()), e))?;
         lock_file(&file, path)?;
-        let len = file
-            .metadata()
-            .map_err(|e| PmemError::io(format!("stat of {}", path.display()), e))?
-            .len();
+        let len = file.metadata().map_err(|e| PmemError::io(format!("stat of {}", path.display()), e))?.len();
         let mut head = Vec::with_capacity(HEADER_BYTES as usize);
         (&mut file)
             .take(HEADER_BYTES)
@@ -331,11 +308,7 @@ impl Pool {
             .map_err(|e| PmemError::io(format!("reading header of {}", path.display()), e))?;
         let header = Header::validate(&head, path)?;
         if len < header.size {
-            return Err(PmemError::Truncated {
-                path: path.to_path_buf(),
-                expected: header.size,
-                found: len,
-            });
+            return Err(PmemError::Truncated { path: path.to_path_buf(), expected: header.size, found: len });
         }
         let (region, mode) = Self::map_with_mode(&file, path, header.size, header.max_size, opts.mode)?;
         let backend = Self::backend_for(mode);
@@ -455,9 +428,7 @@ impl Pool {
 
     fn backend_for(mode: Mode) -> Backend {
         match mode {
-            Mode::Msync => Backend::Msync {
-                dirty: Mutex::new(Vec::new()),
-            },
+            Mode::Msync => Backend::Msync { dirty: Mutex::new(Vec::new()) },
             _ => Backend::Hardware,
         }
     }
@@ -632,7 +603,8 @@ impl Pool {
             Backend::Hardware => {
                 // SAFETY: [offset, end) is below the pool size, so it lies in
                 // the mapped part of the region; `instr` was checked available.
-                let lines = unsafe { persist::flush_range(self.instr, self.region.base().add(offset as usize), len as usize) };
+                let lines =
+                    unsafe { persist::flush_range(self.instr, self.region.base().add(offset as usize), len as usize) };
                 self.counters.add_flush_lines(lines);
             }
             Backend::Msync { dirty } => {
@@ -693,11 +665,7 @@ impl Pool {
         let end = offset.checked_add(len);
         match end {
             Some(end) if offset >= HEADER_BYTES && end <= self.size() => Ok(()),
-            _ => Err(PmemError::BadReference {
-                what: "range outside the heap",
-                offset,
-                len,
-            }),
+            _ => Err(PmemError::BadReference { what: "range outside the heap", offset, len }),
         }
     }
 
@@ -775,11 +743,7 @@ impl Pool {
     #[inline]
     pub fn atomic_u64(&self, offset: PoolOffset) -> Result<&AtomicU64> {
         if offset % 8 != 0 {
-            return Err(PmemError::BadReference {
-                what: "atomic word not 8-byte aligned",
-                offset,
-                len: 8,
-            });
+            return Err(PmemError::BadReference { what: "atomic word not 8-byte aligned", offset, len: 8 });
         }
         let p = self.raw(offset, 8)?;
         // SAFETY: the word is mapped for the pool's lifetime and 8-byte aligned
@@ -844,7 +808,11 @@ impl Pool {
         // SAFETY: [offset, end) is below the pool size, so mapped; `dst` is a
         // distinct allocation at least `end - offset` long.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.region.base().add(offset as usize), dst.as_mut_ptr(), (end - offset) as usize)
+            std::ptr::copy_nonoverlapping(
+                self.region.base().add(offset as usize),
+                dst.as_mut_ptr(),
+                (end - offset) as usize,
+            )
         };
     }
 
@@ -868,10 +836,7 @@ impl Pool {
 
     /// All named roots.
     pub fn roots(&self) -> Vec<Root> {
-        (0..ROOT_SLOTS)
-            .filter_map(|slot| self.root_slot(slot))
-            .map(|(name, offset)| Root { name, offset })
-            .collect()
+        (0..ROOT_SLOTS).filter_map(|slot| self.root_slot(slot)).map(|(name, offset)| Root { name, offset }).collect()
     }
 
     fn root_slot(&self, slot: usize) -> Option<(String, u64)> {
@@ -911,10 +876,7 @@ impl Pool {
             None => {
                 let s = (0..ROOT_SLOTS)
                     .find(|s| self.header_load(OFF_ROOTS + s * ROOT_SLOT_BYTES + ROOT_NAME_MAX) == 0)
-                    .ok_or_else(|| PmemError::BadRoot {
-                        name: name.into(),
-                        why: "all 32 root slots are in use",
-                    })?;
+                    .ok_or_else(|| PmemError::BadRoot { name: name.into(), why: "all 32 root slots are in use" })?;
                 // Name first, persisted; then the word makes the root exist.
                 let off = OFF_ROOTS + s * ROOT_SLOT_BYTES;
                 // SAFETY: the slot's name bytes lie in the mapped header page.
@@ -978,18 +940,13 @@ impl Pool {
     /// [`PmemError::TooLarge`] above the format's limit.
     pub fn set_max_size(&self, max: u64) -> Result<()> {
         let _g = self.alloc.lock();
-        let max = round_up_pages(max)
-            .filter(|m| *m <= WORD_VALUE_MAX)
-            .ok_or(PmemError::TooLarge {
-                what: "maximum pool size",
-                requested: max,
-                limit: WORD_VALUE_MAX,
-            })?;
+        let max = round_up_pages(max).filter(|m| *m <= WORD_VALUE_MAX).ok_or(PmemError::TooLarge {
+            what: "maximum pool size",
+            requested: max,
+            limit: WORD_VALUE_MAX,
+        })?;
         if max < self.size() {
-            return Err(PmemError::SizeTooSmall {
-                requested: max,
-                minimum: self.size(),
-            });
+            return Err(PmemError::SizeTooSmall { requested: max, minimum: self.size() });
         }
         self.store_header_word(OFF_MAX_SIZE, encode_word(WordField::MaxSize as u8, &[], max));
         self.max_size.store(max, Ordering::Release);
@@ -1036,10 +993,7 @@ impl Drop for Pool {
 fn validate_root_name(name: &str) -> Result<[u8; ROOT_NAME_MAX]> {
     let b = name.as_bytes();
     if b.len() < ROOT_NAME_MIN || b.len() > ROOT_NAME_MAX || b.contains(&0) {
-        return Err(PmemError::BadRoot {
-            name: name.into(),
-            why: "names have 2 to 24 bytes and no NUL",
-        });
+        return Err(PmemError::BadRoot { name: name.into(), why: "names have 2 to 24 bytes and no NUL" });
     }
     let mut raw = [0u8; ROOT_NAME_MAX];
     raw[..b.len()].copy_from_slice(b);

@@ -24,10 +24,7 @@ impl<T> PPtr<T> {
 
     /// A reference to offset `offset`.
     pub const fn new(offset: PoolOffset) -> Self {
-        PPtr {
-            offset,
-            _type: PhantomData,
-        }
+        PPtr { offset, _type: PhantomData }
     }
 
     /// The offset.

@@ -176,10 +176,7 @@ impl AllocState {
         let mut st = AllocState::empty();
         st.pages = (size - HEADER_BYTES) / PAGE_BYTES;
         st.write_header(pool, 0, RunKind::Free, st.pages)?;
-        st.insert_run(0, Run {
-            pages: st.pages,
-            kind: RunKind::Free,
-        });
+        st.insert_run(0, Run { pages: st.pages, kind: RunKind::Free });
         Ok(st)
     }
 
@@ -205,10 +202,7 @@ impl AllocState {
                         let merged = st.runs[&p].pages + pages;
                         st.write_header(pool, p, RunKind::Free, merged)?;
                         st.remove_run(p);
-                        st.insert_run(p, Run {
-                            pages: merged,
-                            kind: RunKind::Free,
-                        });
+                        st.insert_run(p, Run { pages: merged, kind: RunKind::Free });
                     } else {
                         st.insert_run(page, Run { pages, kind });
                         prev_free = Some(page);
@@ -231,11 +225,7 @@ impl AllocState {
                     let g = geometry(class);
                     st.used_bytes += used * g.block_bytes;
                     st.blocks += used;
-                    st.slabs.insert(page, Slab {
-                        class,
-                        free: g.blocks - used,
-                        hint: 0,
-                    });
+                    st.slabs.insert(page, Slab { class, free: g.blocks - used, hint: 0 });
                     if used < g.blocks {
                         st.partial[class as usize].insert(page);
                     }
@@ -293,10 +283,7 @@ impl AllocState {
         self.remove_run(page);
         self.insert_run(page, Run { pages, kind });
         if run_pages > pages {
-            self.insert_run(page + pages, Run {
-                pages: run_pages - pages,
-                kind: RunKind::Free,
-            });
+            self.insert_run(page + pages, Run { pages: run_pages - pages, kind: RunKind::Free });
         }
         Ok(page)
     }
@@ -325,10 +312,7 @@ impl AllocState {
                 pages += prev.pages;
             }
         }
-        self.insert_run(start, Run {
-            pages,
-            kind: RunKind::Free,
-        });
+        self.insert_run(start, Run { pages, kind: RunKind::Free });
         Ok(())
     }
 
@@ -345,11 +329,7 @@ impl AllocState {
         let need = (pages - tail_free).saturating_mul(PAGE_BYTES);
         let want = size.saturating_add(need);
         if want > limit {
-            return Err(PmemError::PoolFull {
-                requested: pages * PAGE_BYTES,
-                size,
-                max_size: pool.max_size(),
-            });
+            return Err(PmemError::PoolFull { requested: pages * PAGE_BYTES, size, max_size: pool.max_size() });
         }
         // Grow geometrically (doubling, at most 1 GiB a step) so that a
         // steadily filling pool pays for few growths.
@@ -368,20 +348,14 @@ impl AllocState {
         self.write_header(pool, old_pages, RunKind::Free, new_pages - old_pages)?;
         pool.commit_size(HEADER_BYTES + new_pages * PAGE_BYTES);
         self.pages = new_pages;
-        self.insert_run(old_pages, Run {
-            pages: new_pages - old_pages,
-            kind: RunKind::Free,
-        });
+        self.insert_run(old_pages, Run { pages: new_pages - old_pages, kind: RunKind::Free });
         if let Some((&p, &prev)) = self.runs.range(..old_pages).next_back() {
             if prev.kind == RunKind::Free && p + prev.pages == old_pages {
                 let merged = prev.pages + new_pages - old_pages;
                 self.write_header(pool, p, RunKind::Free, merged)?;
                 self.remove_run(old_pages);
                 self.remove_run(p);
-                self.insert_run(p, Run {
-                    pages: merged,
-                    kind: RunKind::Free,
-                });
+                self.insert_run(p, Run { pages: merged, kind: RunKind::Free });
             }
         }
         Ok(())
@@ -392,11 +366,7 @@ impl AllocState {
             Some(class) => self.alloc_small(pool, class),
             None => {
                 if size > MAX_ALLOC_BYTES {
-                    return Err(PmemError::TooLarge {
-                        what: "allocation",
-                        requested: size,
-                        limit: MAX_ALLOC_BYTES,
-                    });
+                    return Err(PmemError::TooLarge { what: "allocation", requested: size, limit: MAX_ALLOC_BYTES });
                 }
                 let pages = (size + RUN_HEADER_BYTES).div_ceil(PAGE_BYTES);
                 let page = self.carve(pool, pages, RunKind::Large)?;
@@ -423,11 +393,7 @@ impl AllocState {
             let word_off = run_off + RUN_HEADER_BYTES + w * 8;
             let word = pool.atomic_u64(word_off)?;
             let bits = word.load(Ordering::Relaxed);
-            let limit = if w == g.bitmap_words - 1 && g.blocks % 64 != 0 {
-                g.blocks % 64
-            } else {
-                64
-            };
+            let limit = if w == g.bitmap_words - 1 && g.blocks % 64 != 0 { g.blocks % 64 } else { 64 };
             let free_mask = !bits & if limit == 64 { u64::MAX } else { (1u64 << limit) - 1 };
             if free_mask == 0 {
                 continue;
@@ -478,11 +444,7 @@ impl AllocState {
                 detail: format!("best fit changed between bitmap init ({page}) and carve ({carved})"),
             });
         }
-        self.slabs.insert(page, Slab {
-            class,
-            free: g.blocks,
-            hint: 0,
-        });
+        self.slabs.insert(page, Slab { class, free: g.blocks, hint: 0 });
         self.partial[class as usize].insert(page);
         self.empty_slabs[class as usize] += 1;
         Ok(page)
@@ -505,11 +467,9 @@ impl AllocState {
         let run_off = page_offset(page);
         match run.kind {
             RunKind::Free => Err("inside a free run"),
-            RunKind::Large if offset == run_off + RUN_HEADER_BYTES => Ok(BlockAt {
-                page,
-                slot: None,
-                usable: run.pages * PAGE_BYTES - RUN_HEADER_BYTES,
-            }),
+            RunKind::Large if offset == run_off + RUN_HEADER_BYTES => {
+                Ok(BlockAt { page, slot: None, usable: run.pages * PAGE_BYTES - RUN_HEADER_BYTES })
+            }
             RunKind::Large => Err("not the start of a large block"),
             RunKind::Slab(class) => {
                 let g = geometry(class);
@@ -523,11 +483,7 @@ impl AllocState {
                 if bits & (1 << (index % 64)) == 0 {
                     return Err("not allocated (double free?)");
                 }
-                Ok(BlockAt {
-                    page,
-                    slot: Some((class, word_off, index % 64)),
-                    usable: g.block_bytes,
-                })
+                Ok(BlockAt { page, slot: Some((class, word_off, index % 64)), usable: g.block_bytes })
             }
         }
     }
@@ -611,11 +567,7 @@ impl AllocState {
             slabs: self.slabs.len() as u64,
             large_runs,
             overhead_bytes: heap_bytes.saturating_sub(self.used_bytes + free_bytes),
-            fragmentation: if free_run_bytes == 0 {
-                0.0
-            } else {
-                1.0 - largest as f64 / free_run_bytes as f64
-            },
+            fragmentation: if free_run_bytes == 0 { 0.0 } else { 1.0 - largest as f64 / free_run_bytes as f64 },
             growable_bytes: pool.max_size().saturating_sub(pool.size()),
         }
     }
@@ -637,7 +589,10 @@ impl AllocState {
                 }
             };
             if self.runs.get(&page) != Some(&Run { pages, kind }) {
-                v("alloc.run_header", format!("page {page}: media has {kind:?}×{pages}, index has {:?}", self.runs.get(&page)));
+                v(
+                    "alloc.run_header",
+                    format!("page {page}: media has {kind:?}×{pages}, index has {:?}", self.runs.get(&page)),
+                );
             }
             match kind {
                 RunKind::Free => {
@@ -656,7 +611,9 @@ impl AllocState {
                         blocks += n;
                         match self.slabs.get(&page) {
                             Some(s) if s.free == g.blocks - n && s.class == class => {}
-                            other => v("alloc.slab_bitmap", format!("slab at page {page}: {n} blocks set, index {other:?}")),
+                            other => {
+                                v("alloc.slab_bitmap", format!("slab at page {page}: {n} blocks set, index {other:?}"))
+                            }
                         }
                         if (n < g.blocks) != self.partial[class as usize].contains(&page) {
                             v("alloc.free_index", format!("slab at page {page} partial-list membership wrong"));
@@ -677,10 +634,16 @@ impl AllocState {
         }
         let free_indexed = self.runs.values().filter(|r| r.kind == RunKind::Free).count();
         if free_indexed != self.free_runs.len() {
-            v("alloc.free_index", format!("{} free runs indexed by size, {free_indexed} in the run map", self.free_runs.len()));
+            v(
+                "alloc.free_index",
+                format!("{} free runs indexed by size, {free_indexed} in the run map", self.free_runs.len()),
+            );
         }
         if used != self.used_bytes || blocks != self.blocks {
-            v("alloc.used_bytes", format!("media: {blocks} blocks / {used} bytes; counters: {} / {}", self.blocks, self.used_bytes));
+            v(
+                "alloc.used_bytes",
+                format!("media: {blocks} blocks / {used} bytes; counters: {} / {}", self.blocks, self.used_bytes),
+            );
         }
         if let Err(e) = pool.header() {
             v("header.valid", e.to_string());

@@ -80,13 +80,7 @@ fn compute(class: usize) -> SlabGeometry {
         let words = blocks.div_ceil(64);
         let first = (RUN_HEADER_BYTES + words * 8).div_ceil(64) * 64;
         if first + blocks * block <= run {
-            return SlabGeometry {
-                block_bytes: block,
-                pages,
-                blocks,
-                bitmap_words: words,
-                first_block: first,
-            };
+            return SlabGeometry { block_bytes: block, pages, blocks, bitmap_words: words, first_block: first };
         }
         blocks -= 1;
     }

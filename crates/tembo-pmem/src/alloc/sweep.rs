@@ -88,11 +88,7 @@ pub struct ReclaimReport {
 }
 
 fn mark_all(pool: &Pool, st: &AllocState, tracers: &[&dyn LeakTracer]) -> Result<HashSet<PoolOffset>> {
-    let mut marker = Marker {
-        state: st,
-        pool,
-        marked: HashSet::new(),
-    };
+    let mut marker = Marker { state: st, pool, marked: HashSet::new() };
     for t in tracers {
         t.trace(pool, &mut marker)?;
     }
@@ -109,10 +105,7 @@ impl Pool {
         let st = self.alloc.lock();
         let marked = mark_all(self, &st, tracers)?;
         let leaked: Vec<_> = st.blocks(self)?.into_iter().filter(|(o, _)| !marked.contains(o)).collect();
-        Ok(LeakReport {
-            reachable_blocks: marked.len() as u64,
-            leaked,
-        })
+        Ok(LeakReport { reachable_blocks: marked.len() as u64, leaked })
     }
 
     /// Frees every allocated block that no tracer reaches. Engines call it
@@ -125,10 +118,7 @@ impl Pool {
     pub fn reclaim_leaks(&self, tracers: &[&dyn LeakTracer]) -> Result<ReclaimReport> {
         let mut st = self.alloc.lock();
         let marked = mark_all(self, &st, tracers)?;
-        let mut report = ReclaimReport {
-            reachable_blocks: marked.len() as u64,
-            ..ReclaimReport::default()
-        };
+        let mut report = ReclaimReport { reachable_blocks: marked.len() as u64, ..ReclaimReport::default() };
         for (offset, usable) in st.blocks(self)? {
             if marked.contains(&offset) {
                 continue;

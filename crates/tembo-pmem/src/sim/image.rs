@@ -20,12 +20,8 @@ pub enum CrashPolicy {
 
 impl CrashPolicy {
     /// All policies.
-    pub const ALL: [CrashPolicy; 4] = [
-        CrashPolicy::None,
-        CrashPolicy::All,
-        CrashPolicy::RandomLines,
-        CrashPolicy::RandomWords,
-    ];
+    pub const ALL: [CrashPolicy; 4] =
+        [CrashPolicy::None, CrashPolicy::All, CrashPolicy::RandomLines, CrashPolicy::RandomWords];
 
     /// Lower-case name.
     pub fn name(self) -> &'static str {

@@ -102,11 +102,7 @@ impl SimState {
         let mut hook = self.hook.lock();
         let mut media = self.media.lock();
         if let Some(h) = hook.as_mut() {
-            h(&FenceEvent {
-                fence_index: index,
-                pool,
-                media: &media,
-            });
+            h(&FenceEvent { fence_index: index, pool, media: &media });
         }
         let pending = std::mem::take(&mut *self.pending.lock());
         let mut writes = self.line_writes.lock();
@@ -157,11 +153,7 @@ impl SimState {
     /// Line write counts summed per 4 KiB page.
     pub fn page_write_counts(&self) -> Vec<u64> {
         let per_page = (crate::header::PAGE_BYTES / CACHE_LINE_BYTES) as usize;
-        self.line_writes
-            .lock()
-            .chunks(per_page)
-            .map(|c| c.iter().map(|w| u64::from(*w)).sum())
-            .collect()
+        self.line_writes.lock().chunks(per_page).map(|c| c.iter().map(|w| u64::from(*w)).sum()).collect()
     }
 }
 

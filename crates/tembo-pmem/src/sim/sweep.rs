@@ -50,10 +50,7 @@ impl SweepConfig {
 
     /// A sample of fences, every policy.
     pub fn sampled(seed: u64, probability: f64) -> SweepConfig {
-        SweepConfig {
-            points: CrashPoints::Sample(probability),
-            ..SweepConfig::exhaustive(seed)
-        }
+        SweepConfig { points: CrashPoints::Sample(probability), ..SweepConfig::exhaustive(seed) }
     }
 }
 
