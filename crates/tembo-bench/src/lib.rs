@@ -1,1 +1,25 @@
-//! placeholder
+//! # tembo-bench — the evidence
+//!
+//! Tembo makes performance claims (a flush costs this much, a persist adds
+//! nothing to the raw instructions, an allocation is this fast); this crate
+//! holds the code that measures them, so that every figure in
+//! `docs/results/` can be re-made by one command (`tembo bench …`) and read
+//! as a table or as JSON.
+//!
+//! ## Map
+//! - [`flush`]: the CDDS thesis §5.2 flush benchmark ("MultCallFlushLRU",
+//!   Figure 5.1) for every flush instruction this CPU has, the cost of one
+//!   `msync` of a dirty page, and `Pool::persist` against the raw
+//!   instruction sequence.
+//! - [`machine`]: what the numbers were measured on (CPU, kernel,
+//!   filesystem), recorded with every report.
+//! - [`progress`]: progress bars on stderr, hidden when it is not a terminal.
+//! - `region` (private): page-aligned buffers, anonymous or mapped shared
+//!   from a file; with `flush`, the only `unsafe` of the crate.
+//! - [`summary`]: medians and percentiles.
+
+pub mod flush;
+pub mod machine;
+pub mod progress;
+mod region;
+pub mod summary;

@@ -228,7 +228,7 @@ fn create_sizes(opts: &PoolOptions) -> Result<(u64, u64)> {
         round_up_pages(opts.size).filter(|s| *s <= WORD_VALUE_MAX).ok_or_else(|| too_large("pool size", opts.size))?;
     let max = match opts.max_size {
         Some(m) => m,
-        None => size.saturating_mul(DEFAULT_MAX_FACTOR).max(1 << 30).min(WORD_VALUE_MAX),
+        None => size.saturating_mul(DEFAULT_MAX_FACTOR).clamp(1 << 30, WORD_VALUE_MAX),
     };
     let max =
         round_up_pages(max).filter(|s| *s <= WORD_VALUE_MAX).ok_or_else(|| too_large("maximum pool size", max))?;

@@ -1,1 +1,62 @@
-fn main() {}
+//! `tembo`: the command-line tool.
+//!
+//! One binary for everything a user does by hand: create and inspect pools
+//! (`tembo pool …`) and run the measurements (`tembo bench …`); later the
+//! server, crash tests and dump/load. It is a thin shell: parsing, messages
+//! and exit codes here, all work in the library crates. It has no `unsafe`.
+//!
+//! Exit codes: 0 success; 1 failure (an error, or violations found by
+//! `pool check`); 2 bad usage (from the argument parser).
+
+#![forbid(unsafe_code)]
+
+mod bench_cmd;
+mod pool_cmd;
+mod size;
+mod stat;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Tembo: a key-value store for persistent memory.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tembo",
+    version,
+    about = "Tembo: a key-value store for persistent memory",
+    long_about = "Tembo: a key-value store for persistent memory.\n\n\
+        Data lives in one pool file, mapped into memory and made durable with cache-line \
+        flushes. Start with `tembo pool init`, which creates ./tembo-data/tembo.pool.",
+    after_help = "Examples:\n  tembo pool init\n  tembo pool create /dev/shm/t.pool --size 1G\n  \
+                  tembo pool stat /dev/shm/t.pool --json\n  tembo bench flush --quick"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create, inspect, check and grow pool files
+    #[command(subcommand)]
+    Pool(pool_cmd::PoolCommand),
+    /// Run benchmarks and print their tables
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Pool(cmd) => pool_cmd::run(cmd),
+        Command::Bench(cmd) => bench_cmd::run(cmd).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tembo: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! `tembo pool …`: create, inspect, check and grow pool files.
+//!
+//! Each command opens the pool for as short a time as it can: a pool is
+//! locked (`flock`) while any process has it open, so these commands are
+//! for pools that no server is using. Every error names the path and says
+//! what to do next.
+//!
+//! Opening a pool and closing it again would normally mark it as cleanly
+//! shut down. After a crash that would hide the crash from the engine, whose
+//! recovery runs only on an unclean open; so when the previous session did
+//! not end cleanly, these commands leave the pool marked unclean
+//! ([`release`]).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Subcommand, ValueEnum};
+use tembo_pmem::{ModeRequest, Pool, PoolOptions};
+
+use crate::size::{human_exact, parse_size};
+use crate::stat::PoolStat;
+
+/// Where `tembo pool init` puts the default pool.
+pub const DEFAULT_POOL: &str = "tembo-data/tembo.pool";
+
+/// Durability mode to ask for.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ModeArg {
+    /// dax if the filesystem grants MAP_SYNC, else emulated on a RAM filesystem (/dev/shm), else msync
+    Auto,
+    /// MAP_SYNC on a DAX filesystem (real persistent memory); an error elsewhere
+    Dax,
+    /// shared mapping, flush + fence only: survives kill -9, not power loss
+    Emulated,
+    /// flush + msync of dirty pages at each fence: power-fail durable on any disk
+    Msync,
+}
+
+impl From<ModeArg> for ModeRequest {
+    fn from(m: ModeArg) -> ModeRequest {
+        match m {
+            ModeArg::Auto => ModeRequest::Auto,
+            ModeArg::Dax => ModeRequest::Dax,
+            ModeArg::Emulated => ModeRequest::Emulated,
+            ModeArg::Msync => ModeRequest::Msync,
+        }
+    }
+}
+
+/// The `pool` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Create a new pool file
+    #[command(after_help = "Examples:\n  tembo pool create /dev/shm/tembo.pool --size 1G\n  \
+                            tembo pool create /mnt/pmem/tembo.pool --size 64G --mode dax")]
+    Create {
+        /// Path of the new pool file (must not exist; its directory must)
+        path: PathBuf,
+        /// Initial size, e.g. 64M, 1G (at least 64K; rounded up to 4 KiB pages)
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// Largest size the pool may grow to [default: 16 × size, at least 1G]
+        #[arg(long, value_parser = parse_size)]
+        max_size: Option<u64>,
+        /// Durability mode for this session (detected again at every open)
+        #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+        mode: ModeArg,
+    },
+    /// Show a pool's mode, durability guarantee, sizes, heap usage and roots
+    Stat {
+        /// The pool file
+        path: PathBuf,
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a pool's header and allocator invariants; exit status 1 on any violation
+    Check {
+        /// The pool file
+        path: PathBuf,
+    },
+    /// Grow a pool now (it also grows by itself as it fills, up to its maximum size)
+    #[command(long_about = "Grow a pool now, and optionally raise its maximum size.\n\n\
+        A pool also grows by itself when an allocation needs room, up to its maximum size; \
+        this command grows it ahead of time or raises the maximum. The pool is locked while \
+        a process has it open, so run this on a pool that no server is using.")]
+    Grow {
+        /// The pool file
+        path: PathBuf,
+        /// New size, e.g. 2G (a size at or below the current one changes nothing)
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// Also raise (or lower, not below the size) the maximum size first
+        #[arg(long, value_parser = parse_size)]
+        max_size: Option<u64>,
+    },
+    /// Create the default pool if it is absent (or open it), then show its stat
+    #[command(long_about = "Create the default pool if it is absent (or open it), then show its stat.\n\n\
+        The first command to run: with no arguments it creates ./tembo-data/tembo.pool (64 MiB, \
+        directory included) on the first run and reopens it afterwards.")]
+    Init {
+        /// The pool file
+        #[arg(default_value = DEFAULT_POOL)]
+        path: PathBuf,
+        /// Initial size if the pool is created
+        #[arg(long, value_parser = parse_size, default_value = "64M")]
+        size: u64,
+        /// Durability mode
+        #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
+        mode: ModeArg,
+        /// Print the stat as JSON
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What a command wants the process to exit with.
+pub type Outcome = std::process::ExitCode;
+
+/// Runs a `pool` subcommand.
+///
+/// # Errors
+/// Any failure, with context naming the path and a hint.
+pub fn run(cmd: PoolCommand) -> Result<Outcome> {
+    match cmd {
+        PoolCommand::Create { path, size, max_size, mode } => create(&path, size, max_size, mode),
+        PoolCommand::Stat { path, json } => {
+            let pool = open(&path, ModeRequest::Auto)?;
+            print_stat(&pool, json)?;
+            release(pool)?;
+            Ok(Outcome::SUCCESS)
+        }
+        PoolCommand::Check { path } => check(&path),
+        PoolCommand::Grow { path, size, max_size } => grow(&path, size, max_size),
+        PoolCommand::Init { path, size, mode, json } => init(&path, size, mode, json),
+    }
+}
+
+/// Opens a pool, turning the common failures into advice.
+fn open(path: &Path, mode: ModeRequest) -> Result<Pool> {
+    if !path.exists() {
+        bail!(
+            "no pool at {}: the file does not exist; create one with `tembo pool create {} --size 64M` \
+             (or `tembo pool init`)",
+            path.display(),
+            path.display()
+        );
+    }
+    let opts = PoolOptions { mode, ..PoolOptions::default() };
+    Pool::open(path, &opts).map_err(|e| {
+        // Most pool errors name the file already; name it once.
+        let names_path = e.to_string().contains(&path.display().to_string());
+        let context =
+            if names_path { "cannot open pool".to_string() } else { format!("cannot open pool {}", path.display()) };
+        anyhow::Error::new(e).context(context)
+    })
+}
+
+/// Closes a pool, or, if its previous session crashed and nothing here ran
+/// the recovery, leaves it marked unclean so the engine's recovery still runs
+/// at its next open. (The process exits right after, which unmaps the pool
+/// and drops its lock.)
+fn release(pool: Pool) -> Result<()> {
+    if pool.opened_unclean() && !pool.leaks_reclaimed() {
+        std::mem::forget(pool);
+        return Ok(());
+    }
+    let path = pool.path().to_path_buf();
+    pool.close().with_context(|| format!("closing pool {}", path.display()))
+}
+
+fn print_stat(pool: &Pool, json: bool) -> Result<()> {
+    let stat = PoolStat::of(pool);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&stat).context("encoding the stat as JSON")?);
+    } else {
+        print!("{}", stat.render());
+    }
+    Ok(())
+}
+
+fn create_pool(path: &Path, opts: &PoolOptions) -> Result<Pool> {
+    if path.exists() {
+        bail!(
+            "{} already exists; inspect it with `tembo pool stat {}`, or choose another path",
+            path.display(),
+            path.display()
+        );
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            bail!(
+                "cannot create pool {}: directory {} does not exist; create it first (mkdir -p {})",
+                path.display(),
+                dir.display(),
+                dir.display()
+            );
+        }
+    }
+    Pool::create(path, opts).with_context(|| format!("cannot create pool {}", path.display()))
+}
+
+fn create(path: &Path, size: u64, max_size: Option<u64>, mode: ModeArg) -> Result<Outcome> {
+    let opts = PoolOptions { size, max_size, mode: mode.into(), ..PoolOptions::default() };
+    let pool = create_pool(path, &opts)?;
+    println!(
+        "created pool {}: {}, max {}, mode {} ({})",
+        path.display(),
+        human_exact(pool.size()),
+        human_exact(pool.max_size()),
+        pool.mode(),
+        pool.mode().guarantee()
+    );
+    release(pool)?;
+    Ok(Outcome::SUCCESS)
+}
+
+fn check(path: &Path) -> Result<Outcome> {
+    let pool = open(path, ModeRequest::Auto)?;
+    let report = pool.check();
+    release(pool)?;
+    if report.is_ok() {
+        println!(
+            "OK: {}: header valid, {} runs, {} allocated blocks, no violations",
+            path.display(),
+            report.runs,
+            report.blocks
+        );
+        return Ok(Outcome::SUCCESS);
+    }
+    for v in &report.violations {
+        println!("violation {}: {}", v.name, v.detail);
+    }
+    eprintln!(
+        "tembo: {}: {} invariant violation(s) — the pool's metadata is inconsistent; \
+         keep a copy of the file, restore from a backup, and please report the violations",
+        path.display(),
+        report.violations.len()
+    );
+    Ok(Outcome::from(1))
+}
+
+fn grow(path: &Path, size: u64, max_size: Option<u64>) -> Result<Outcome> {
+    let mut pool = open(path, ModeRequest::Auto)?;
+    let old_size = pool.size();
+    let old_max = pool.max_size();
+    let page = 4096u64;
+    let target = size.checked_next_multiple_of(page).context("size is too large")?;
+    let new_max = match max_size {
+        Some(m) => m.checked_next_multiple_of(page).context("maximum size is too large")?,
+        None => old_max,
+    };
+    if target > new_max {
+        bail!(
+            "cannot grow {} to {}: its maximum size is {}; pass --max-size {} (or larger) to raise it",
+            path.display(),
+            human_exact(target),
+            human_exact(new_max),
+            target
+        );
+    }
+    if max_size.is_some() {
+        pool.set_max_size(new_max).with_context(|| format!("cannot set the maximum size of {}", path.display()))?;
+        if target > old_max {
+            // The address range for growth was reserved at open for the old
+            // maximum: reopen to reserve the new one. A pool whose last
+            // session crashed stays marked unclean, and so stays locked by
+            // this process until it exits: a second run does the growth.
+            if pool.opened_unclean() {
+                release(pool)?;
+                bail!(
+                    "raised the maximum size of {} to {}, but growing past the old maximum ({}) needs the pool \
+                     reopened, which this run cannot do for a pool whose last session crashed: run the same \
+                     command again",
+                    path.display(),
+                    human_exact(new_max),
+                    human_exact(old_max)
+                );
+            }
+            release(pool)?;
+            pool = open(path, ModeRequest::Auto)?;
+        }
+    }
+    pool.grow(target).with_context(|| format!("cannot grow {} to {}", path.display(), human_exact(target)))?;
+    let new_size = pool.size();
+    if new_size == old_size {
+        println!(
+            "{}: size {} unchanged (already at least {})",
+            path.display(),
+            human_exact(old_size),
+            human_exact(target)
+        );
+    } else {
+        println!("grew {}: {} -> {}", path.display(), human_exact(old_size), human_exact(new_size));
+    }
+    if pool.max_size() != old_max {
+        println!("max size of {}: {} -> {}", path.display(), human_exact(old_max), human_exact(pool.max_size()));
+    }
+    release(pool)?;
+    Ok(Outcome::SUCCESS)
+}
+
+fn init(path: &Path, size: u64, mode: ModeArg, json: bool) -> Result<Outcome> {
+    let pool = if path.exists() {
+        let pool = open(path, mode.into())?;
+        if !json {
+            println!("opened existing pool {}\n", path.display());
+        }
+        pool
+    } else {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
+        }
+        let opts = PoolOptions { size, mode: mode.into(), ..PoolOptions::default() };
+        let pool = create_pool(path, &opts)?;
+        if !json {
+            println!("created pool {}\n", path.display());
+        }
+        pool
+    };
+    print_stat(&pool, json)?;
+    release(pool)?;
+    Ok(Outcome::SUCCESS)
+}

@@ -1,0 +1,237 @@
+//! The `tembo` binary as a user runs it: `pool create/stat/check/grow/init`
+//! on pools in `/dev/shm` and in the temp dir, the errors a user meets
+//! (a file that is not a pool, a missing file, an existing file, a bad
+//! size), `pool stat --json` as machine-readable output, and a quick
+//! `bench flush`. Guards against the CLI drifting from what `--help` and
+//! the README promise: exit codes, messages that name the path and say
+//! what to do.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+fn tembo(args: &[&str]) -> Output {
+    tembo_in(None, args)
+}
+
+fn tembo_in(dir: Option<&Path>, args: &[&str]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tembo"));
+    c.args(args);
+    if let Some(d) = dir {
+        c.current_dir(d);
+    }
+    c.output().expect("the tembo binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ok(o: &Output) -> String {
+    assert!(o.status.success(), "failed ({:?}):\nstdout: {}\nstderr: {}", o.status, stdout(o), stderr(o));
+    stdout(o)
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(parent: &Path) -> TempDir {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let p = parent.join(format!("tembo-cli-test-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn shm() -> TempDir {
+        let shm = Path::new("/dev/shm");
+        TempDir::new(if shm.is_dir() { shm } else { Path::new("/tmp") })
+    }
+    fn tmp() -> TempDir {
+        TempDir::new(&std::env::temp_dir())
+    }
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn stat_json(path: &str) -> serde_json::Value {
+    let o = tembo(&["pool", "stat", path, "--json"]);
+    serde_json::from_str(&ok(&o)).expect("stat --json prints JSON")
+}
+
+#[test]
+fn create_stat_check_grow_on_shm() {
+    let d = TempDir::shm();
+    let p = d.file("a.pool");
+    let out = ok(&tembo(&["pool", "create", &p, "--size", "1M", "--max-size", "8M", "--mode", "emulated"]));
+    assert!(out.contains("created pool"), "{out}");
+
+    let text = ok(&tembo(&["pool", "stat", &p]));
+    for field in ["mode             emulated", "survives process crash", "last shutdown    clean", "fragmentation"] {
+        assert!(text.contains(field), "missing {field:?} in\n{text}");
+    }
+    let j = stat_json(&p);
+    assert_eq!(j["size_bytes"], 1 << 20);
+    assert_eq!(j["max_size_bytes"], 8 << 20);
+    assert_eq!(j["last_shutdown_clean"], true);
+    assert_eq!(j["heap"]["allocated_blocks"], 0);
+    assert!(j["uuid"].as_str().unwrap().len() == 36);
+    assert!(j["roots"].as_array().unwrap().is_empty());
+
+    let out = ok(&tembo(&["pool", "check", &p]));
+    assert!(out.starts_with("OK: "), "{out}");
+
+    let out = ok(&tembo(&["pool", "grow", &p, "--size", "4M"]));
+    assert!(out.contains("1.0 MiB") && out.contains("4.0 MiB"), "{out}");
+    assert_eq!(stat_json(&p)["size_bytes"], 4 << 20);
+
+    // Past the maximum: refused with advice, nothing changed.
+    let o = tembo(&["pool", "grow", &p, "--size", "16M"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--max-size"), "{}", stderr(&o));
+    // Raising the maximum in the same command works (the pool is reopened).
+    ok(&tembo(&["pool", "grow", &p, "--size", "16M", "--max-size", "32M"]));
+    let j = stat_json(&p);
+    assert_eq!(j["size_bytes"], 16 << 20);
+    assert_eq!(j["max_size_bytes"], 32 << 20);
+    // A smaller size changes nothing.
+    let out = ok(&tembo(&["pool", "grow", &p, "--size", "2M"]));
+    assert!(out.contains("unchanged"), "{out}");
+    ok(&tembo(&["pool", "check", &p]));
+}
+
+#[test]
+fn create_in_temp_dir_and_errors() {
+    let d = TempDir::tmp();
+    let p = d.file("b.pool");
+    ok(&tembo(&["pool", "create", &p, "--size", "512K"]));
+    assert_eq!(stat_json(&p)["size_bytes"], 512 << 10);
+
+    let o = tembo(&["pool", "create", &p, "--size", "512K"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("already exists"), "{}", stderr(&o));
+
+    let o = tembo(&["pool", "create", &d.file("no/such/dir.pool"), "--size", "1M"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("mkdir -p"), "{}", stderr(&o));
+
+    let o = tembo(&["pool", "create", &d.file("c.pool"), "--size", "12X"]);
+    assert_eq!(o.status.code(), Some(2), "bad usage");
+    assert!(stderr(&o).contains("invalid size"), "{}", stderr(&o));
+
+    let o = tembo(&["pool", "create", &d.file("c.pool"), "--size", "4K"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
+
+    let o = tembo(&["pool", "stat", &d.file("missing.pool")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("tembo pool create"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_of_a_file_that_is_not_a_pool_fails_clearly() {
+    let d = TempDir::tmp();
+    let p = d.file("notes.txt");
+    std::fs::write(&p, "these are not the bytes of a pool\n".repeat(300)).unwrap();
+    let o = tembo(&["pool", "check", &p]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("not a Tembo pool") && err.contains(&p), "{err}");
+    assert!(stdout(&o).is_empty());
+    // The file is left as it was.
+    assert!(std::fs::read_to_string(&p).unwrap().starts_with("these are not"));
+
+    let empty = d.file("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let o = tembo(&["pool", "check", &empty]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("tembo: error:"), "{}", stderr(&o));
+}
+
+#[test]
+fn init_creates_the_default_pool_then_reopens_it() {
+    let d = TempDir::shm();
+    let out = ok(&tembo_in(Some(&d.0), &["pool", "init"]));
+    assert!(out.contains("created pool tembo-data/tembo.pool"), "{out}");
+    assert!(out.contains("size             64.0 MiB"), "{out}");
+    assert!(d.0.join("tembo-data/tembo.pool").is_file());
+    let out = ok(&tembo_in(Some(&d.0), &["pool", "init"]));
+    assert!(out.contains("opened existing pool"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&ok(&tembo_in(Some(&d.0), &["pool", "init", "--json"]))).unwrap();
+    assert_eq!(j["size_bytes"], 64 << 20);
+
+    let p = d.file("own/x.pool");
+    let out = ok(&tembo(&["pool", "init", &p, "--size", "1M"]));
+    assert!(out.contains("1.0 MiB"), "{out}");
+}
+
+#[test]
+fn help_texts_explain_the_commands() {
+    let out = ok(&tembo(&["--help"]));
+    assert!(out.contains("pool") && out.contains("bench"), "{out}");
+    let out = ok(&tembo(&["pool", "grow", "--help"]));
+    assert!(out.contains("no server is using"), "{out}");
+    let out = ok(&tembo(&["pool", "create", "--help"]));
+    assert!(out.contains("64M"), "{out}");
+}
+
+#[test]
+fn bench_flush_quick_prints_a_table_and_json() {
+    let d = TempDir::shm();
+    let json = d.file("out/flush.json");
+    let o = tembo(&["bench", "flush", "--quick", "--dir", &d.0.display().to_string(), "--json", &json]);
+    let out = ok(&o);
+    assert!(out.contains("MultCallFlushLRU"), "{out}");
+    assert!(out.contains("64 B") && out.contains("4 MiB"), "{out}");
+    assert!(out.contains("Mlines/s") && out.contains("msync") && out.contains("Pool::persist"), "{out}");
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(j["mode"], "quick");
+    assert!(!j["sweeps"].as_array().unwrap().is_empty());
+    assert!(j["persist"]["ratio"].as_f64().unwrap() > 0.0);
+    // Only the JSON file is left behind: the benchmark removes its own files.
+    let left: Vec<_> = std::fs::read_dir(&d.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("out")]);
+}
+
+#[test]
+fn inspecting_a_crashed_pool_keeps_it_marked_unclean() {
+    use tembo_pmem::{ModeRequest, Pool, PoolOptions};
+    let d = TempDir::shm();
+    let live = d.file("live.pool");
+    let crashed = d.file("crashed.pool");
+    let opts = PoolOptions { size: 1 << 20, mode: ModeRequest::Emulated, ..PoolOptions::default() };
+    let pool = Pool::create(&live, &opts).unwrap();
+    pool.alloc(100).unwrap();
+    // A copy taken while the pool is open is what a crash leaves behind.
+    std::fs::copy(&live, &crashed).unwrap();
+    drop(pool);
+
+    let text = ok(&tembo(&["pool", "stat", &crashed]));
+    assert!(text.contains("NOT clean"), "{text}");
+    // stat, check and grow must not mark it clean: the engine's recovery
+    // has not run yet.
+    ok(&tembo(&["pool", "check", &crashed]));
+    ok(&tembo(&["pool", "grow", &crashed, "--size", "2M"]));
+    let j = stat_json(&crashed);
+    assert_eq!(j["last_shutdown_clean"], false);
+    assert_eq!(j["size_bytes"], 2 << 20);
+    assert_eq!(j["heap"]["allocated_blocks"], 1);
+    // Raising the maximum past what was reserved needs a second run here.
+    let o = tembo(&["pool", "grow", &crashed, "--size", "4G", "--max-size", "8G"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("run the same command again"), "{}", stderr(&o));
+    ok(&tembo(&["pool", "grow", &crashed, "--size", "4G", "--max-size", "8G"]));
+    assert_eq!(stat_json(&crashed)["size_bytes"], 4u64 << 30);
+
+    assert_eq!(stat_json(&live)["last_shutdown_clean"], true);
+}
