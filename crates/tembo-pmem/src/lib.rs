@@ -30,7 +30,7 @@
 //! - [`persist`]: CLWB / CLFLUSHOPT / CLFLUSH chosen at run time, fences,
 //!   [`OrderingMode`] (`none`, `fast`, `full`); [`OrderedWrites`] applies
 //!   the mode at a data structure's ordering points.
-//! - [`Pool`] (`pool.rs`): create / open / close, flock, mode detection,
+//! - [`Pool`] (`pool/`): create / open / close, flock, mode detection,
 //!   online growth within a reserved address range, named roots, checked
 //!   memory access, write statistics.
 //! - [`header`]: the header's byte layout and validation.
@@ -42,7 +42,7 @@
 //! §5.2 (flush performance); the NVM B-tree ordering study (ordering modes).
 //!
 //! `unsafe` lives in `map.rs`, `persist.rs` and the memory-access and header
-//! methods of `pool.rs`, each block with its `// SAFETY:` argument.
+//! modules of `pool/` (`access`, `roots`), each block with its `// SAFETY:` argument.
 
 pub mod alloc;
 mod error;

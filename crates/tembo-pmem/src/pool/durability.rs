@@ -1,0 +1,137 @@
+//! The persist primitives (`flush`, `fence`, `persist`) and how each
+//! backend (hardware flushes, msync, volatile, simulator) carries them out.
+
+use super::*;
+
+impl Pool {
+    // ----- persist primitives ---------------------------------------------
+
+    /// Writes back the cache lines of `[offset, offset + len)` (no wait).
+    /// Does nothing in ordering mode `none` and in volatile pools.
+    #[inline]
+    pub fn flush(&self, offset: PoolOffset, len: u64) {
+        if self.ordering == OrderingMode::None {
+            return;
+        }
+        self.flush_always(offset, len)
+    }
+
+    /// Waits for every earlier flush: the durability point. In msync mode it
+    /// also `msync`s the pages flushed since the last fence.
+    #[inline]
+    pub fn fence(&self) {
+        if self.ordering == OrderingMode::None {
+            return;
+        }
+        self.fence_always()
+    }
+
+    /// `flush` + `fence`.
+    #[inline]
+    pub fn persist(&self, offset: PoolOffset, len: u64) {
+        self.flush(offset, len);
+        self.fence();
+    }
+
+    /// Like [`Pool::flush`] but also in ordering mode `none`: used for the
+    /// pool's own metadata, which must stay openable whatever is measured.
+    #[inline]
+    pub(crate) fn flush_always(&self, offset: PoolOffset, len: u64) {
+        let size = self.size();
+        let end = offset.saturating_add(len).min(size);
+        if offset >= end {
+            debug_assert!(len == 0, "flush outside the pool: {offset:#x}+{len}");
+            return;
+        }
+        let len = end - offset;
+        match &self.backend {
+            Backend::Hardware => {
+                // SAFETY: [offset, end) is below the pool size, so it lies in
+                // the mapped part of the region; `instr` was checked available.
+                let lines =
+                    unsafe { persist::flush_range(self.instr, self.region.base().add(offset as usize), len as usize) };
+                self.counters.add_flush_lines(lines);
+            }
+            Backend::Msync { dirty } => {
+                let first = offset / CACHE_LINE_BYTES;
+                let last = (end - 1) / CACHE_LINE_BYTES;
+                self.counters.add_flush_lines(last - first + 1);
+                dirty.lock().push((offset, len));
+            }
+            Backend::Volatile => {}
+            Backend::Sim(sim) => {
+                let lines = sim.flush(offset, len);
+                self.counters.add_flush_lines(lines);
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn fence_always(&self) {
+        match &self.backend {
+            Backend::Hardware => {
+                persist::fence(self.instr);
+                self.counters.add_fence();
+            }
+            Backend::Msync { dirty } => {
+                let ranges = std::mem::take(&mut *dirty.lock());
+                self.counters.add_fence();
+                for (off, len) in coalesce_pages(ranges) {
+                    // An msync failure means the data may not be durable: the
+                    // only honest reaction is to stop before acknowledging.
+                    if let Err(e) = self.region.msync(off as usize, len as usize) {
+                        panic_on_lost_durability(&e);
+                    }
+                    self.counters.add_msync();
+                }
+            }
+            Backend::Volatile => {}
+            Backend::Sim(sim) => {
+                self.counters.add_fence();
+                sim.fence(self);
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn persist_always(&self, offset: PoolOffset, len: u64) {
+        self.flush_always(offset, len);
+        self.fence_always();
+    }
+}
+
+/// Merges byte ranges into sorted, disjoint, page-aligned ranges.
+pub(super) fn coalesce_pages(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let page = map::page_size() as u64;
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (off, len) in ranges {
+        let start = off / page * page;
+        let end = (off + len).div_ceil(page) * page;
+        match out.last_mut() {
+            Some((s, l)) if *s + *l >= start => *l = (*l).max(end - *s),
+            _ => out.push((start, end - start)),
+        }
+    }
+    out
+}
+
+#[cold]
+pub(super) fn panic_on_lost_durability(e: &PmemError) -> ! {
+    // A write that cannot be made durable must never be acknowledged; the
+    // fence has no error channel, so the process stops here, before any reply.
+    eprintln!("tembo: fatal: msync failed, durability cannot be guaranteed: {e}");
+    std::process::abort()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalesce_merges_adjacent_pages() {
+        let p = map::page_size() as u64;
+        let r = coalesce_pages(vec![(p * 3 + 5, 10), (0, 1), (p * 3 + 100, 8), (p, 1)]);
+        assert_eq!(r, vec![(0, 2 * p), (3 * p, p)]);
+    }
+}

@@ -1,0 +1,62 @@
+//! Online growth: the file is extended and mapped inside the address range
+//! reserved at open, so the base never moves; the size word commits it.
+
+use std::sync::atomic::Ordering;
+
+use super::*;
+
+impl Pool {
+    // ----- growth -----------------------------------------------------------------
+
+    /// Extends the pool's size word after the allocator has laid out the new
+    /// pages. Called with the allocator lock held.
+    pub(crate) fn extend_mapping(&self, new_size: u64) -> Result<()> {
+        let old = self.size();
+        debug_assert!(new_size > old && new_size <= self.max_size());
+        match (&self.file, &self.backend) {
+            (Some(file), _) => {
+                file.set_len(new_size)
+                    .map_err(|e| PmemError::io(format!("growing {} to {new_size} bytes", self.path.display()), e))?;
+                self.region.grow_file(file, old as usize, new_size as usize)?;
+            }
+            (None, Backend::Sim(sim)) => sim.grow(new_size as usize),
+            (None, _) => {}
+        }
+        // Visible to `raw` (and so to the allocator) before the size word
+        // makes the pages part of the pool on media.
+        self.size.store(new_size, Ordering::Release);
+        Ok(())
+    }
+
+    /// Persists the new size: the commit point of a growth.
+    pub(crate) fn commit_size(&self, new_size: u64) {
+        self.store_header_word(OFF_SIZE, encode_word(WordField::Size as u8, &[], new_size));
+    }
+
+    /// Sets the growth limit. The address range reserved at open bounds what
+    /// this session can use; a larger limit takes full effect on the next open.
+    ///
+    /// # Errors
+    /// [`PmemError::SizeTooSmall`] below the current size,
+    /// [`PmemError::TooLarge`] above the format's limit.
+    pub fn set_max_size(&self, max: u64) -> Result<()> {
+        let _g = self.alloc.lock();
+        let max = round_up_pages(max).filter(|m| *m <= WORD_VALUE_MAX).ok_or(PmemError::TooLarge {
+            what: "maximum pool size",
+            requested: max,
+            limit: WORD_VALUE_MAX,
+        })?;
+        if max < self.size() {
+            return Err(PmemError::SizeTooSmall { requested: max, minimum: self.size() });
+        }
+        self.store_header_word(OFF_MAX_SIZE, encode_word(WordField::MaxSize as u8, &[], max));
+        self.max_size.store(max, Ordering::Release);
+        Ok(())
+    }
+
+    /// The size this session can grow to: the header's limit, bounded by the
+    /// address range reserved at open.
+    pub(crate) fn growth_limit(&self) -> u64 {
+        self.max_size().min(self.region.reserved() as u64)
+    }
+}
