@@ -84,24 +84,31 @@ pub(crate) enum WordField {
 const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_IBM_3740);
 const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
 
-/// CRC-16 check of a run-time word: field index, extra bytes (a root's name,
-/// a run's page number) and the 48-bit value.
-pub(crate) fn word_check(field: u8, extra: &[u8], value: u64) -> u16 {
+/// The 16-bit check of a run-time word: CRC-16 of the field index, the
+/// extra bytes (a root's name, a run's page number) and the 48-bit value,
+/// with each of its two bytes made non-zero (a zero byte becomes 1).
+///
+/// Why non-zero bytes: an all-zero word means "not set" (an empty root slot,
+/// an interrupted root creation). With both check bytes non-zero, no word
+/// that was set can become all-zero by one corrupted byte, so a flipped byte
+/// is always reported as corruption, never taken for "not set".
+pub fn word_check(field: u8, extra: &[u8], value: u64) -> u16 {
     let mut d = CRC16.digest();
     d.update(&[field]);
     d.update(extra);
     d.update(&value.to_le_bytes()[..6]);
-    d.finalize()
+    let [lo, hi] = d.finalize().to_le_bytes();
+    u16::from_le_bytes([lo.max(1), hi.max(1)])
 }
 
-/// Packs a 48-bit value with its check.
-pub(crate) fn encode_word(field: u8, extra: &[u8], value: u64) -> u64 {
+/// Packs a 48-bit value with its check: `value << 16 | word_check(..)`.
+pub fn encode_word(field: u8, extra: &[u8], value: u64) -> u64 {
     debug_assert!(value <= WORD_VALUE_MAX);
     (value << 16) | u64::from(word_check(field, extra, value))
 }
 
 /// Unpacks a word, or `None` when its check fails.
-pub(crate) fn decode_word(field: u8, extra: &[u8], word: u64) -> Option<u64> {
+pub fn decode_word(field: u8, extra: &[u8], word: u64) -> Option<u64> {
     let value = word >> 16;
     (word as u16 == word_check(field, extra, value)).then_some(value)
 }

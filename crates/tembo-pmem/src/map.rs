@@ -10,10 +10,13 @@
 //! where flush + fence is power-fail durable. That acceptance, not a guess, is
 //! what makes a pool `dax`.
 //!
-//! An anonymous region (volatile pools and the crash simulator) is one zeroed
-//! heap allocation of `max_size` bytes; the OS commits pages only when touched.
+//! `MAP_SYNC` is probed with a throw-away mapping before the reservation is
+//! touched (see `map_sync_granted`).
+//!
+//! An anonymous region (volatile pools and the crash simulator) is one
+//! `MAP_NORESERVE` anonymous mapping of `max_size` bytes; the OS commits
+//! pages only when touched.
 
-use std::alloc::Layout;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
@@ -34,7 +37,7 @@ pub(crate) struct Region {
 #[derive(Debug)]
 enum RegionKind {
     File { map_sync: bool },
-    Anonymous { layout: Layout },
+    Anonymous,
 }
 
 // SAFETY: the region is plain memory owned by this value; all access to its
@@ -93,38 +96,50 @@ impl Region {
         }
         let addr = self.base.as_ptr().wrapping_add(offset).cast::<libc::c_void>();
         let prot = libc::PROT_READ | libc::PROT_WRITE;
-        if try_sync {
-            // SAFETY: `addr..addr+len` lies inside our own reservation (checked
-            // above), so MAP_FIXED replaces only memory this region owns.
-            let p = unsafe {
-                libc::mmap(
-                    addr,
-                    len,
-                    prot,
-                    libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC | libc::MAP_FIXED,
-                    file.as_raw_fd(),
-                    offset as libc::off_t,
-                )
-            };
-            if p != libc::MAP_FAILED {
-                return Ok(true);
-            }
-            let err = std::io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => {}
-                _ => return Err(PmemError::io("mapping the pool with MAP_SYNC", err)),
-            }
-        }
-        // SAFETY: as above, the range is inside our reservation.
-        let p = unsafe {
-            libc::mmap(addr, len, prot, libc::MAP_SHARED | libc::MAP_FIXED, file.as_raw_fd(), offset as libc::off_t)
-        };
+        let sync = try_sync && Self::map_sync_granted(file, offset, len)?;
+        let flags = if sync { libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC } else { libc::MAP_SHARED };
+        // SAFETY: `addr..addr+len` lies inside our own reservation (checked
+        // above), so MAP_FIXED replaces only memory this region owns.
+        let p =
+            unsafe { libc::mmap(addr, len, prot, flags | libc::MAP_FIXED, file.as_raw_fd(), offset as libc::off_t) };
         if p == libc::MAP_FAILED {
             return Err(PmemError::io("mapping the pool file", std::io::Error::last_os_error()));
         }
-        Ok(false)
+        Ok(sync)
     }
 
+    /// Asks the kernel whether it grants `MAP_SYNC` for this file, with a
+    /// probe mapping at an address of its choosing.
+    ///
+    /// Why not try `MAP_SYNC | MAP_FIXED` over the reservation directly: a
+    /// refused `MAP_FIXED` mapping has already unmapped its target range, and
+    /// in that gap another thread's mapping (a stack, a spawned process's
+    /// memory) can land — which the fallback mapping would then overwrite.
+    fn map_sync_granted(file: &File, offset: usize, len: usize) -> Result<bool> {
+        let probe_len = len.min(REGION_ALIGN);
+        // SAFETY: no MAP_FIXED: the kernel picks a free address, so no
+        // existing mapping is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                probe_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+                file.as_raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let err = std::io::Error::last_os_error();
+            return match err.raw_os_error() {
+                Some(libc::EOPNOTSUPP) | Some(libc::EINVAL) => Ok(false),
+                _ => Err(PmemError::io("probing MAP_SYNC on the pool file", err)),
+            };
+        }
+        // SAFETY: `p..p+probe_len` is the probe mapping made just above.
+        unsafe { libc::munmap(p, probe_len) };
+        Ok(true)
+    }
     /// Maps the file's bytes `[old_len, new_len)` after the current mapping.
     pub(crate) fn grow_file(&self, file: &File, old_len: usize, new_len: usize) -> Result<()> {
         let map_sync = matches!(self.kind, RegionKind::File { map_sync: true });
@@ -138,19 +153,37 @@ impl Region {
         Ok(())
     }
 
-    /// A zeroed anonymous region of `reserved` bytes.
+    /// A zeroed anonymous region of `reserved` bytes. The kernel commits
+    /// pages only when touched (`MAP_NORESERVE`), so a pool whose maximum
+    /// exceeds RAM opens here as it does from its file.
     pub(crate) fn anonymous(reserved: usize) -> Result<Region> {
-        let layout = Layout::from_size_align(reserved.max(REGION_ALIGN), REGION_ALIGN).map_err(|_| {
-            PmemError::TooLarge { what: "anonymous pool", requested: reserved as u64, limit: isize::MAX as u64 }
+        let reserved = reserved.max(REGION_ALIGN);
+        // SAFETY: a fresh anonymous mapping at an address of the kernel's
+        // choosing touches no existing memory.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                reserved,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let err = std::io::Error::last_os_error();
+            return Err(PmemError::io(
+                format!(
+                    "reserving {reserved} bytes of anonymous memory for an in-memory pool (lower its maximum size)"
+                ),
+                err,
+            ));
+        }
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| PmemError::Invariant {
+            name: "pmem.map.nonnull",
+            detail: "mmap returned a null address".into(),
         })?;
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        let base = NonNull::new(p).ok_or(PmemError::TooLarge {
-            what: "anonymous pool (out of memory)",
-            requested: reserved as u64,
-            limit: 0,
-        })?;
-        Ok(Region { base, reserved: layout.size(), kind: RegionKind::Anonymous { layout } })
+        Ok(Region { base, reserved, kind: RegionKind::Anonymous })
     }
 
     pub(crate) fn base(&self) -> *mut u8 {
@@ -186,19 +219,11 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        match self.kind {
-            RegionKind::File { .. } => {
-                // SAFETY: base..base+reserved is exactly the reservation made in
-                // `map_file`; unmapping it removes the file mappings inside too.
-                // No reference into it outlives the `Pool` that owns this region.
-                unsafe {
-                    libc::munmap(self.base.as_ptr().cast(), self.reserved);
-                }
-            }
-            RegionKind::Anonymous { layout } => {
-                // SAFETY: allocated in `anonymous` with this very layout.
-                unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) }
-            }
+        // SAFETY: base..base+reserved is exactly the mapping made in
+        // `map_file` or `anonymous`; unmapping it removes the file mappings
+        // inside too. No reference into it outlives the `Pool` owning it.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.reserved);
         }
     }
 }

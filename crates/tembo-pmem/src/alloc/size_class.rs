@@ -13,6 +13,10 @@ use crate::header::PAGE_BYTES;
 pub const MAX_SLAB_BLOCK: u64 = 32 * 1024;
 /// Smallest block.
 pub const MIN_BLOCK: u64 = 16;
+/// Fewest pages of a slab: 8 pages (32 KiB), so that the smallest pool
+/// (15 pages of heap) that may not grow still holds a slab of every class
+/// up to 1920-byte blocks.
+pub const MIN_SLAB_PAGES: u64 = 8;
 /// Number of size classes.
 pub const CLASS_COUNT: usize = 40;
 
@@ -73,7 +77,7 @@ pub fn class_of(size: u64) -> Option<u8> {
 
 fn compute(class: usize) -> SlabGeometry {
     let block = CLASS_SIZES[class];
-    let pages = (64 * block).div_ceil(PAGE_BYTES).clamp(16, 256);
+    let pages = (64 * block).div_ceil(PAGE_BYTES).clamp(MIN_SLAB_PAGES, 256);
     let run = pages * PAGE_BYTES;
     let mut blocks = (run - RUN_HEADER_BYTES) / block;
     loop {

@@ -119,6 +119,15 @@ fn create_sizes(opts: &PoolOptions) -> Result<(u64, u64)> {
     Ok((size, max))
 }
 
+/// Releases the pool's flock explicitly. Closing our descriptor is not
+/// enough: a process forked by another thread holds a copy of it (and so the
+/// lock) until it execs, and meanwhile this very process could not reopen
+/// its own pool.
+fn unlock_file(file: &File) {
+    // SAFETY: flock on a valid descriptor has no memory-safety preconditions.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+}
+
 fn lock_file(file: &File, path: &Path) -> Result<()> {
     // SAFETY: flock on a valid descriptor has no memory-safety preconditions.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -150,6 +159,10 @@ impl Pool {
             .mode(0o600)
             .open(path)
             .map_err(|e| PmemError::io(format!("creating pool file {}", path.display()), e))?;
+        // A second descriptor of the same open file: it can release the lock
+        // should creating fail after `file` has moved into the closure.
+        let file_for_unlock =
+            file.try_clone().map_err(|e| PmemError::io(format!("duplicating descriptor of {}", path.display()), e))?;
         let made = (|| {
             lock_file(&file, path)?;
             file.set_len(size).map_err(|e| PmemError::io(format!("sizing {} to {size} bytes", path.display()), e))?;
@@ -160,6 +173,7 @@ impl Pool {
         })();
         if made.is_err() {
             let _ = std::fs::remove_file(path);
+            unlock_file(&file_for_unlock);
         }
         made
     }
@@ -181,20 +195,34 @@ impl Pool {
             .open(path)
             .map_err(|e| PmemError::io(format!("opening pool file {}", path.display()), e))?;
         lock_file(&file, path)?;
+        let checked = Self::check_file(&mut file, path).and_then(|header| {
+            Ok((Self::map_with_mode(&file, path, header.size, header.max_size, opts.mode)?, header))
+        });
+        let ((region, mode), header) = match checked {
+            Ok(v) => v,
+            Err(e) => {
+                unlock_file(&file);
+                return Err(e);
+            }
+        };
+        let backend = Self::backend_for(mode);
+        let pool = Pool::assemble(region, mode, backend, instr, opts.ordering, Some(file), path, header.max_size)?;
+        pool.finish_open(header)
+    }
+
+    /// Reads and validates the header of a locked pool file and checks the
+    /// file is as long as the header says.
+    fn check_file(file: &mut File, path: &Path) -> Result<Header> {
         let len = file.metadata().map_err(|e| PmemError::io(format!("stat of {}", path.display()), e))?.len();
         let mut head = Vec::with_capacity(HEADER_BYTES as usize);
-        (&mut file)
-            .take(HEADER_BYTES)
+        file.take(HEADER_BYTES)
             .read_to_end(&mut head)
             .map_err(|e| PmemError::io(format!("reading header of {}", path.display()), e))?;
         let header = Header::validate(&head, path)?;
         if len < header.size {
             return Err(PmemError::Truncated { path: path.to_path_buf(), expected: header.size, found: len });
         }
-        let (region, mode) = Self::map_with_mode(&file, path, header.size, header.max_size, opts.mode)?;
-        let backend = Self::backend_for(mode);
-        let pool = Pool::assemble(region, mode, backend, instr, opts.ordering, Some(file), path, header.max_size)?;
-        pool.finish_open(header)
+        Ok(header)
     }
 
     /// Opens `path` if it exists, else creates it with `opts`.
@@ -373,7 +401,15 @@ impl Pool {
             self.header_fill_zero(off as u64, ROOT_NAME_MAX as u64);
         }
         self.store_header_word(OFF_CLEAN, encode_word(WordField::Clean as u8, &[], 0));
-        let state = AllocState::rebuild(&self)?;
+        let state = match AllocState::rebuild(&self) {
+            Ok(state) => state,
+            Err(e) => {
+                // Not opened, so not closed either: dropping must not mark
+                // the pool clean (it may have crashed) — only unlock it.
+                self.closed.store(true, Ordering::Release);
+                return Err(e);
+            }
+        };
         *self.alloc.lock() = state;
         Ok(self)
     }
@@ -468,5 +504,8 @@ impl Pool {
 impl Drop for Pool {
     fn drop(&mut self) {
         let _ = self.close_inner();
+        if let Some(file) = &self.file {
+            unlock_file(file);
+        }
     }
 }
