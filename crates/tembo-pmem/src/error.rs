@@ -1,7 +1,9 @@
 //! Typed errors of the pool layer.
 //!
-//! Every variant carries the facts a user needs to act (the path, the offset,
-//! what was found and what was expected). Bytes read from a pool file are
+//! Every variant carries the facts a user needs to act (the path where the
+//! error arises at open, the offset, what was found and what was expected).
+//! Errors found inside an open pool (`Corrupted`, `PoolFull`) have no path:
+//! the caller holding the pool adds it as context. Bytes read from a pool file are
 //! input: a bad byte becomes one of these errors, never a panic.
 
 use std::path::PathBuf;
@@ -49,7 +51,9 @@ pub enum PmemError {
         computed: u32,
     },
     /// A structure inside the pool failed validation.
-    #[error("corrupted pool: {what} at offset {offset:#x}")]
+    #[error(
+        "corrupted pool: {what} at offset {offset:#x}; run `tembo pool check` on it for a full report, and restore it from a backup or replica"
+    )]
     Corrupted {
         /// What failed to validate.
         what: String,
@@ -65,7 +69,8 @@ pub enum PmemError {
     /// No free space is left and the pool may not grow further.
     #[error("pool full: cannot allocate {requested} bytes (pool size {size}, maximum {max_size}); raise the maximum with `tembo pool grow`")]
     PoolFull {
-        /// Bytes asked for.
+        /// Bytes of pool space the request needed: a whole slab or page run,
+        /// so it can exceed the bytes the caller asked for.
         requested: u64,
         /// Current pool size in bytes.
         size: u64,

@@ -448,6 +448,10 @@ fn check_workload_state(state: &CrashState, journal: &Mutex<Journal>) -> Result<
 }
 
 fn assert_clean(name: &str, seed: u64, report: &SweepReport) {
+    eprintln!(
+        "{name} (TEMBO_SEED={seed}): {} fences, {} crash states checked, {} failed",
+        report.fences, report.states_checked, report.failure_count
+    );
     assert!(
         report.is_ok(),
         "{name} (TEMBO_SEED={seed}): {} of {} crash states failed:\n{}",

@@ -95,8 +95,11 @@ pub struct AllocStats {
     pub used_bytes: u64,
     /// Number of allocated blocks.
     pub allocated_blocks: u64,
-    /// Bytes that can still be allocated without growing: free runs plus free
-    /// slab slots.
+    /// Free space without growing: free page runs plus free slab slots. An
+    /// upper bound on what one more allocation can get: a request for a
+    /// size class with no free slot needs a whole slab run of that class
+    /// (8 to 256 pages), and a large one a contiguous run (see
+    /// `largest_free_run_bytes`).
     pub free_bytes: u64,
     /// Bytes in free page runs.
     pub free_run_bytes: u64,
