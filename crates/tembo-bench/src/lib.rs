@@ -4,13 +4,13 @@
 //! nothing to the raw instructions, an allocation is this fast); this crate
 //! holds the code that measures them, so that every figure in
 //! `docs/results/` can be re-made by one command (`tembo bench …`) and read
-//! as a table or as JSON.
+//! as a table, a chart or JSON.
 //!
 //! ## Map
 //! - [`flush`]: the CDDS thesis §5.2 flush benchmark ("MultCallFlushLRU",
 //!   Figure 5.1) for every flush instruction this CPU has, the cost of one
 //!   `msync` of a dirty page, and `Pool::persist` against the raw
-//!   instruction sequence.
+//!   instruction sequence; its report as a table or an SVG chart.
 //! - [`machine`]: what the numbers were measured on (CPU, kernel,
 //!   filesystem), recorded with every report.
 //! - [`progress`]: progress bars on stderr, hidden when it is not a terminal.

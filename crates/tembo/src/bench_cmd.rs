@@ -1,8 +1,9 @@
-//! `tembo bench …`: runs the measurements of `tembo-bench` and prints them.
+//! `tembo bench …`: runs the measurements of `tembo-bench` and prints them,
+//! and draws charts of saved reports.
 //!
-//! The binary only parses options and writes files; what is measured and
-//! how lives in `tembo_bench`, so tests and other drivers measure the same
-//! way.
+//! The binary only parses options and reads and writes files; what is
+//! measured, and how it is drawn, lives in `tembo_bench`, so tests and other
+//! drivers measure and draw the same way.
 
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,18 @@ pub enum BenchCommand {
         between two fences. Also measures the cost of msync(MS_SYNC) of one dirty 4 KiB page (what \
         the msync mode pays), and Pool::persist of one cache line against the raw store + flush + \
         fence on the same emulated pool.\n\n\
-        The full run takes under a minute; --quick takes about a second.")]
+        The full run takes under a minute; --quick takes about a second. --json saves the report, \
+        --plot draws it as an SVG line chart (`tembo bench plot-flush` draws a saved report again).")]
     Flush(FlushArgs),
+    /// Draw a saved `bench flush --json` report as an SVG chart, without measuring again
+    #[command(
+        name = "plot-flush",
+        long_about = "Draws a report saved by `tembo bench flush --json` as an SVG line chart: object size \
+            (64 B … 64 MiB, log2 axis) against millions of cache lines flushed per second, one line per \
+            flush instruction, with the machine the report was measured on. Nothing is measured.",
+        after_help = "Example:\n  tembo bench plot-flush docs/results/flush.json --out docs/results/flush.svg"
+    )]
+    PlotFlush(PlotFlushArgs),
 }
 
 /// Options of `tembo bench flush`.
@@ -35,6 +46,9 @@ pub struct FlushArgs {
     /// Also write the report as JSON to FILE [default when given without FILE: docs/results/flush.json]
     #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "docs/results/flush.json")]
     json: Option<PathBuf>,
+    /// Also draw the report as an SVG line chart in FILE [default when given without FILE: docs/results/flush.svg]
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "docs/results/flush.svg")]
+    plot: Option<PathBuf>,
     /// Directory of the file whose page is msync'ed [default: the system temp dir]
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
@@ -49,6 +63,17 @@ pub struct FlushArgs {
     instructions: Vec<FlushInstruction>,
 }
 
+/// Options of `tembo bench plot-flush`.
+#[derive(Debug, Args)]
+pub struct PlotFlushArgs {
+    /// The report, as written by `tembo bench flush --json`
+    #[arg(value_name = "JSON")]
+    json: PathBuf,
+    /// Where to write the chart [default: JSON with the extension .svg]
+    #[arg(long, value_name = "SVG")]
+    out: Option<PathBuf>,
+}
+
 /// Runs a `bench` subcommand.
 ///
 /// # Errors
@@ -57,6 +82,7 @@ pub struct FlushArgs {
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Flush(a) => run_flush(a),
+        BenchCommand::PlotFlush(a) => run_plot_flush(a),
     }
 }
 
@@ -93,14 +119,38 @@ fn run_flush(a: FlushArgs) -> Result<()> {
     let report = flush::run(&cfg, Progress::auto()).context("flush benchmark failed")?;
     print!("{}", flush::render_table(&report));
     if let Some(path) = a.json {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
-        }
         let text = serde_json::to_string_pretty(&report).context("encoding the report as JSON")?;
-        std::fs::write(&path, text + "\n").with_context(|| format!("cannot write {}", path.display()))?;
+        write_file(&path, &(text + "\n"))?;
         println!("\nwrote {}", path.display());
     }
+    if let Some(path) = a.plot {
+        write_file(&path, &flush::render_svg(&report).context("drawing the chart")?)?;
+        println!("wrote {}", path.display());
+    }
     Ok(())
+}
+
+fn run_plot_flush(a: PlotFlushArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.json).with_context(|| format!("cannot read {}", a.json.display()))?;
+    let report: flush::FlushReport = serde_json::from_str(&text).with_context(|| {
+        format!("{} is not a flush report (as written by `tembo bench flush --json`)", a.json.display())
+    })?;
+    let svg = flush::render_svg(&report).with_context(|| format!("cannot draw {}", a.json.display()))?;
+    let out = a.out.unwrap_or_else(|| a.json.with_extension("svg"));
+    if out == a.json {
+        bail!("the chart would overwrite the report {}; pass another file with --out", a.json.display());
+    }
+    write_file(&out, &svg)?;
+    println!("wrote {}", out.display());
+    Ok(())
+}
+
+/// Writes `text` to `path`, creating its directory.
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
+    }
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
 fn available_names() -> String {

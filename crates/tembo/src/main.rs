@@ -29,7 +29,8 @@ use clap::{Parser, Subcommand};
         Data lives in one pool file, mapped into memory and made durable with cache-line \
         flushes. Start with `tembo pool init`, which creates ./tembo-data/tembo.pool.",
     after_help = "Examples:\n  tembo pool init\n  tembo pool create /dev/shm/t.pool --size 1G\n  \
-                  tembo pool stat /dev/shm/t.pool --json\n  tembo bench flush --quick"
+                  tembo pool stat /dev/shm/t.pool --json\n  tembo bench flush --quick\n  \
+                  tembo bench plot-flush docs/results/flush.json"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -41,7 +42,7 @@ enum Command {
     /// Create, inspect, check and grow pool files
     #[command(subcommand)]
     Pool(pool_cmd::PoolCommand),
-    /// Run benchmarks and print their tables
+    /// Run benchmarks and print their tables; draw their charts
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
 }

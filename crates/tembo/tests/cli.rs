@@ -1,8 +1,8 @@
 //! The `tembo` binary as a user runs it: `pool create/stat/check/grow/init`
 //! on pools in `/dev/shm` and in the temp dir, the errors a user meets
 //! (a file that is not a pool, a missing file, an existing file, a bad
-//! size), `pool stat --json` as machine-readable output, and a quick
-//! `bench flush`. Guards against the CLI drifting from what `--help` and
+//! size), `pool stat --json` as machine-readable output, a quick
+//! `bench flush` and `bench plot-flush` of the committed report. Guards against the CLI drifting from what `--help` and
 //! the README promise: exit codes, messages that name the path and say
 //! what to do.
 
@@ -189,18 +189,65 @@ fn help_texts_explain_the_commands() {
 fn bench_flush_quick_prints_a_table_and_json() {
     let d = TempDir::shm();
     let json = d.file("out/flush.json");
-    let o = tembo(&["bench", "flush", "--quick", "--dir", &d.0.display().to_string(), "--json", &json]);
+    let svg = d.file("out/flush.svg");
+    let o = tembo(&["bench", "flush", "--quick", "--dir", &d.0.display().to_string(), "--json", &json, "--plot", &svg]);
     let out = ok(&o);
     assert!(out.contains("MultCallFlushLRU"), "{out}");
     assert!(out.contains("64 B") && out.contains("4 MiB"), "{out}");
     assert!(out.contains("Mlines/s") && out.contains("msync") && out.contains("Pool::persist"), "{out}");
     let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(j["mode"], "quick");
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"), "{chart}");
+    for sweep in j["sweeps"].as_array().unwrap() {
+        let name = sweep["instruction"].as_str().unwrap();
+        assert!(chart.contains(&format!("\n{name} (+")), "no legend entry for {name}");
+    }
     assert!(!j["sweeps"].as_array().unwrap().is_empty());
     assert!(j["persist"]["ratio"].as_f64().unwrap() > 0.0);
-    // Only the JSON file is left behind: the benchmark removes its own files.
+    // Only the JSON file and the chart are left behind: the benchmark removes its own files.
     let left: Vec<_> = std::fs::read_dir(&d.0).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, vec![std::ffi::OsString::from("out")]);
+}
+
+#[test]
+fn bench_plot_flush_draws_the_committed_report() {
+    let report = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/flush.json");
+    let report = report.display().to_string();
+    let j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let d = TempDir::tmp();
+    let svg = d.file("charts/flush.svg");
+    let out = ok(&tembo(&["bench", "plot-flush", &report, "--out", &svg]));
+    assert!(out.contains(&format!("wrote {svg}")), "{out}");
+    let chart = std::fs::read_to_string(&svg).unwrap();
+    assert!(chart.starts_with("<svg") && chart.trim_end().ends_with("</svg>"), "{chart}");
+    assert!(chart.contains("Cache-line flushes per second by object size"));
+    assert!(chart.contains(j["machine"]["kernel"].as_str().unwrap()));
+    for sweep in j["sweeps"].as_array().unwrap() {
+        let name = sweep["instruction"].as_str().unwrap();
+        assert!(chart.contains(&format!("\n{name} (+")), "no legend entry for {name}");
+    }
+
+    // Without --out the chart goes beside the report.
+    let copy = d.file("saved.json");
+    std::fs::copy(&report, &copy).unwrap();
+    let out = ok(&tembo(&["bench", "plot-flush", &copy]));
+    assert!(out.contains("saved.svg"), "{out}");
+    assert!(d.0.join("saved.svg").is_file());
+
+    // A file that is not a report, or is missing: a clear error, no chart.
+    let o = tembo(&["bench", "plot-flush", &svg, "--out", &d.file("bad.svg")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is not a flush report"), "{}", stderr(&o));
+    let o = tembo(&["bench", "plot-flush", &d.file("missing.json")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot read") && stderr(&o).contains("missing.json"), "{}", stderr(&o));
+    assert!(!d.0.join("bad.svg").exists() && !d.0.join("missing.svg").exists());
+
+    let help = ok(&tembo(&["bench", "plot-flush", "--help"]));
+    assert!(help.contains("--out") && help.contains("Nothing is measured"), "{help}");
+    let help = ok(&tembo(&["bench", "flush", "--help"]));
+    assert!(help.contains("--plot") && help.contains("docs/results/flush.svg"), "{help}");
 }
 
 #[test]

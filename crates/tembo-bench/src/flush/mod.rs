@@ -18,10 +18,11 @@
 //!   pool's abstraction (mode dispatch, bounds, write counters).
 //!
 //! [`run`] does all three and returns a [`FlushReport`] (serde), which
-//! [`render_table`] prints.
+//! [`render_table`] prints and [`render_svg`] draws as a line chart.
 
 pub mod msync;
 pub mod persist_line;
+mod plot;
 pub mod sweep;
 mod table;
 
@@ -34,6 +35,7 @@ use tembo_pmem::FlushInstruction;
 
 pub use msync::MsyncCost;
 pub use persist_line::PersistComparison;
+pub use plot::{legend_label, render_svg, TITLE as PLOT_TITLE};
 pub use sweep::{InstructionSweep, SweepPoint};
 pub use table::render_table;
 
