@@ -105,6 +105,23 @@ impl Pool {
         Ok(unsafe { &*p.as_ptr().cast::<AtomicU64>() })
     }
 
+    /// `count` consecutive 8-byte words at `offset` as atomics: the view a
+    /// lock-free reader copies a node through (one bounds check, not one per
+    /// word).
+    ///
+    /// # Errors
+    /// [`PmemError::BadReference`] if out of the heap or not 8-byte aligned.
+    #[inline]
+    pub fn atomic_words(&self, offset: PoolOffset, count: usize) -> Result<&[AtomicU64]> {
+        if offset % 8 != 0 {
+            return Err(PmemError::BadReference { what: "atomic words not 8-byte aligned", offset, len: 8 });
+        }
+        let p = self.raw(offset, count as u64 * 8)?;
+        // SAFETY: as for `atomic_u64`, for each of the `count` words, which
+        // lie in the mapped heap (checked by `raw`) for the pool's lifetime.
+        Ok(unsafe { std::slice::from_raw_parts(p.as_ptr().cast::<AtomicU64>(), count) })
+    }
+
     /// Reads the 8-byte word at `offset` (acquire).
     ///
     /// # Errors

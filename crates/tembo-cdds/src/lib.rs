@@ -1,0 +1,38 @@
+//! # tembo-cdds — the CDDS multi-version B+tree
+//!
+//! The B+tree of the CDDS thesis (ch. 4) on a Tembo pool: every entry
+//! carries a `[start, end)` version range, the tree has one current version
+//! in an 8-byte commit word, and a batch of any size becomes durable with
+//! one persisted store of the next version. Readers take no locks: they pin
+//! a version, copy nodes under per-node version words (Persistent Masstree)
+//! and never see a torn or half-shifted node. See `docs/design/cdds.md`.
+//!
+//! Map: [`entry`] (self-checking slots), [`record`] (immutable key/value
+//! blocks), [`node`] (layout, seqlock copies, ordered shifts), `search`,
+//! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
+//! reuse), `scan` (iterators), `snapshot` (pins, named snapshots,
+//! rollback), `recover` (Alg. 6 and the leak tracer), `verify` (`check`,
+//! `stats`).
+
+pub mod entry;
+mod error;
+mod meta;
+pub mod node;
+mod pins;
+pub mod record;
+mod recover;
+mod scan;
+mod search;
+mod snapshot;
+mod tree;
+mod verify;
+mod write;
+
+pub use error::{CddsError, Result};
+pub use meta::ROOT_NAME;
+pub use recover::RecoveryReport;
+pub use scan::{Iter, KeyValue};
+pub use snapshot::{NamedSnapshot, Snapshot, MAX_SNAPSHOT_NAME};
+pub use tree::{Limits, Tree};
+pub use verify::{TreeCheck, TreeStats};
+pub use write::{Op, WriteOutcome, MIN_LIVE, SPLIT_TWO};

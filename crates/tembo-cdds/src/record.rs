@@ -1,0 +1,173 @@
+//! Records: the immutable blocks an entry points to.
+//!
+//! A put allocates exactly one block holding both key and value, written and
+//! flushed before the commit that makes its entry visible, then never written
+//! again until it is freed. Inner entries use the same shape with the child
+//! node's offset in place of the value length.
+//!
+//! ```text
+//! leaf:  u32 key_len | u32 flags | u64 value_len | key | value | u32 crc32c
+//! inner: u32 key_len | u32 flags | u64 child     | key         | u32 crc32c
+//! ```
+//!
+//! Values are never stored inline in the 32-byte slots (a deviation from the
+//! thesis's short-value case): keeping slots at two per cache line halves the
+//! lines a shift touches, and the record is one allocation either way. The
+//! CRC is for `check` and media corruption, not crash consistency.
+
+use std::cmp::Ordering;
+
+use tembo_pmem::Pool;
+
+use crate::entry::{key_prefix, Entry};
+use crate::error::{CddsError, Result};
+
+const HEADER: u64 = 16;
+const CRC: u64 = 4;
+/// Flag bit: the maximum-key sentinel (thesis §4.5), which has no key bytes.
+pub const FLAG_SENTINEL: u32 = 1;
+/// Flag bit: an inner record (the word holds a child node's offset).
+pub const FLAG_INNER: u32 = 2;
+const CRC32C: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISCSI);
+
+/// A record's header fields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// Key bytes.
+    pub key_len: u64,
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// Value length (leaf) or child offset (inner).
+    pub word: u64,
+}
+
+impl RecordHeader {
+    /// Whether this is the +∞ sentinel.
+    pub fn is_sentinel(&self) -> bool {
+        self.flags & FLAG_SENTINEL != 0
+    }
+    fn body_len(&self) -> u64 {
+        if self.flags & FLAG_INNER != 0 {
+            self.key_len
+        } else {
+            self.key_len + self.word
+        }
+    }
+}
+
+fn write(pool: &Pool, key: &[u8], flags: u32, word: u64, value: &[u8]) -> Result<u64> {
+    let body = key.len() as u64 + value.len() as u64;
+    let off = pool.alloc(HEADER + body + CRC)?;
+    let mut head = [0u8; 16];
+    head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+    head[4..8].copy_from_slice(&flags.to_le_bytes());
+    head[8..].copy_from_slice(&word.to_le_bytes());
+    let mut digest = CRC32C.digest();
+    digest.update(&head);
+    digest.update(key);
+    digest.update(value);
+    pool.write(off, &head)?;
+    pool.write(off + HEADER, key)?;
+    pool.write(off + HEADER + key.len() as u64, value)?;
+    pool.write(off + HEADER + body, &digest.finalize().to_le_bytes())?;
+    // Flushed, not fenced: the fence before the commit store orders it.
+    pool.flush(off, HEADER + body + CRC);
+    Ok(off)
+}
+
+/// Writes a leaf record for `key`/`value` and flushes it.
+pub fn write_leaf(pool: &Pool, key: &[u8], value: &[u8]) -> Result<u64> {
+    write(pool, key, 0, value.len() as u64, value)
+}
+
+/// Writes an inner record pointing to `child`; `key` `None` is the sentinel.
+pub fn write_inner(pool: &Pool, key: Option<&[u8]>, child: u64) -> Result<u64> {
+    match key {
+        Some(k) => write(pool, k, FLAG_INNER, child, &[]),
+        None => write(pool, &[], FLAG_INNER | FLAG_SENTINEL, child, &[]),
+    }
+}
+
+/// Reads a record's header.
+pub fn header(pool: &Pool, rec: u64) -> Result<RecordHeader> {
+    let mut b = [0u8; 16];
+    pool.read(rec, &mut b)?;
+    let key_len = u32::from_le_bytes(b[..4].try_into().expect("4 bytes")) as u64;
+    let flags = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
+    let word = u64::from_le_bytes(b[8..].try_into().expect("8 bytes"));
+    if flags & !(FLAG_SENTINEL | FLAG_INNER) != 0 {
+        return Err(CddsError::invariant(format!("record has unknown flags {flags:#x}"), rec));
+    }
+    Ok(RecordHeader { key_len, flags, word })
+}
+
+/// Borrows a record's key in place.
+pub fn key<'p>(pool: &'p Pool, rec: u64, h: &RecordHeader) -> Result<&'p [u8]> {
+    // SAFETY: records are immutable from their flush until they are freed,
+    // and frees are deferred (`pins`: the writer's limbo) past every read op
+    // that might still hold a reference to the record, so nobody writes these bytes
+    // while the borrow lives. The range is bounds-checked by `bytes`.
+    Ok(unsafe { pool.bytes(rec + HEADER, h.key_len)? })
+}
+
+/// Copies a leaf record's value.
+pub fn value(pool: &Pool, rec: u64, h: &RecordHeader) -> Result<Vec<u8>> {
+    let mut v = vec![0u8; usize::try_from(h.word).map_err(|_| CddsError::invariant("value length", rec))?];
+    pool.read(rec + HEADER + h.key_len, &mut v)?;
+    Ok(v)
+}
+
+/// Verifies a record's checksum (for `check`).
+pub fn verify(pool: &Pool, rec: u64) -> Result<RecordHeader> {
+    let h = header(pool, rec)?;
+    let len = HEADER + h.body_len();
+    let mut buf = vec![0u8; usize::try_from(len + CRC).map_err(|_| CddsError::invariant("record length", rec))?];
+    pool.read(rec, &mut buf)?;
+    let want = u32::from_le_bytes(buf[len as usize..].try_into().expect("4 bytes"));
+    if CRC32C.checksum(&buf[..len as usize]) != want {
+        return Err(CddsError::invariant("record checksum mismatch", rec));
+    }
+    Ok(h)
+}
+
+/// Bytes a record of this shape occupies (before allocator rounding).
+pub fn footprint(key_len: usize, value_len: usize) -> u64 {
+    HEADER + key_len as u64 + value_len as u64 + CRC
+}
+
+/// Compares the key of `e` with `key` (the sentinel is above every key).
+pub fn cmp_entry(pool: &Pool, e: &Entry, key: &[u8], key_pfx: u64) -> Result<Ordering> {
+    match e.prefix.cmp(&key_pfx) {
+        Ordering::Equal => {}
+        o if e.prefix != u64::MAX => return Ok(o),
+        o => {
+            // A sentinel also carries prefix MAX: check the record.
+            let h = header(pool, e.rec)?;
+            return Ok(if h.is_sentinel() { Ordering::Greater } else { o });
+        }
+    }
+    let h = header(pool, e.rec)?;
+    if h.is_sentinel() {
+        return Ok(Ordering::Greater);
+    }
+    if key.len() <= 8 && h.key_len <= 8 && key_pfx == e.prefix && h.key_len as usize == key.len() {
+        return Ok(Ordering::Equal);
+    }
+    Ok(self::key(pool, e.rec, &h)?.cmp(key))
+}
+
+/// Compares the keys of two entries.
+pub fn cmp_entries(pool: &Pool, a: &Entry, b: &Entry) -> Result<Ordering> {
+    let hb = header(pool, b.rec)?;
+    if hb.is_sentinel() {
+        let ha = header(pool, a.rec)?;
+        return Ok(if ha.is_sentinel() { Ordering::Equal } else { Ordering::Less });
+    }
+    let kb = key(pool, b.rec, &hb)?;
+    cmp_entry(pool, a, kb, b.prefix)
+}
+
+/// The prefix word an entry for `key` (or the sentinel) carries.
+pub fn prefix_of(key: Option<&[u8]>) -> u64 {
+    key.map_or(u64::MAX, key_prefix)
+}

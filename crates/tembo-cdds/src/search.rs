@@ -1,0 +1,78 @@
+//! Searching a node copy: entries are sorted by key, then start version.
+
+use std::cmp::Ordering;
+
+use tembo_pmem::Pool;
+
+use crate::entry::Entry;
+use crate::error::{CddsError, Result};
+use crate::node::NodeCopy;
+use crate::record;
+
+/// Index of the first entry whose key is `>= key` (`strict`: `> key`).
+pub fn bound(pool: &Pool, entries: &[Entry], key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
+    let (mut lo, mut hi) = (0, entries.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        let c = record::cmp_entry(pool, &entries[mid], key, pfx)?;
+        let go_right = if strict { c != Ordering::Greater } else { c == Ordering::Less };
+        if go_right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// The inner entry visible at `v` whose child covers `key`: the first
+/// visible entry with a key above `key` (`inclusive_hi`: at or above, for
+/// reverse scans that want keys strictly below `key`).
+pub fn child_index(
+    pool: &Pool,
+    copy: &NodeCopy,
+    node: u64,
+    key: &[u8],
+    pfx: u64,
+    v: u64,
+    at_or_above: bool,
+) -> Result<usize> {
+    let start = bound(pool, &copy.entries, key, pfx, !at_or_above)?;
+    (start..copy.entries.len())
+        .find(|&i| copy.entries[i].visible_at(v, &[]))
+        .ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), node))
+}
+
+/// The child node an inner entry points to.
+pub fn child_of(pool: &Pool, e: &Entry) -> Result<u64> {
+    let h = record::header(pool, e.rec)?;
+    if h.flags & record::FLAG_INNER == 0 {
+        return Err(CddsError::invariant("inner entry points to a leaf record", e.rec));
+    }
+    Ok(h.word)
+}
+
+/// The index of the entry for `key` visible at `v` in a leaf copy.
+pub fn leaf_find(pool: &Pool, copy: &NodeCopy, key: &[u8], pfx: u64, v: u64) -> Result<Option<usize>> {
+    let mut i = bound(pool, &copy.entries, key, pfx, false)?;
+    while i < copy.entries.len() {
+        let e = &copy.entries[i];
+        if record::cmp_entry(pool, e, key, pfx)? != Ordering::Equal {
+            break;
+        }
+        if e.visible_at(v, &[]) {
+            return Ok(Some(i));
+        }
+        i += 1;
+    }
+    Ok(None)
+}
+
+/// The key bytes of an entry (`None`: the sentinel).
+pub fn entry_key(pool: &Pool, e: &Entry) -> Result<Option<Vec<u8>>> {
+    let h = record::header(pool, e.rec)?;
+    if h.is_sentinel() {
+        return Ok(None);
+    }
+    Ok(Some(record::key(pool, e.rec, &h)?.to_vec()))
+}

@@ -1,0 +1,170 @@
+//! The tree handle: open/create on a pool, the commit word, reader pins,
+//! point reads at a version.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tembo_pmem::Pool;
+
+use crate::entry::key_prefix;
+use crate::error::{CddsError, Result};
+use crate::meta::{Meta, ROOT_NAME};
+use crate::node;
+use crate::pins::{PinGuard, Pins};
+use crate::record;
+use crate::search;
+
+/// Size limits enforced on every write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest key in bytes (default 64 KiB).
+    pub max_key_bytes: usize,
+    /// Longest value in bytes (default 512 MiB).
+    pub max_value_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_key_bytes: 64 * 1024, max_value_bytes: 512 * 1024 * 1024 }
+    }
+}
+
+/// State only the writer touches.
+#[derive(Debug, Default)]
+pub(crate) struct WriterState {
+    /// Blocks retired by the batch that committed at the tag, waiting until
+    /// no read op older than it runs.
+    pub limbo: Vec<(u64, Vec<u64>)>,
+}
+
+/// A CDDS B+tree on a pool.
+#[derive(Debug)]
+pub struct Tree {
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) meta: Meta,
+    pub(crate) session: u64,
+    pub(crate) pins: Pins,
+    pub(crate) writer: Mutex<WriterState>,
+    /// Versions pinned by snapshots (version → holders).
+    pub(crate) snapshots: Mutex<BTreeMap<u64, usize>>,
+    pub(crate) limits: Limits,
+    pub(crate) recovery: crate::recover::RecoveryReport,
+}
+
+impl Tree {
+    /// Creates an empty tree on `pool` and records it as the pool root `cdds`.
+    ///
+    /// # Errors
+    /// [`CddsError::NotATree`] if the pool already has a tree; pool errors.
+    pub fn create(pool: Arc<Pool>, limits: Limits) -> Result<Tree> {
+        if pool.root(ROOT_NAME).is_some() {
+            return Err(CddsError::NotATree("the pool already holds a CDDS tree; open it instead".into()));
+        }
+        let root = node::create(&pool, 0, &[])?;
+        let meta = Meta::create(&pool, root)?;
+        pool.set_root(ROOT_NAME, meta.off)?;
+        Self::finish_open(pool, meta, limits)
+    }
+
+    /// Opens the tree of `pool`, recovering it first if the pool was not
+    /// closed cleanly.
+    ///
+    /// # Errors
+    /// [`CddsError::NotATree`] if there is none; invariant errors from recovery.
+    pub fn open(pool: Arc<Pool>, limits: Limits) -> Result<Tree> {
+        let off = pool.root(ROOT_NAME).ok_or_else(|| CddsError::NotATree("the pool has no `cdds` root".into()))?;
+        let meta = Meta::open(&pool, off)?;
+        Self::finish_open(pool, meta, limits)
+    }
+
+    fn finish_open(pool: Arc<Pool>, meta: Meta, limits: Limits) -> Result<Tree> {
+        let session = meta.next_session(&pool)?;
+        let mut tree = Tree {
+            pool,
+            meta,
+            session,
+            pins: Pins::default(),
+            writer: Mutex::new(WriterState::default()),
+            snapshots: Mutex::new(BTreeMap::new()),
+            limits,
+            recovery: Default::default(),
+        };
+        if tree.pool.opened_unclean() {
+            tree.recovery = tree.recover()?;
+        }
+        tree.load_named_snapshots()?;
+        Ok(tree)
+    }
+
+    /// The pool the tree lives in.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// The size limits in force.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// What recovery did at open (all zero after a clean shutdown).
+    pub fn recovery_report(&self) -> &crate::recover::RecoveryReport {
+        &self.recovery
+    }
+
+    pub(crate) fn version_word(&self) -> Result<&AtomicU64> {
+        self.meta.version_word(&self.pool)
+    }
+
+    /// The current (last committed) version.
+    pub fn current_version(&self) -> Result<u64> {
+        Ok(self.version_word()?.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// Pins the current version for one read op.
+    pub(crate) fn pin(&self) -> Result<PinGuard<'_>> {
+        Ok(self.pins.pin(self.version_word()?))
+    }
+
+    /// The value of `key` in the current version.
+    ///
+    /// # Errors
+    /// Invariant or pool errors (a corrupted pool), never for a missing key.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let pin = self.pin()?;
+        self.get_pinned(key, pin.version)
+    }
+
+    /// The value of `key` at version `v`, which the caller keeps retained
+    /// (through a snapshot).
+    ///
+    /// # Errors
+    /// As [`Tree::get`].
+    pub fn get_at(&self, key: &[u8], v: u64) -> Result<Option<Vec<u8>>> {
+        let _pin = self.pin()?;
+        self.get_pinned(key, v)
+    }
+
+    fn get_pinned(&self, key: &[u8], v: u64) -> Result<Option<Vec<u8>>> {
+        let pool = &*self.pool;
+        let pfx = key_prefix(key);
+        let mut n = self.meta.root(pool)?;
+        for _ in 0..64 {
+            let copy = node::read(pool, n, self.session)?;
+            if copy.level == 0 {
+                return match search::leaf_find(pool, &copy, key, pfx, v)? {
+                    Some(i) => {
+                        let e = &copy.entries[i];
+                        let h = record::header(pool, e.rec)?;
+                        Ok(Some(record::value(pool, e.rec, &h)?))
+                    }
+                    None => Ok(None),
+                };
+            }
+            let i = search::child_index(pool, &copy, n, key, pfx, v, false)?;
+            n = search::child_of(pool, &copy.entries[i])?;
+        }
+        Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n))
+    }
+}

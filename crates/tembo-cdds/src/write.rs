@@ -1,0 +1,541 @@
+//! The writer: batches of puts and deletes at version `w = current + 1`,
+//! insert with dead-slot reuse and split (thesis Alg. 2, 3), delete with
+//! copy-from-sibling / merge on underflow (Alg. 4), root split, and the
+//! commit store. One writer at a time (the `writer` mutex).
+//!
+//! Every change writes only slots no retained version can see (new entries
+//! start at `w`, ended ones end at `w`, shifts keep every overwritten slot's
+//! content persisted elsewhere first), so until the commit store of `w`
+//! every reader and every crash sees version `w - 1` exactly. A batch that
+//! fails (a full pool) is undone by the same repair recovery uses.
+
+use std::cmp::Ordering;
+
+use tembo_pmem::Pool;
+
+use crate::entry::{key_prefix, Entry, Slot, MAX_VERSION};
+use crate::error::{CddsError, Result};
+use crate::node::{self, NodeCopy, NodeWriter, NODE_SLOTS};
+use crate::record;
+use crate::search;
+use crate::tree::Tree;
+
+/// Fewest live entries of a non-root node before it borrows or merges (ml).
+pub const MIN_LIVE: usize = 6;
+/// Above this many live entries a rebuilt node is split in two (4·ml).
+pub const SPLIT_TWO: usize = 4 * MIN_LIVE;
+
+/// One operation of a batch.
+#[derive(Clone, Copy, Debug)]
+pub enum Op<'a> {
+    /// Insert or overwrite.
+    Put(&'a [u8], &'a [u8]),
+    /// Remove (no-op if absent).
+    Delete(&'a [u8]),
+}
+
+/// What a committed batch did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The version the batch committed (unchanged if it changed nothing).
+    pub version: u64,
+    /// For each op, whether its key existed before it.
+    pub existed: Vec<bool>,
+}
+
+#[derive(Clone, Debug)]
+struct Step {
+    node: u64,
+    /// The parent's entry pointing here (`None` at the root).
+    via: Option<Entry>,
+}
+
+struct Batch<'t> {
+    tree: &'t Tree,
+    pool: &'t Pool,
+    w: u64,
+    oldest: u64,
+    allocs: Vec<u64>,
+    touched: Vec<u64>,
+    retired: Vec<u64>,
+    old_root: u64,
+    changed: bool,
+}
+
+impl Tree {
+    /// Applies `ops` atomically: all of them become durable with one commit
+    /// store, or (on error) none.
+    ///
+    /// # Errors
+    /// Limit errors before anything is written; pool errors (full) after
+    /// which the batch is undone and nothing changed.
+    pub fn write(&self, ops: &[Op<'_>]) -> Result<WriteOutcome> {
+        for op in ops {
+            let (k, v) = match op {
+                Op::Put(k, v) => (k, Some(v)),
+                Op::Delete(k) => (k, None),
+            };
+            if k.is_empty() {
+                return Err(CddsError::EmptyKey);
+            }
+            if k.len() > self.limits.max_key_bytes {
+                return Err(CddsError::KeyTooLarge { len: k.len(), max: self.limits.max_key_bytes });
+            }
+            if let Some(v) = v {
+                if v.len() > self.limits.max_value_bytes {
+                    return Err(CddsError::ValueTooLarge { len: v.len(), max: self.limits.max_value_bytes });
+                }
+            }
+        }
+        let mut ws = self.writer.lock();
+        let v = self.current_version()?;
+        if v >= MAX_VERSION {
+            return Err(CddsError::VersionsExhausted(v));
+        }
+        let oldest = self.oldest_retained(v);
+        let mut b = Batch {
+            tree: self,
+            pool: &self.pool,
+            w: v + 1,
+            oldest,
+            allocs: Vec::new(),
+            touched: Vec::new(),
+            retired: Vec::new(),
+            old_root: self.meta.root(&self.pool)?,
+            changed: false,
+        };
+        b.collapse_root()?;
+        let mut existed = Vec::with_capacity(ops.len());
+        let mut failed = None;
+        for op in ops {
+            let r = match op {
+                Op::Put(k, val) => b.put(k, val),
+                Op::Delete(k) => b.delete(k),
+            };
+            match r {
+                Ok(e) => existed.push(e),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        let retired = std::mem::take(&mut b.retired);
+        let version = match failed {
+            Some(e) => {
+                let undo = b.undo();
+                ws.limbo.push((v + 1, retired));
+                undo?;
+                return Err(e);
+            }
+            None if b.changed => {
+                self.meta.commit(&self.pool, v + 1)?;
+                v + 1
+            }
+            None => v,
+        };
+        ws.limbo.push((v + 1, retired));
+        self.free_limbo(&mut ws);
+        Ok(WriteOutcome { version, existed })
+    }
+
+    /// The oldest version any reader or snapshot may still read.
+    pub(crate) fn oldest_retained(&self, current: u64) -> u64 {
+        let mut oldest = current;
+        if let Some(p) = self.pins.min_pinned() {
+            oldest = oldest.min(p);
+        }
+        if let Some((&s, _)) = self.snapshots.lock().iter().next() {
+            oldest = oldest.min(s);
+        }
+        oldest
+    }
+
+    /// Frees retired blocks no running read op can still reach.
+    pub(crate) fn free_limbo(&self, ws: &mut crate::tree::WriterState) {
+        let min = self.pins.min_pinned();
+        let pool = &self.pool;
+        ws.limbo.retain(|(tag, blocks)| {
+            if min.is_some_and(|m| m < *tag) {
+                return true;
+            }
+            for &b in blocks {
+                // A failed free leaves a leak for the next recovery's sweep,
+                // never a double use: nothing references these blocks.
+                let _ = pool.free(b);
+            }
+            false
+        });
+    }
+}
+
+impl Batch<'_> {
+    fn descend(&self, key: &[u8]) -> Result<Vec<Step>> {
+        let pfx = key_prefix(key);
+        let mut path = vec![Step { node: self.tree.meta.root(self.pool)?, via: None }];
+        loop {
+            let n = path.last().expect("non-empty").node;
+            let copy = node::read(self.pool, n, self.tree.session)?;
+            if copy.level == 0 {
+                return Ok(path);
+            }
+            if path.len() > 64 {
+                return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
+            }
+            let i = search::child_index(self.pool, &copy, n, key, pfx, self.w, false)?;
+            let e = copy.entries[i];
+            path.push(Step { node: search::child_of(self.pool, &e)?, via: Some(e) });
+        }
+    }
+
+    /// Logical GC of the root (thesis §4.4.4): an inner root whose only
+    /// entry every retained version sees, all others dead to every retained
+    /// version, is replaced by its child. No version's contents change, so
+    /// the root store needs no commit; the old root is retired.
+    fn collapse_root(&mut self) -> Result<()> {
+        loop {
+            let root = self.tree.meta.root(self.pool)?;
+            let copy = self.read(root)?;
+            if copy.level == 0 || copy.dirty {
+                return Ok(());
+            }
+            let mut only = None;
+            for e in &copy.entries {
+                if e.end == 0 && e.start <= self.oldest && only.is_none() {
+                    only = Some(*e);
+                } else if e.end == 0 || e.end > self.oldest {
+                    return Ok(());
+                }
+            }
+            let Some(only) = only else { return Ok(()) };
+            let child = search::child_of(self.pool, &only)?;
+            self.tree.meta.set_root(self.pool, child)?;
+            self.old_root = child;
+            for e in &copy.entries {
+                if *e != only && !e.moved {
+                    self.retire_owned(copy.level, e)?;
+                }
+            }
+            self.retired.push(only.rec);
+            self.retired.push(root);
+        }
+    }
+
+    fn read(&self, n: u64) -> Result<NodeCopy> {
+        node::read(self.pool, n, self.tree.session)
+    }
+
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let rec = record::write_leaf(self.pool, key, value)?;
+        self.allocs.push(rec);
+        let path = self.descend(key)?;
+        let leaf = path.last().expect("non-empty").node;
+        let copy = self.read(leaf)?;
+        let pfx = key_prefix(key);
+        let old = search::leaf_find(self.pool, &copy, key, pfx, self.w)?.map(|i| copy.entries[i]);
+        self.changed = true;
+        let depth = path.len() - 1;
+        self.rewrite(&path, depth, old.into_iter().collect(), vec![Entry::new(self.w, rec, pfx)])?;
+        Ok(old.is_some())
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        let path = self.descend(key)?;
+        let leaf = path.last().expect("non-empty").node;
+        let copy = self.read(leaf)?;
+        let Some(i) = search::leaf_find(self.pool, &copy, key, key_prefix(key), self.w)? else {
+            return Ok(false);
+        };
+        self.changed = true;
+        let depth = path.len() - 1;
+        self.rewrite(&path, depth, vec![copy.entries[i]], Vec::new())?;
+        Ok(true)
+    }
+
+    fn slot_of(&self, n: u64, copy: &NodeCopy, e: &Entry) -> Result<usize> {
+        copy.entries
+            .iter()
+            .position(|x| x == e)
+            .map(|i| copy.slots[i] as usize)
+            .ok_or_else(|| CddsError::invariant("entry to end is not in its node", n))
+    }
+
+    fn touch(&mut self, n: u64) {
+        if !self.touched.contains(&n) {
+            self.touched.push(n);
+        }
+    }
+
+    /// Ends `ends` and adds `adds` in the node at `path[depth]`: in place if
+    /// it has room (after dead-slot reuse), else by rebuilding it into new
+    /// nodes (split, or merge with a sibling when too few live entries).
+    fn rewrite(&mut self, path: &[Step], depth: usize, ends: Vec<Entry>, adds: Vec<Entry>) -> Result<()> {
+        let n = path[depth].node;
+        let mut copy = self.read(n)?;
+        if copy.dirty {
+            self.compact(n)?;
+            copy = self.read(n)?;
+        }
+        for e in &ends {
+            let slot = self.slot_of(n, &copy, e)?;
+            node::set_end(self.pool, n, slot, e, self.w, false)?;
+            self.touch(n);
+        }
+        copy = self.read(n)?;
+        if adds.len() > NODE_SLOTS - copy.used {
+            self.compact(n)?;
+            copy = self.read(n)?;
+        }
+        let live = live_slots(&copy, self.w);
+        if adds.len() <= NODE_SLOTS - copy.used {
+            for a in &adds {
+                let c = self.read(n)?;
+                let key = search::entry_key(self.pool, a)?;
+                let idx = match &key {
+                    Some(k) => search::bound(self.pool, &c.entries, k, a.prefix, true)?,
+                    None => c.entries.len(),
+                };
+                let slot = if idx < c.entries.len() { c.slots[idx] as usize } else { c.used };
+                let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
+                nw.insert_at(slot, c.used, a)?;
+                drop(nw);
+                self.touch(n);
+            }
+            if depth > 0 && live.len() + adds.len() < MIN_LIVE && !ends.is_empty() {
+                let c = self.read(n)?;
+                let live = live_slots(&c, self.w);
+                let list = self.restart(&live);
+                self.rebalance(path, depth, &live, list)?;
+            }
+            return Ok(());
+        }
+        let mut list = self.restart(&live);
+        for a in adds {
+            let idx = match search::entry_key(self.pool, &a)? {
+                Some(k) => search::bound(self.pool, &list, &k, a.prefix, true)?,
+                None => list.len(),
+            };
+            list.insert(idx, a);
+        }
+        if depth > 0 && list.len() < MIN_LIVE {
+            let done = self.rebalance(path, depth, &live, list.clone())?;
+            if done {
+                return Ok(());
+            }
+        }
+        self.split(path, depth, copy.level, &live, list)
+    }
+
+    /// Copies of live entries as they start in the new version.
+    fn restart(&self, live: &[(usize, Entry)]) -> Vec<Entry> {
+        live.iter().map(|(_, e)| Entry::new(self.w, e.rec, e.prefix)).collect()
+    }
+
+    fn end_moved(&mut self, n: u64, live: &[(usize, Entry)]) -> Result<()> {
+        for (slot, e) in live {
+            node::set_end(self.pool, n, *slot, e, self.w, true)?;
+        }
+        self.touch(n);
+        Ok(())
+    }
+
+    /// Splits `list` into one or two new nodes of `level`; returns each
+    /// node with its upper-bound key (`None` for the last group: the caller's).
+    fn build(&mut self, level: u8, list: Vec<Entry>) -> Result<Vec<(u64, Option<Vec<u8>>)>> {
+        let groups: Vec<&[Entry]> = if list.len() > SPLIT_TWO {
+            vec![&list[..list.len() / 2], &list[list.len() / 2..]]
+        } else {
+            vec![&list[..]]
+        };
+        let mut out = Vec::new();
+        for (i, g) in groups.iter().enumerate() {
+            let n = node::create(self.pool, level, g)?;
+            self.allocs.push(n);
+            let bound = if i + 1 < groups.len() {
+                // Leaves: the right node's first key. Inner nodes: the left
+                // node's last entry key (its child's exclusive upper bound).
+                let e = if level == 0 { &groups[i + 1][0] } else { g.last().expect("non-empty group") };
+                Some(
+                    search::entry_key(self.pool, e)?
+                        .ok_or_else(|| CddsError::invariant("sentinel inside a node", n))?,
+                )
+            } else {
+                None
+            };
+            out.push((n, bound));
+        }
+        Ok(out)
+    }
+
+    /// Parent entries for new nodes: inner records with their bounds, the
+    /// last one carrying `last_key` (the replaced range's upper bound).
+    fn parent_entries(&mut self, built: Vec<(u64, Option<Vec<u8>>)>, last_key: Option<Vec<u8>>) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let count = built.len();
+        for (i, (n, bound)) in built.into_iter().enumerate() {
+            let key = if i + 1 == count { last_key.clone() } else { bound };
+            let rec = record::write_inner(self.pool, key.as_deref(), n)?;
+            self.allocs.push(rec);
+            out.push(Entry::new(self.w, rec, record::prefix_of(key.as_deref())));
+        }
+        Ok(out)
+    }
+
+    fn split(
+        &mut self,
+        path: &[Step],
+        depth: usize,
+        level: u8,
+        live: &[(usize, Entry)],
+        list: Vec<Entry>,
+    ) -> Result<()> {
+        let n = path[depth].node;
+        let built = self.build(level, list)?;
+        self.end_moved(n, live)?;
+        match path[depth].via {
+            Some(via) => {
+                let last = search::entry_key(self.pool, &via)?;
+                let adds = self.parent_entries(built, last)?;
+                self.rewrite(path, depth - 1, vec![via], adds)
+            }
+            None => {
+                // Root split: the new root keeps the old root visible to
+                // every version before `w`.
+                let old_rec = record::write_inner(self.pool, None, n)?;
+                self.allocs.push(old_rec);
+                let mut old = Entry::new(0, old_rec, u64::MAX);
+                old.end = self.w;
+                let mut entries = self.parent_entries(built, None)?;
+                let at = entries.len() - 1;
+                entries.insert(at, old);
+                let root = node::create(self.pool, level + 1, &entries)?;
+                self.allocs.push(root);
+                self.tree.meta.set_root(self.pool, root)
+            }
+        }
+    }
+
+    /// Node `path[depth]` is left with `list` live entries (fewer than ml):
+    /// rebuild it together with a sibling into one or two new nodes. Returns
+    /// `false` (doing nothing) when the node has no sibling.
+    fn rebalance(&mut self, path: &[Step], depth: usize, live: &[(usize, Entry)], list: Vec<Entry>) -> Result<bool> {
+        let n = path[depth].node;
+        let via = path[depth].via.ok_or_else(|| CddsError::invariant("rebalance at the root", n))?;
+        let parent = path[depth - 1].node;
+        let pcopy = self.read(parent)?;
+        let pvis: Vec<Entry> = pcopy.entries.iter().copied().filter(|e| e.visible_at(self.w, &[])).collect();
+        let j =
+            pvis.iter().position(|e| *e == via).ok_or_else(|| CddsError::invariant("child entry missing", parent))?;
+        let (sj, sib_right) = if j + 1 < pvis.len() {
+            (j + 1, true)
+        } else if j > 0 {
+            (j - 1, false)
+        } else {
+            return Ok(false);
+        };
+        let sib_via = pvis[sj];
+        let sib = search::child_of(self.pool, &sib_via)?;
+        if self.read(sib)?.dirty {
+            self.compact(sib)?;
+        }
+        let scopy = self.read(sib)?;
+        let slive = live_slots(&scopy, self.w);
+        let slist = self.restart(&slive);
+        let combined = if sib_right { [list, slist].concat() } else { [slist, list].concat() };
+        let level = scopy.level;
+        let built = self.build(level, combined)?;
+        self.end_moved(n, live)?;
+        self.end_moved(sib, &slive)?;
+        let right_via = if sib_right { sib_via } else { via };
+        let last = search::entry_key(self.pool, &right_via)?;
+        let adds = self.parent_entries(built, last)?;
+        self.rewrite(path, depth - 1, vec![via, sib_via], adds)?;
+        Ok(true)
+    }
+
+    /// Dead-slot reuse: removes torn and duplicate slots and entries no
+    /// retained version can see, retiring what only they owned.
+    fn compact(&mut self, n: u64) -> Result<()> {
+        let slots = node::raw_slots(self.pool, n)?;
+        let used = slots.iter().position(|s| *s == Slot::Empty).unwrap_or(NODE_SLOTS);
+        let level = node::level(self.pool, n)?;
+        let mut remove = Vec::new();
+        for i in 0..used {
+            match slots[i] {
+                Slot::Empty => {}
+                Slot::Torn => remove.push(i),
+                Slot::Valid(e) => {
+                    if i > 0 && slots[i - 1] == Slot::Valid(e) {
+                        remove.push(i);
+                    } else if e.end != 0 && e.end <= self.oldest {
+                        if !e.moved {
+                            self.retire_owned(level, &e)?;
+                        }
+                        remove.push(i);
+                    }
+                }
+            }
+        }
+        if remove.is_empty() {
+            return Ok(());
+        }
+        let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
+        let mut used = used;
+        for &i in remove.iter().rev() {
+            nw.remove_at(i, used)?;
+            used -= 1;
+        }
+        drop(nw);
+        self.touch(n);
+        Ok(())
+    }
+
+    /// Retires the blocks a dead, not-moved entry owns: its record, and for
+    /// an inner entry the child it alone kept (with what the child owned).
+    fn retire_owned(&mut self, level: u8, e: &Entry) -> Result<()> {
+        if level > 0 {
+            let child = search::child_of(self.pool, e)?;
+            let clevel = node::level(self.pool, child)?;
+            for s in node::raw_slots(self.pool, child)? {
+                if let Slot::Valid(ce) = s {
+                    if !ce.moved && ce.end != 0 {
+                        self.retire_owned(clevel, &ce)?;
+                    }
+                }
+            }
+            self.retired.push(child);
+        }
+        self.retired.push(e.rec);
+        Ok(())
+    }
+
+    /// Undoes a failed batch: repairs every touched node back to version
+    /// `w - 1`, restores the root, frees what the batch allocated.
+    fn undo(&mut self) -> Result<()> {
+        let v = self.w - 1;
+        for &n in &self.touched {
+            if !self.allocs.contains(&n) {
+                crate::recover::repair_node(self.pool, self.tree.session, n, v)?;
+            }
+        }
+        if self.tree.meta.root(self.pool)? != self.old_root {
+            self.tree.meta.set_root(self.pool, self.old_root)?;
+        }
+        self.allocs.sort_unstable();
+        self.allocs.dedup();
+        for &a in &self.allocs {
+            let _ = self.pool.free(a);
+        }
+        Ok(())
+    }
+}
+
+/// The entries of `copy` visible at `w`, with their slots.
+pub(crate) fn live_slots(copy: &NodeCopy, w: u64) -> Vec<(usize, Entry)> {
+    copy.entries.iter().zip(&copy.slots).filter(|(e, _)| e.visible_at(w, &[])).map(|(e, s)| (*s as usize, *e)).collect()
+}
+
+/// Compares entry keys for sorting checks.
+pub(crate) fn key_order(pool: &Pool, a: &Entry, b: &Entry) -> Result<Ordering> {
+    record::cmp_entries(pool, a, b)
+}

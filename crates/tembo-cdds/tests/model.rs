@@ -1,0 +1,132 @@
+//! The tree against `BTreeMap`: random batches of puts, overwrites and
+//! deletes (enough to split, merge and reuse dead slots), then point reads,
+//! forward and reverse range scans, snapshots and `check`.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tembo_cdds::{Limits, Op, Tree};
+use tembo_pmem::{Pool, PoolOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn tree() -> Tree {
+    let pool =
+        Pool::in_memory(&PoolOptions { size: 8 << 20, max_size: Some(256 << 20), ..PoolOptions::default() }).unwrap();
+    Tree::create(Arc::new(pool), Limits::default()).unwrap()
+}
+
+fn key(i: u32, wide: bool) -> Vec<u8> {
+    if wide {
+        format!("user:{i:08}:with-a-longer-tail").into_bytes()
+    } else {
+        i.to_be_bytes().to_vec()
+    }
+}
+
+fn check(t: &Tree, m: &Model) {
+    let c = t.check().unwrap();
+    if !c.is_ok() {
+        let off = u64::from_str_radix(c.violations[0].split(':').next().unwrap().trim_start_matches("0x"), 16).unwrap();
+        panic!("check: {:?}\n{}", c.violations, t.dump_node(off).unwrap_or_default());
+    }
+    assert_eq!(c.stats.keys, m.len() as u64);
+    let all: Vec<_> = t.scan(Bound::Unbounded, Bound::Unbounded, false).unwrap().map(|r| r.unwrap()).collect();
+    let want: Vec<_> = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(all, want, "forward scan");
+    let mut rev: Vec<_> = t.scan(Bound::Unbounded, Bound::Unbounded, true).unwrap().map(|r| r.unwrap()).collect();
+    rev.reverse();
+    assert_eq!(rev, want, "reverse scan");
+}
+
+#[test]
+fn sequential_then_delete_all() {
+    let t = tree();
+    let mut m = Model::new();
+    for i in 0..3000u32 {
+        let k = key(i, i % 2 == 0);
+        t.write(&[Op::Put(&k, &i.to_le_bytes())]).unwrap();
+        m.insert(k, i.to_le_bytes().to_vec());
+    }
+    check(&t, &m);
+    assert!(t.stats().unwrap().height >= 3);
+    for i in (0..3000u32).rev() {
+        let k = key(i, i % 2 == 0);
+        assert_eq!(t.get(&k).unwrap(), m.get(&k).cloned());
+        let out = t.write(&[Op::Delete(&k)]).unwrap();
+        assert_eq!(out.existed, vec![true]);
+        m.remove(&k);
+        if i % 500 == 0 {
+            check(&t, &m);
+        }
+    }
+    check(&t, &m);
+}
+
+#[test]
+fn snapshot_sees_its_version() {
+    let t = tree();
+    for i in 0..500u32 {
+        t.write(&[Op::Put(&key(i, false), b"old")]).unwrap();
+    }
+    let snap = t.snapshot().unwrap();
+    for i in 0..500u32 {
+        if i % 3 == 0 {
+            t.write(&[Op::Delete(&key(i, false))]).unwrap();
+        } else {
+            t.write(&[Op::Put(&key(i, false), b"new")]).unwrap();
+        }
+    }
+    for i in 0..500u32 {
+        assert_eq!(snap.get(&key(i, false)).unwrap().as_deref(), Some(&b"old"[..]));
+    }
+    assert_eq!(snap.scan(Bound::Unbounded, Bound::Unbounded, false).count(), 500);
+    drop(snap);
+    let c = t.check().unwrap();
+    assert!(c.is_ok(), "{:?}", c.violations);
+}
+
+#[derive(Clone, Debug)]
+enum TOp {
+    Put(u16, u8),
+    Del(u16),
+}
+
+fn op() -> impl Strategy<Value = TOp> {
+    prop_oneof![3 => (0u16..400, any::<u8>()).prop_map(|(k, v)| TOp::Put(k, v)), 2 => (0u16..400).prop_map(TOp::Del)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn batches_match_the_model(batches in prop::collection::vec(prop::collection::vec(op(), 1..40), 1..60), wide in any::<bool>()) {
+        let t = tree();
+        let mut m = Model::new();
+        for b in &batches {
+            let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = b.iter().map(|o| match o {
+                TOp::Put(k, v) => (key(*k as u32, wide), Some(vec![*v; (*v as usize) % 40 + 1])),
+                TOp::Del(k) => (key(*k as u32, wide), None),
+            }).collect();
+            let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| match v {
+                Some(v) => Op::Put(k, v),
+                None => Op::Delete(k),
+            }).collect();
+            let out = t.write(&ops).unwrap();
+            for (i, (k, v)) in owned.into_iter().enumerate() {
+                prop_assert_eq!(out.existed[i], m.contains_key(&k));
+                match v {
+                    Some(v) => { m.insert(k, v); }
+                    None => { m.remove(&k); }
+                }
+            }
+        }
+        check(&t, &m);
+        let lo = key(100, wide);
+        let hi = key(300, wide);
+        let got: Vec<_> = t.scan(Bound::Included(lo.clone()), Bound::Excluded(hi.clone()), true).unwrap().map(|r| r.unwrap().0).collect();
+        let want: Vec<_> = m.range(lo..hi).rev().map(|(k, _)| k.clone()).collect();
+        prop_assert_eq!(got, want);
+    }
+}
