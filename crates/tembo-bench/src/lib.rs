@@ -19,6 +19,7 @@
 //! - [`summary`]: medians and percentiles.
 
 pub mod flush;
+pub mod kv;
 pub mod machine;
 pub mod progress;
 mod region;

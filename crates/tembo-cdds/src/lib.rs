@@ -14,6 +14,7 @@
 //! rollback), `recover` (Alg. 6 and the leak tracer), `verify` (`check`,
 //! `stats`).
 
+pub mod campaign;
 pub mod entry;
 mod error;
 mod meta;

@@ -190,9 +190,11 @@ impl<'p> NodeWriter<'p> {
         let mut ow = OrderedWrites::new(self.pool);
         for i in (pos..used).rev() {
             let w = read_slot_words(self.pool, slot_offset(self.node, i))?;
+            ow.before(slot_offset(self.node, i + 1), SLOT_BYTES);
             write_slot_words(self.pool, slot_offset(self.node, i + 1), &w)?;
             ow.wrote(slot_offset(self.node, i + 1), SLOT_BYTES);
         }
+        ow.before(slot_offset(self.node, pos), SLOT_BYTES);
         write_slot_words(self.pool, slot_offset(self.node, pos), &e.encode())?;
         ow.wrote(slot_offset(self.node, pos), SLOT_BYTES);
         ow.finish();
@@ -208,9 +210,11 @@ impl<'p> NodeWriter<'p> {
         let mut ow = OrderedWrites::new(self.pool);
         for i in pos..used - 1 {
             let w = read_slot_words(self.pool, slot_offset(self.node, i + 1))?;
+            ow.before(slot_offset(self.node, i), SLOT_BYTES);
             write_slot_words(self.pool, slot_offset(self.node, i), &w)?;
             ow.wrote(slot_offset(self.node, i), SLOT_BYTES);
         }
+        ow.before(slot_offset(self.node, used - 1), SLOT_BYTES);
         write_slot_words(self.pool, slot_offset(self.node, used - 1), &[0; SLOT_WORDS])?;
         ow.wrote(slot_offset(self.node, used - 1), SLOT_BYTES);
         ow.finish();

@@ -7,7 +7,9 @@
 //! ends above `v` to live and removes entries that start above `v`, torn
 //! slots and shift duplicates; then the leak sweep frees what the aborted
 //! batch allocated (records, new nodes) and what committed batches retired
-//! but had not freed yet. Every repair step is an ordinary persisted store
+//! but had not freed yet. The sweep also keeps the block of every other
+//! pool root (the store's engine record), so a pool shared with other
+//! roots loses nothing. Every repair step is an ordinary persisted store
 //! or shift, so a crash during recovery leaves a pool the next recovery
 //! repairs the same way.
 
@@ -125,7 +127,7 @@ impl Tree {
         }
         r.repair_time = t0.elapsed();
         let t1 = Instant::now();
-        let rep = pool.reclaim_leaks(&[&|p: &Pool, m: &mut Marker<'_>| self.trace(p, m)])?;
+        let rep = pool.reclaim_leaks(&[&|p: &Pool, m: &mut Marker<'_>| self.trace(p, m), &trace_foreign_roots])?;
         r.leaks_freed = rep.reclaimed_blocks;
         r.leak_bytes = rep.reclaimed_bytes;
         r.sweep_time = t1.elapsed();
@@ -162,6 +164,20 @@ impl Tree {
         }
         Ok(())
     }
+}
+
+/// Marks the block each pool root other than the tree's own points to, so
+/// the sweep never frees what another user of the pool keeps there (e.g. the
+/// store's `tembo-db` engine record). Only that block: whoever links more
+/// blocks from it must trace them. A root that is not the start of an
+/// allocated block is not the tree's to judge and is skipped.
+fn trace_foreign_roots(pool: &Pool, m: &mut Marker<'_>) -> std::result::Result<(), PmemError> {
+    for r in pool.roots() {
+        if r.name != crate::meta::ROOT_NAME && r.offset != 0 {
+            let _ = m.mark(r.offset);
+        }
+    }
+    Ok(())
 }
 
 fn to_pmem(e: CddsError) -> PmemError {

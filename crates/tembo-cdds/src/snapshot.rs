@@ -175,7 +175,8 @@ impl Tree {
     }
 
     /// Makes the current state equal to the named snapshot's, as one new
-    /// committed version (the snapshot itself stays).
+    /// committed version (the snapshot itself stays). The writer lock is
+    /// held from the diff to the commit, so no write can slip in between.
     ///
     /// # Errors
     /// [`CddsError::NoSuchSnapshot`]; write errors.
@@ -185,6 +186,7 @@ impl Tree {
             .into_iter()
             .find(|s| s.name == name)
             .ok_or_else(|| CddsError::NoSuchSnapshot(name.to_string()))?;
+        let mut ws = self.writer.lock();
         let now = self.snapshot()?;
         let mut cur = now.scan(Bound::Unbounded, Bound::Unbounded, false).peekable();
         let mut old = self.scan_at(s.version, Bound::Unbounded, Bound::Unbounded, false).peekable();
@@ -213,6 +215,6 @@ impl Tree {
         let mut ops: Vec<Op<'_>> = dels.iter().map(|k| Op::Delete(k)).collect();
         ops.extend(puts.iter().map(|(k, v)| Op::Put(k, v)));
         drop(cur);
-        self.write(&ops)
+        self.write_locked(&mut ws, &ops)
     }
 }

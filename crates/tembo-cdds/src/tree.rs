@@ -92,7 +92,14 @@ impl Tree {
             recovery: Default::default(),
         };
         if tree.pool.opened_unclean() {
-            tree.recovery = tree.recover()?;
+            match tree.recover() {
+                Ok(r) => tree.recovery = r,
+                Err(e) => {
+                    // Never let a failed recovery's pool be marked clean.
+                    tree.pool.keep_unclean();
+                    return Err(e);
+                }
+            }
         }
         tree.load_named_snapshots()?;
         Ok(tree)
@@ -166,5 +173,19 @@ impl Tree {
             n = search::child_of(pool, &copy.entries[i])?;
         }
         Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n))
+    }
+}
+
+impl Drop for Tree {
+    /// Frees what batches retired while readers ran: no reader outlives the
+    /// tree it borrows, so nothing can still reach those blocks. Without
+    /// this a clean close would leave them allocated and unreachable.
+    fn drop(&mut self) {
+        let ws = self.writer.get_mut();
+        for (_, blocks) in ws.limbo.drain(..) {
+            for b in blocks {
+                let _ = self.pool.free(b);
+            }
+        }
     }
 }

@@ -88,6 +88,11 @@ impl Tree {
             }
         }
         let mut ws = self.writer.lock();
+        self.write_locked(&mut ws, ops)
+    }
+
+    /// [`Tree::write`] for a caller already holding the writer lock.
+    pub(crate) fn write_locked(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
         let v = self.current_version()?;
         if v >= MAX_VERSION {
             return Err(CddsError::VersionsExhausted(v));
@@ -135,7 +140,7 @@ impl Tree {
             None => v,
         };
         ws.limbo.push((v + 1, retired));
-        self.free_limbo(&mut ws);
+        self.free_limbo(ws);
         Ok(WriteOutcome { version, existed })
     }
 

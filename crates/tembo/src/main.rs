@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
+mod crashtest_cmd;
 mod pool_cmd;
 mod size;
 mod stat;
@@ -45,6 +46,9 @@ enum Command {
     /// Run benchmarks and print their tables; draw their charts
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// Crash the engine at every fence of random workloads on the crash
+    /// simulator and check what recovery gives back
+    Crashtest(crashtest_cmd::CrashtestArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Pool(cmd) => pool_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Crashtest(args) => crashtest_cmd::run_cmd(args),
     };
     match result {
         Ok(code) => code,

@@ -486,6 +486,14 @@ impl Pool {
         self.close_inner()
     }
 
+    /// Marks the pool as needing recovery at its next open: dropping or
+    /// closing it will not set the clean-shutdown flag. An engine calls it
+    /// when its recovery failed, so the next open recovers again instead of
+    /// trusting a pool that was never repaired.
+    pub fn keep_unclean(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
     fn close_inner(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());

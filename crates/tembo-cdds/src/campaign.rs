@@ -1,0 +1,376 @@
+//! The crash campaign: seeded random workloads on the crash simulator, a
+//! crash at every (or a sample of) fence under every crash policy, and an
+//! exact oracle. Shared by the test suite and `tembo crashtest`.
+//!
+//! Workloads mix puts (small and large values), overwrites, deletes and
+//! multi-op batches over uniform, monotonic or reverse keys, with
+//! in-memory snapshots held and released (so dead-slot reuse must honour
+//! them) and named snapshots created and dropped. Each crash state is
+//! reopened, recovered and judged:
+//! - *inconsistent*: the pool does not open, recovery fails, or `check`
+//!   finds a violated invariant;
+//! - *lost*: it checks, but the contents (or the named snapshots, or their
+//!   contents) are neither the model after the acknowledged operations nor
+//!   after the one in flight.
+//!
+//! Optionally a sample of states is crashed again *during recovery*
+//! (nested sweep) and must recover to the same answer.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tembo_pmem::sim::{sweep, CrashPoints, CrashPolicy, CrashState, SweepConfig, SweepReport};
+use tembo_pmem::{OrderingMode, Pool, PoolOptions};
+
+use crate::{Limits, Op, Tree};
+
+/// Key order of a workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// Keys drawn uniformly from the key space.
+    Uniform,
+    /// Each new key above all earlier ones.
+    Monotonic,
+    /// Each new key below all earlier ones.
+    Reverse,
+}
+
+impl KeyOrder {
+    /// All orders.
+    pub const ALL: [KeyOrder; 3] = [KeyOrder::Uniform, KeyOrder::Monotonic, KeyOrder::Reverse];
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyOrder::Uniform => "uniform",
+            KeyOrder::Monotonic => "monotonic",
+            KeyOrder::Reverse => "reverse",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct CampaignConfig {
+    /// Workload operations (each acknowledged once).
+    pub ops: usize,
+    /// Key order.
+    pub order: KeyOrder,
+    /// Ordering mode of the pool.
+    pub ordering: OrderingMode,
+    /// Crash points.
+    pub points: CrashPoints,
+    /// Crash policies.
+    pub policies: Vec<CrashPolicy>,
+    /// Seed of everything.
+    pub seed: u64,
+    /// Crash a sample of states again during their recovery (1 in N, 0 = never).
+    pub nested_every: u64,
+}
+
+/// What a campaign found.
+#[derive(Clone, Debug, Default)]
+pub struct CampaignReport {
+    /// The sweep's counts and first failures.
+    pub sweep: SweepReport,
+    /// States that did not open, recover or check.
+    pub inconsistent: u64,
+    /// States that checked but held the wrong contents.
+    pub lost: u64,
+    /// Crash states checked during nested (crash-in-recovery) sweeps.
+    pub nested_states: u64,
+    /// Key-changing operations run (puts and deletes, batch members counted).
+    pub key_ops: u64,
+    /// Cache lines flushed by the workload.
+    pub flushes: u64,
+    /// Fences issued by the workload.
+    pub fences: u64,
+}
+
+impl CampaignReport {
+    /// States checked, nested ones included.
+    pub fn states(&self) -> u64 {
+        self.sweep.states_checked + self.nested_states
+    }
+    /// Violations found.
+    pub fn violations(&self) -> u64 {
+        self.inconsistent + self.lost
+    }
+}
+
+#[derive(Clone, Debug)]
+enum WOp {
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    Pin,
+    Unpin,
+    Name(String),
+    Unname(String),
+}
+
+#[derive(Clone, Debug, Default)]
+struct ModelState {
+    kv: Arc<BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// Named snapshots: name → index of the kv state they keep.
+    named: BTreeMap<String, usize>,
+}
+
+fn key_of(n: u64) -> Vec<u8> {
+    format!("k{n:010}").into_bytes()
+}
+
+fn generate(cfg: &CampaignConfig) -> Vec<WOp> {
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let space = (cfg.ops as u64 / 2).max(16);
+    let mut next_mono = 0u64;
+    let mut next_rev = u64::from(u32::MAX);
+    let mut used: Vec<u64> = Vec::new();
+    let mut named = Vec::<String>::new();
+    let mut out = Vec::with_capacity(cfg.ops);
+    let mut fresh = |rng: &mut ChaCha8Rng, used: &mut Vec<u64>| -> u64 {
+        let k = match cfg.order {
+            KeyOrder::Uniform => rng.gen_range(0..space),
+            KeyOrder::Monotonic => {
+                next_mono += 1 + rng.gen_range(0..3);
+                next_mono
+            }
+            KeyOrder::Reverse => {
+                next_rev -= 1 + rng.gen_range(0..3);
+                next_rev
+            }
+        };
+        used.push(k);
+        k
+    };
+    for i in 0..cfg.ops {
+        let r = rng.gen_range(0..100);
+        let value = |rng: &mut ChaCha8Rng| {
+            let len = if rng.gen_range(0..20) == 0 { rng.gen_range(300..3000) } else { rng.gen_range(1..40) };
+            let b = rng.gen::<u8>();
+            vec![b; len]
+        };
+        let op = match r {
+            0..=1 => WOp::Pin,
+            2..=3 => WOp::Unpin,
+            4 if named.len() < 3 => {
+                let n = format!("s{i}");
+                named.push(n.clone());
+                WOp::Name(n)
+            }
+            5 if !named.is_empty() => WOp::Unname(named.remove(rng.gen_range(0..named.len()))),
+            6..=15 => {
+                let n = rng.gen_range(2..8);
+                let mut b = Vec::new();
+                for _ in 0..n {
+                    if rng.gen_bool(0.7) || used.is_empty() {
+                        let k = fresh(&mut rng, &mut used);
+                        b.push((key_of(k), Some(value(&mut rng))));
+                    } else {
+                        b.push((key_of(used[rng.gen_range(0..used.len())]), None));
+                    }
+                }
+                WOp::Batch(b)
+            }
+            16..=45 if !used.is_empty() => {
+                let k = used[rng.gen_range(0..used.len())];
+                WOp::Batch(vec![(key_of(k), None)])
+            }
+            46..=60 if !used.is_empty() => {
+                let k = used[rng.gen_range(0..used.len())];
+                WOp::Batch(vec![(key_of(k), Some(value(&mut rng)))])
+            }
+            _ => {
+                let k = fresh(&mut rng, &mut used);
+                WOp::Batch(vec![(key_of(k), Some(value(&mut rng)))])
+            }
+        };
+        out.push(op);
+    }
+    out
+}
+
+fn model_states(ops: &[WOp]) -> Vec<ModelState> {
+    let mut states = vec![ModelState::default()];
+    for op in ops {
+        let mut s = states.last().expect("non-empty").clone();
+        match op {
+            WOp::Batch(b) => {
+                let mut kv = (*s.kv).clone();
+                for (k, v) in b {
+                    match v {
+                        Some(v) => kv.insert(k.clone(), v.clone()),
+                        None => kv.remove(k),
+                    };
+                }
+                s.kv = Arc::new(kv);
+            }
+            WOp::Name(n) => {
+                s.named.insert(n.clone(), states.len() - 1);
+            }
+            WOp::Unname(n) => {
+                s.named.remove(n);
+            }
+            WOp::Pin | WOp::Unpin => {}
+        }
+        states.push(s);
+    }
+    states
+}
+
+/// The pool options campaigns use.
+pub fn pool_options(ordering: OrderingMode) -> PoolOptions {
+    PoolOptions { size: 1 << 20, max_size: Some(64 << 20), ordering, ..PoolOptions::default() }
+}
+
+fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
+    let it: Box<dyn Iterator<Item = crate::Result<crate::KeyValue>>> = match v {
+        None => Box::new(tree.scan(Bound::Unbounded, Bound::Unbounded, false).map_err(|e| e.to_string())?),
+        Some(v) => Box::new(tree.scan_at(v, Bound::Unbounded, Bound::Unbounded, false)),
+    };
+    it.map(|r| r.map_err(|e| e.to_string())).collect()
+}
+
+/// Judges one reopened tree against the states before and after the op in flight.
+fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String> {
+    let c = tree.check().map_err(|e| format!("inconsistent: check failed: {e}"))?;
+    if !c.is_ok() {
+        return Err(format!("inconsistent: {:?}", c.violations));
+    }
+    let got = contents(tree, None).map_err(|e| format!("inconsistent: scan: {e}"))?;
+    let named: BTreeMap<String, u64> = tree
+        .named_snapshots()
+        .map_err(|e| format!("inconsistent: {e}"))?
+        .into_iter()
+        .map(|s| (s.name, s.version))
+        .collect();
+    let candidates = [Some(acked), Some(acked + 1).filter(|&i| i < states.len())];
+    let mut why = String::new();
+    for s in candidates.into_iter().flatten().map(|i| &states[i]) {
+        if *s.kv != got {
+            why = format!("contents ({} keys) differ from the model ({} keys)", got.len(), s.kv.len());
+            continue;
+        }
+        if named.keys().ne(s.named.keys()) {
+            why = format!("named snapshots {:?} differ from the model {:?}", named.keys(), s.named.keys());
+            continue;
+        }
+        for (name, &idx) in &s.named {
+            let at = contents(tree, Some(named[name])).map_err(|e| format!("inconsistent: snapshot scan: {e}"))?;
+            if at != *states[idx].kv {
+                return Err(format!("lost: named snapshot {name} does not hold its version's contents"));
+            }
+        }
+        return Ok(());
+    }
+    Err(format!("lost: after {acked} acknowledged ops: {why}"))
+}
+
+fn reopen(image: &[u8], ordering: OrderingMode) -> Result<(Arc<Pool>, Tree), String> {
+    let pool =
+        Arc::new(Pool::from_image(image, &pool_options(ordering)).map_err(|e| format!("inconsistent: reopen: {e}"))?);
+    let tree = Tree::open(pool.clone(), Limits::default()).map_err(|e| format!("inconsistent: recovery: {e}"))?;
+    Ok((pool, tree))
+}
+
+/// Runs one campaign.
+pub fn run(cfg: &CampaignConfig) -> CampaignReport {
+    let ops = generate(cfg);
+    let states = Arc::new(model_states(&ops));
+    let pool = Arc::new(Pool::simulated(&pool_options(cfg.ordering)).expect("a simulated pool"));
+    let tree = Tree::create(pool.clone(), Limits::default()).expect("a tree on a fresh pool");
+    pool.reset_write_stats();
+    let inconsistent = Arc::new(AtomicU64::new(0));
+    let lost = Arc::new(AtomicU64::new(0));
+    let nested = Arc::new(AtomicU64::new(0));
+    let key_ops: u64 = ops.iter().map(|o| if let WOp::Batch(b) = o { b.len() as u64 } else { 0 }).sum();
+    let sweep_cfg = SweepConfig {
+        points: cfg.points,
+        policies: cfg.policies.clone(),
+        seed: cfg.seed,
+        include_end: true,
+        max_failures_kept: 10,
+    };
+    let checker = {
+        let (states, inconsistent, lost, nested) = (states.clone(), inconsistent.clone(), lost.clone(), nested.clone());
+        let (ordering, nested_every) = (cfg.ordering, cfg.nested_every);
+        move |st: &CrashState| -> Result<(), String> {
+            let acked = st.acknowledged as usize;
+            let verdict = (|| {
+                let (_pool, tree) = reopen(&st.image, ordering)?;
+                judge(&tree, &states, acked)?;
+                if nested_every > 0 && st.seed % nested_every == 0 {
+                    // Crash again at every fence of this state's recovery.
+                    let inner =
+                        Arc::new(Pool::from_image(&st.image, &pool_options(ordering)).map_err(|e| e.to_string())?);
+                    let states2 = states.clone();
+                    let rep = sweep(
+                        &SweepConfig {
+                            policies: vec![CrashPolicy::RandomLines, CrashPolicy::None],
+                            ..SweepConfig::exhaustive(st.seed)
+                        },
+                        &inner.clone(),
+                        move |_, _| Tree::open(inner, Limits::default()).map(|_| ()).map_err(|e| e.to_string()),
+                        move |st2: &CrashState| {
+                            let (_p, t) = reopen(&st2.image, ordering)?;
+                            judge(&t, &states2, acked)
+                        },
+                    );
+                    nested.fetch_add(rep.states_checked, AtomicOrdering::Relaxed);
+                    if !rep.is_ok() {
+                        return Err(format!("inconsistent: crash during recovery: {}", rep.failures.join("; ")));
+                    }
+                }
+                Ok(())
+            })();
+            if let Err(msg) = &verdict {
+                let counter = if msg.starts_with("lost") { &lost } else { &inconsistent };
+                counter.fetch_add(1, AtomicOrdering::Relaxed);
+            }
+            verdict
+        }
+    };
+    let report = sweep(
+        &sweep_cfg,
+        &pool.clone(),
+        |_, acks| {
+            let mut pins = Vec::new();
+            for op in &ops {
+                match op {
+                    WOp::Batch(b) => {
+                        let list: Vec<Op<'_>> = b
+                            .iter()
+                            .map(|(k, v)| match v {
+                                Some(v) => Op::Put(k, v),
+                                None => Op::Delete(k),
+                            })
+                            .collect();
+                        tree.write(&list).map_err(|e| e.to_string())?;
+                    }
+                    WOp::Pin => pins.push(tree.snapshot().map_err(|e| e.to_string())?),
+                    WOp::Unpin => {
+                        pins.pop();
+                    }
+                    WOp::Name(n) => {
+                        tree.create_named_snapshot(n).map_err(|e| e.to_string())?;
+                    }
+                    WOp::Unname(n) => tree.drop_named_snapshot(n).map_err(|e| e.to_string())?,
+                }
+                acks.ack();
+            }
+            Ok(())
+        },
+        checker,
+    );
+    let ws = pool.write_stats();
+    CampaignReport {
+        sweep: report,
+        inconsistent: inconsistent.load(AtomicOrdering::Relaxed),
+        lost: lost.load(AtomicOrdering::Relaxed),
+        nested_states: nested.load(AtomicOrdering::Relaxed),
+        key_ops,
+        flushes: ws.flush_count,
+        fences: ws.fence_count,
+    }
+}

@@ -1,0 +1,143 @@
+//! Reads that span more than one key: range iterators and snapshots.
+//!
+//! An iterator reads the version that was current when it was made, and a
+//! [`Snapshot`] pins one version for as long as it lives, so neither sees a
+//! batch half-applied or a change made after it started; neither blocks the
+//! writer. Both borrow the [`Db`]: it cannot be closed under them.
+
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+
+use crate::db::Db;
+use crate::error::{DbError, Result};
+
+/// A key and its value.
+pub type KeyValue = (Vec<u8>, Vec<u8>);
+
+/// The owned bounds of `range`.
+pub(crate) fn owned_bounds<K: AsRef<[u8]>>(range: &impl RangeBounds<K>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The range of keys starting with `prefix`: `[prefix, next)` where `next`
+/// is the smallest byte string above every key with the prefix (unbounded
+/// when the prefix is empty or all `0xff`).
+pub fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let mut next = prefix.to_vec();
+    while let Some(last) = next.pop() {
+        if last < u8::MAX {
+            next.push(last + 1);
+            return (Bound::Included(prefix.to_vec()), Bound::Excluded(next));
+        }
+    }
+    (Bound::Included(prefix.to_vec()), Bound::Unbounded)
+}
+
+/// Iterator over a key range at one version, in key order (or reverse).
+///
+/// Yields `Err` only if the pool is damaged, and then stops.
+#[derive(Debug)]
+pub struct Iter<'a> {
+    inner: Option<tembo_cdds::Iter<'a>>,
+    error: Option<DbError>,
+    path: &'a Path,
+}
+
+impl<'a> Iter<'a> {
+    pub(crate) fn new(inner: std::result::Result<tembo_cdds::Iter<'a>, tembo_cdds::CddsError>, path: &'a Path) -> Self {
+        match inner {
+            Ok(it) => Iter { inner: Some(it), error: None, path },
+            Err(e) => Iter { inner: None, error: Some(DbError::engine(path, e)), path },
+        }
+    }
+
+    /// The version this iterator reads (`None` if it failed to start).
+    pub fn version(&self) -> Option<u64> {
+        self.inner.as_ref().map(|it| it.version())
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<KeyValue>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.error.take() {
+            return Some(Err(e));
+        }
+        let path = self.path;
+        self.inner.as_mut()?.next().map(|r| r.map_err(|e| DbError::engine(path, e)))
+    }
+}
+
+/// A consistent, read-only view of the database at one committed version.
+///
+/// Reads through it see exactly that version, whatever is written later,
+/// until it is dropped. It keeps the version's entries from being reclaimed,
+/// so a long-lived snapshot holds pool space. It lives only in memory; see
+/// [`Db::create_named_snapshot`] for one that survives restarts.
+#[derive(Debug)]
+pub struct Snapshot<'a> {
+    inner: tembo_cdds::Snapshot<'a>,
+    path: &'a Path,
+}
+
+impl<'a> Snapshot<'a> {
+    pub(crate) fn new(inner: tembo_cdds::Snapshot<'a>, db: &'a Db) -> Self {
+        Snapshot { inner, path: db.path() }
+    }
+
+    /// The version it sees.
+    pub fn version(&self) -> u64 {
+        self.inner.version()
+    }
+
+    /// The value of `key` at the snapshot.
+    ///
+    /// # Errors
+    /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged; never for a missing key.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key).map_err(|e| DbError::engine(self.path, e))
+    }
+
+    /// The pairs with keys in `range`, in key order, at the snapshot.
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter<'a> {
+        let (lo, hi) = owned_bounds(&range);
+        Iter::new(Ok(self.inner.scan(lo, hi, false)), self.path)
+    }
+
+    /// As [`Snapshot::scan`], from the largest key down.
+    pub fn scan_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter<'a> {
+        let (lo, hi) = owned_bounds(&range);
+        Iter::new(Ok(self.inner.scan(lo, hi, true)), self.path)
+    }
+
+    /// The pairs whose key starts with `prefix`, in key order, at the snapshot.
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Iter<'a> {
+        let (lo, hi) = prefix_range(prefix);
+        Iter::new(Ok(self.inner.scan(lo, hi, false)), self.path)
+    }
+
+    /// Every pair, in key order, at the snapshot.
+    pub fn iter(&self) -> Iter<'a> {
+        Iter::new(Ok(self.inner.scan(Bound::Unbounded, Bound::Unbounded, false)), self.path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_ranges() {
+        let b = |v: &[u8]| v.to_vec();
+        assert_eq!(prefix_range(b"ab"), (Bound::Included(b(b"ab")), Bound::Excluded(b(b"ac"))));
+        assert_eq!(prefix_range(b"a\xff"), (Bound::Included(b(b"a\xff")), Bound::Excluded(b(b"b"))));
+        assert_eq!(prefix_range(b"\xff\xff"), (Bound::Included(b(b"\xff\xff")), Bound::Unbounded));
+        assert_eq!(prefix_range(b""), (Bound::Included(Vec::new()), Bound::Unbounded));
+    }
+}
