@@ -114,6 +114,23 @@ impl Entry {
         Slot::Valid(Entry { start, end: e48 & !MOVED, moved: e48 & MOVED != 0, rec, prefix })
     }
 
+    /// Decodes a slot's fields without verifying its checks (readers of
+    /// repaired nodes; see `node::read`).
+    #[inline]
+    pub fn decode_unchecked(w: &[u64]) -> Slot {
+        if w[0] == 0 {
+            return Slot::Empty;
+        }
+        let e48 = w[1] >> 16;
+        Slot::Valid(Entry {
+            start: w[0] >> 16,
+            end: e48 & !MOVED,
+            moved: e48 & MOVED != 0,
+            rec: (w[2] >> 20) << 4,
+            prefix: w[3],
+        })
+    }
+
     /// Whether the entry is visible at version `v`, given the aborted versions.
     #[inline]
     pub fn visible_at(&self, v: u64, aborted: &[u64]) -> bool {

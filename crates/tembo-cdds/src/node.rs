@@ -39,20 +39,32 @@ pub fn slot_offset(node: u64, i: usize) -> u64 {
     node + HEADER_BYTES + i as u64 * SLOT_BYTES
 }
 
-/// A consistent copy of a node's valid entries (torn slots and shift
-/// duplicates skipped), with the slot each came from.
+/// A consistent copy of a node's valid entries (shift duplicates skipped),
+/// with the slot each came from. Fixed arrays: a read allocates nothing.
 #[derive(Clone, Debug)]
 pub struct NodeCopy {
     /// 0 for leaves.
     pub level: u8,
-    /// Valid entries in slot order.
-    pub entries: Vec<Entry>,
-    /// Slot index of each entry.
-    pub slots: Vec<u8>,
+    entries: [Entry; NODE_SLOTS],
+    slots: [u8; NODE_SLOTS],
+    len: usize,
     /// Slots up to the first empty one (valid, torn and duplicate).
     pub used: usize,
     /// Whether a torn slot or a duplicate was skipped (the node needs repair).
     pub dirty: bool,
+}
+
+impl NodeCopy {
+    /// Valid entries in slot order.
+    #[inline]
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries[..self.len]
+    }
+    /// Slot index of each entry.
+    #[inline]
+    pub fn slots(&self) -> &[u8] {
+        &self.slots[..self.len]
+    }
 }
 
 /// Reads the level of `node` and checks its magic.
@@ -64,8 +76,20 @@ pub fn level(pool: &Pool, node: u64) -> Result<u8> {
     Ok((w & 0xFF) as u8)
 }
 
-/// Copies `node`'s entries consistently (retrying while a writer shifts).
+/// Copies `node`'s entries consistently (retrying while a writer shifts),
+/// without verifying slot checks: the fast path of readers and the writer.
+/// Torn slots exist only in nodes an interrupted batch touched, and
+/// recovery repairs all of those before the tree serves (see `recover`).
 pub fn read(pool: &Pool, node: u64, session: u64) -> Result<NodeCopy> {
+    read_with(pool, node, session, false)
+}
+
+/// [`read`] verifying every slot's checks (torn slots skipped, `dirty` set).
+pub fn read_checked(pool: &Pool, node: u64, session: u64) -> Result<NodeCopy> {
+    read_with(pool, node, session, true)
+}
+
+fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<NodeCopy> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
     let mut buf = [0u64; NODE_WORDS];
     let mut spins = 0u32;
@@ -87,24 +111,27 @@ pub fn read(pool: &Pool, node: u64, session: u64) -> Result<NodeCopy> {
             break;
         }
     }
-    decode(&buf, node)
+    decode(&buf, node, checked)
 }
 
-fn decode(buf: &[u64; NODE_WORDS], node: u64) -> Result<NodeCopy> {
+fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: bool) -> Result<NodeCopy> {
     if buf[1] >> 32 != NODE_MAGIC {
         return Err(CddsError::invariant("not a tree node (bad node magic)", node));
     }
+    const NONE: Entry = Entry { start: 0, end: 0, moved: false, rec: 0, prefix: 0 };
     let mut copy = NodeCopy {
         level: (buf[1] & 0xFF) as u8,
-        entries: Vec::with_capacity(NODE_SLOTS),
-        slots: Vec::with_capacity(NODE_SLOTS),
+        entries: [NONE; NODE_SLOTS],
+        slots: [0; NODE_SLOTS],
+        len: 0,
         used: NODE_SLOTS,
         dirty: false,
     };
     let mut prev: Option<&[u64]> = None;
     for i in 0..NODE_SLOTS {
         let w = &buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS];
-        match Entry::decode(w) {
+        let slot = if checked { Entry::decode(w) } else { Entry::decode_unchecked(w) };
+        match slot {
             Slot::Empty => {
                 copy.used = i;
                 break;
@@ -114,8 +141,9 @@ fn decode(buf: &[u64; NODE_WORDS], node: u64) -> Result<NodeCopy> {
                 if prev == Some(w) {
                     copy.dirty = true;
                 } else {
-                    copy.entries.push(e);
-                    copy.slots.push(i as u8);
+                    copy.entries[copy.len] = e;
+                    copy.slots[copy.len] = i as u8;
+                    copy.len += 1;
                 }
                 prev = Some(w);
             }
@@ -244,4 +272,101 @@ pub fn raw_slots(pool: &Pool, node: u64) -> Result<Vec<Slot>> {
         out.push(Entry::decode(&read_slot_words(pool, slot_offset(node, i))?));
     }
     Ok(out)
+}
+
+/// An optimistic view of a node for the read fast path (Persistent
+/// Masstree style): the version word is read first, slots are read in place
+/// with atomic loads only where the binary search looks, and
+/// [`RawNode::validate`] re-reads the version word; a changed word means a
+/// writer shifted meanwhile and the caller retries the node. Slots
+/// `0..used` are valid and sorted in a stable node (readers never see a
+/// shift, and recovery repaired every torn slot before serving).
+#[derive(Debug, Default)]
+pub struct RawNode<'p> {
+    words: &'p [AtomicU64],
+    version: u64,
+    used: usize,
+    level: u8,
+}
+
+impl<'p> RawNode<'p> {
+    /// Starts reading `node`: waits out a writer, reads level and slot count.
+    pub fn load(&mut self, pool: &'p Pool, node: u64, session: u64) -> Result<()> {
+        let words = pool.atomic_words(node, NODE_WORDS)?;
+        let mut spins = 0u32;
+        loop {
+            let v1 = words[0].load(Ordering::Acquire);
+            if v1 >> 48 == session && v1 & 1 == 1 {
+                spins += 1;
+                if spins > 64 {
+                    std::thread::yield_now();
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            let head = words[1].load(Ordering::Relaxed);
+            if head >> 32 != NODE_MAGIC {
+                fence(Ordering::Acquire);
+                if words[0].load(Ordering::Relaxed) != v1 {
+                    continue;
+                }
+                return Err(CddsError::invariant("not a tree node (bad node magic)", node));
+            }
+            // Slots are packed: binary search for the first empty one.
+            let (mut lo, mut hi) = (0, NODE_SLOTS);
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if words[8 + mid * SLOT_WORDS].load(Ordering::Relaxed) != 0 {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            *self = RawNode { words, version: v1, used: lo, level: (head & 0xFF) as u8 };
+            return Ok(());
+        }
+    }
+
+    /// Whether nothing changed since [`RawNode::load`] (else: retry the node).
+    #[inline]
+    pub fn validate(&self) -> bool {
+        fence(Ordering::Acquire);
+        self.words[0].load(Ordering::Relaxed) == self.version
+    }
+
+    /// 0 for leaves.
+    #[inline]
+    pub fn level(&self) -> u8 {
+        self.level
+    }
+
+    /// Slots in use.
+    #[inline]
+    pub fn used(&self) -> usize {
+        self.used
+    }
+
+    /// The key prefix word of slot `i` (< `used`).
+    #[inline]
+    pub fn prefix(&self, i: usize) -> u64 {
+        self.words[8 + i * SLOT_WORDS + 3].load(Ordering::Relaxed)
+    }
+
+    /// The entry in slot `i` (< `used`).
+    #[inline]
+    pub fn entry(&self, i: usize) -> Entry {
+        let b = 8 + i * SLOT_WORDS;
+        let w = [
+            self.words[b].load(Ordering::Relaxed),
+            self.words[b + 1].load(Ordering::Relaxed),
+            self.words[b + 2].load(Ordering::Relaxed),
+            self.words[b + 3].load(Ordering::Relaxed),
+        ];
+        match Entry::decode_unchecked(&w) {
+            Slot::Valid(e) => e,
+            // Raced with a writer: a start above every version is invisible,
+            // and validation fails.
+            _ => Entry { start: u64::MAX, end: 0, moved: false, rec: 16, prefix: 0 },
+        }
+    }
 }

@@ -120,7 +120,7 @@ impl Tree {
             }
             let copy = node::read(pool, n, self.session)?;
             if copy.level > 0 {
-                for e in copy.entries.iter().filter(|e| e.visible_at(v, &[])) {
+                for e in copy.entries().iter().filter(|e| e.visible_at(v, &[])) {
                     stack.push(search::child_of(pool, e)?);
                 }
             }

@@ -100,20 +100,20 @@ impl Iter<'_> {
             }
             let i = match seek {
                 Some(k) => search::child_index(pool, &copy, n, k, key_prefix(k), v, at_or_above)?,
-                None => (0..copy.entries.len())
+                None => (0..copy.entries().len())
                     .rev()
-                    .find(|&i| copy.entries[i].visible_at(v, &[]))
+                    .find(|&i| copy.entries()[i].visible_at(v, &[]))
                     .ok_or_else(|| CddsError::invariant("inner node with no visible entry", n))?,
             };
-            let e = copy.entries[i];
+            let e = copy.entries()[i];
             edge = Some(search::entry_key(pool, &e)?);
-            if let Some(p) = (0..i).rev().find(|&j| copy.entries[j].visible_at(v, &[])) {
-                lower = search::entry_key(pool, &copy.entries[p])?;
+            if let Some(p) = (0..i).rev().find(|&j| copy.entries()[j].visible_at(v, &[])) {
+                lower = search::entry_key(pool, &copy.entries()[p])?;
             }
             n = search::child_of(pool, &e)?;
         };
         let mut got = Vec::new();
-        for e in copy.entries.iter().filter(|e| e.visible_at(v, &[])) {
+        for e in copy.entries().iter().filter(|e| e.visible_at(v, &[])) {
             let h = record::header(pool, e.rec)?;
             let k = record::key(pool, e.rec, &h)?;
             if above_lo(k, &self.lo) && below_hi(k, &self.hi) {

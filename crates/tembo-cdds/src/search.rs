@@ -6,7 +6,7 @@ use tembo_pmem::Pool;
 
 use crate::entry::Entry;
 use crate::error::{CddsError, Result};
-use crate::node::NodeCopy;
+use crate::node::{NodeCopy, RawNode};
 use crate::record;
 
 /// Index of the first entry whose key is `>= key` (`strict`: `> key`).
@@ -37,9 +37,9 @@ pub fn child_index(
     v: u64,
     at_or_above: bool,
 ) -> Result<usize> {
-    let start = bound(pool, &copy.entries, key, pfx, !at_or_above)?;
-    (start..copy.entries.len())
-        .find(|&i| copy.entries[i].visible_at(v, &[]))
+    let start = bound(pool, copy.entries(), key, pfx, !at_or_above)?;
+    (start..copy.entries().len())
+        .find(|&i| copy.entries()[i].visible_at(v, &[]))
         .ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), node))
 }
 
@@ -54,9 +54,9 @@ pub fn child_of(pool: &Pool, e: &Entry) -> Result<u64> {
 
 /// The index of the entry for `key` visible at `v` in a leaf copy.
 pub fn leaf_find(pool: &Pool, copy: &NodeCopy, key: &[u8], pfx: u64, v: u64) -> Result<Option<usize>> {
-    let mut i = bound(pool, &copy.entries, key, pfx, false)?;
-    while i < copy.entries.len() {
-        let e = &copy.entries[i];
+    let mut i = bound(pool, copy.entries(), key, pfx, false)?;
+    while i < copy.entries().len() {
+        let e = &copy.entries()[i];
         if record::cmp_entry(pool, e, key, pfx)? != Ordering::Equal {
             break;
         }
@@ -68,6 +68,15 @@ pub fn leaf_find(pool: &Pool, copy: &NodeCopy, key: &[u8], pfx: u64, v: u64) -> 
     Ok(None)
 }
 
+/// The key bytes of an entry, borrowed from its record (`None`: the sentinel).
+pub fn entry_key_ref<'p>(pool: &'p Pool, e: &Entry) -> Result<Option<&'p [u8]>> {
+    let h = record::header(pool, e.rec)?;
+    if h.is_sentinel() {
+        return Ok(None);
+    }
+    Ok(Some(record::key(pool, e.rec, &h)?))
+}
+
 /// The key bytes of an entry (`None`: the sentinel).
 pub fn entry_key(pool: &Pool, e: &Entry) -> Result<Option<Vec<u8>>> {
     let h = record::header(pool, e.rec)?;
@@ -75,4 +84,48 @@ pub fn entry_key(pool: &Pool, e: &Entry) -> Result<Option<Vec<u8>>> {
         return Ok(None);
     }
     Ok(Some(record::key(pool, e.rec, &h)?.to_vec()))
+}
+
+/// [`bound`] over a raw node's slots.
+pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
+    let (mut lo, mut hi) = (0, raw.used());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        // Prefix comparisons decide most steps without touching the record.
+        let p = raw.prefix(mid);
+        let c =
+            if p != pfx && p != u64::MAX { p.cmp(&pfx) } else { record::cmp_entry(pool, &raw.entry(mid), key, pfx)? };
+        let go_right = if strict { c != Ordering::Greater } else { c == Ordering::Less };
+        if go_right {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
+}
+
+/// [`child_index`] over a raw node: the child entry covering `key` at `v`.
+pub fn child_raw(pool: &Pool, raw: &RawNode, node: u64, key: &[u8], pfx: u64, v: u64) -> Result<Entry> {
+    let start = bound_raw(pool, raw, key, pfx, true)?;
+    (start..raw.used())
+        .map(|i| raw.entry(i))
+        .find(|e| e.visible_at(v, &[]))
+        .ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), node))
+}
+
+/// The leaf entry for `key` visible at `v`, in a raw leaf.
+pub fn leaf_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, v: u64) -> Result<Option<Entry>> {
+    let mut i = bound_raw(pool, raw, key, pfx, false)?;
+    while i < raw.used() {
+        let e = raw.entry(i);
+        if e.prefix != pfx || record::cmp_entry(pool, &e, key, pfx)? != Ordering::Equal {
+            break;
+        }
+        if e.visible_at(v, &[]) {
+            return Ok(Some(e));
+        }
+        i += 1;
+    }
+    Ok(None)
 }

@@ -157,20 +157,29 @@ impl Tree {
         let pool = &*self.pool;
         let pfx = key_prefix(key);
         let mut n = self.meta.root(pool)?;
-        for _ in 0..64 {
-            let copy = node::read(pool, n, self.session)?;
-            if copy.level == 0 {
-                return match search::leaf_find(pool, &copy, key, pfx, v)? {
-                    Some(i) => {
-                        let e = &copy.entries[i];
+        let mut raw = node::RawNode::default();
+        let mut depth = 0;
+        while depth < 64 {
+            raw.load(pool, n, self.session)?;
+            if raw.level() == 0 {
+                let found = search::leaf_raw(pool, &raw, key, pfx, v);
+                if !raw.validate() {
+                    continue;
+                }
+                return match found? {
+                    Some(e) => {
                         let h = record::header(pool, e.rec)?;
                         Ok(Some(record::value(pool, e.rec, &h)?))
                     }
                     None => Ok(None),
                 };
             }
-            let i = search::child_index(pool, &copy, n, key, pfx, v, false)?;
-            n = search::child_of(pool, &copy.entries[i])?;
+            let child = search::child_raw(pool, &raw, n, key, pfx, v).and_then(|e| search::child_of(pool, &e));
+            if !raw.validate() {
+                continue;
+            }
+            n = child?;
+            depth += 1;
         }
         Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n))
     }

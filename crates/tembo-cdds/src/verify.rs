@@ -90,13 +90,13 @@ impl Walk<'_> {
         root: bool,
         only: bool,
     ) -> Result<()> {
-        let copy = node::read(self.pool, n, self.tree.session)?;
+        let copy = node::read_checked(self.pool, n, self.tree.session)?;
         self.out.stats.live_nodes += 1;
         if copy.level != level {
             self.bad(n, format!("level {} where {level} expected", copy.level));
             return Ok(());
         }
-        let vis: Vec<Entry> = copy.entries.iter().copied().filter(|e| e.visible_at(self.v, &[])).collect();
+        let vis: Vec<Entry> = copy.entries().iter().copied().filter(|e| e.visible_at(self.v, &[])).collect();
         // An only child may empty out; the next batch collapses the root.
         if !root && !only && vis.is_empty() {
             self.bad(n, "non-root node with no live entry");

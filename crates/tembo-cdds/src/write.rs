@@ -97,7 +97,8 @@ impl Tree {
         if v >= MAX_VERSION {
             return Err(CddsError::VersionsExhausted(v));
         }
-        let oldest = self.oldest_retained(v);
+        let min_pinned = self.pins.min_pinned();
+        let oldest = self.oldest_retained(v, min_pinned);
         let mut b = Batch {
             tree: self,
             pool: &self.pool,
@@ -139,15 +140,19 @@ impl Tree {
             }
             None => v,
         };
-        ws.limbo.push((v + 1, retired));
-        self.free_limbo(ws);
+        if !retired.is_empty() {
+            ws.limbo.push((v + 1, retired));
+        }
+        if !ws.limbo.is_empty() {
+            self.free_limbo(ws);
+        }
         Ok(WriteOutcome { version, existed })
     }
 
     /// The oldest version any reader or snapshot may still read.
-    pub(crate) fn oldest_retained(&self, current: u64) -> u64 {
+    pub(crate) fn oldest_retained(&self, current: u64, min_pinned: Option<u64>) -> u64 {
         let mut oldest = current;
-        if let Some(p) = self.pins.min_pinned() {
+        if let Some(p) = min_pinned {
             oldest = oldest.min(p);
         }
         if let Some((&s, _)) = self.snapshots.lock().iter().next() {
@@ -178,17 +183,18 @@ impl Batch<'_> {
     fn descend(&self, key: &[u8]) -> Result<Vec<Step>> {
         let pfx = key_prefix(key);
         let mut path = vec![Step { node: self.tree.meta.root(self.pool)?, via: None }];
+        let mut raw = node::RawNode::default();
         loop {
             let n = path.last().expect("non-empty").node;
-            let copy = node::read(self.pool, n, self.tree.session)?;
-            if copy.level == 0 {
+            raw.load(self.pool, n, self.tree.session)?;
+            if raw.level() == 0 {
                 return Ok(path);
             }
             if path.len() > 64 {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
             }
-            let i = search::child_index(self.pool, &copy, n, key, pfx, self.w, false)?;
-            let e = copy.entries[i];
+            // The writer's own nodes cannot change under it: no validation.
+            let e = search::child_raw(self.pool, &raw, n, key, pfx, self.w)?;
             path.push(Step { node: search::child_of(self.pool, &e)?, via: Some(e) });
         }
     }
@@ -200,12 +206,17 @@ impl Batch<'_> {
     fn collapse_root(&mut self) -> Result<()> {
         loop {
             let root = self.tree.meta.root(self.pool)?;
+            let mut raw = node::RawNode::default();
+            raw.load(self.pool, root, self.tree.session)?;
+            if raw.level() == 0 || (0..raw.used()).filter(|&i| raw.entry(i).end == 0).nth(1).is_some() {
+                return Ok(());
+            }
             let copy = self.read(root)?;
             if copy.level == 0 || copy.dirty {
                 return Ok(());
             }
             let mut only = None;
-            for e in &copy.entries {
+            for e in copy.entries() {
                 if e.end == 0 && e.start <= self.oldest && only.is_none() {
                     only = Some(*e);
                 } else if e.end == 0 || e.end > self.oldest {
@@ -216,7 +227,7 @@ impl Batch<'_> {
             let child = search::child_of(self.pool, &only)?;
             self.tree.meta.set_root(self.pool, child)?;
             self.old_root = child;
-            for e in &copy.entries {
+            for e in copy.entries() {
                 if *e != only && !e.moved {
                     self.retire_owned(copy.level, e)?;
                 }
@@ -237,10 +248,10 @@ impl Batch<'_> {
         let leaf = path.last().expect("non-empty").node;
         let copy = self.read(leaf)?;
         let pfx = key_prefix(key);
-        let old = search::leaf_find(self.pool, &copy, key, pfx, self.w)?.map(|i| copy.entries[i]);
+        let old = search::leaf_find(self.pool, &copy, key, pfx, self.w)?.map(|i| copy.entries()[i]);
         self.changed = true;
         let depth = path.len() - 1;
-        self.rewrite(&path, depth, old.into_iter().collect(), vec![Entry::new(self.w, rec, pfx)])?;
+        self.rewrite_from(Some(copy), &path, depth, old.into_iter().collect(), vec![Entry::new(self.w, rec, pfx)])?;
         Ok(old.is_some())
     }
 
@@ -253,15 +264,16 @@ impl Batch<'_> {
         };
         self.changed = true;
         let depth = path.len() - 1;
-        self.rewrite(&path, depth, vec![copy.entries[i]], Vec::new())?;
+        let old = copy.entries()[i];
+        self.rewrite_from(Some(copy), &path, depth, vec![old], Vec::new())?;
         Ok(true)
     }
 
     fn slot_of(&self, n: u64, copy: &NodeCopy, e: &Entry) -> Result<usize> {
-        copy.entries
+        copy.entries()
             .iter()
             .position(|x| x == e)
-            .map(|i| copy.slots[i] as usize)
+            .map(|i| copy.slots()[i] as usize)
             .ok_or_else(|| CddsError::invariant("entry to end is not in its node", n))
     }
 
@@ -275,8 +287,23 @@ impl Batch<'_> {
     /// it has room (after dead-slot reuse), else by rebuilding it into new
     /// nodes (split, or merge with a sibling when too few live entries).
     fn rewrite(&mut self, path: &[Step], depth: usize, ends: Vec<Entry>, adds: Vec<Entry>) -> Result<()> {
+        self.rewrite_from(None, path, depth, ends, adds)
+    }
+
+    /// [`Batch::rewrite`] starting from a fresh copy of the node, if the caller has one.
+    fn rewrite_from(
+        &mut self,
+        copy: Option<NodeCopy>,
+        path: &[Step],
+        depth: usize,
+        ends: Vec<Entry>,
+        adds: Vec<Entry>,
+    ) -> Result<()> {
         let n = path[depth].node;
-        let mut copy = self.read(n)?;
+        let mut copy = match copy {
+            Some(c) => c,
+            None => self.read(n)?,
+        };
         if copy.dirty {
             self.compact(n)?;
             copy = self.read(n)?;
@@ -286,21 +313,26 @@ impl Batch<'_> {
             node::set_end(self.pool, n, slot, e, self.w, false)?;
             self.touch(n);
         }
-        copy = self.read(n)?;
+        if !ends.is_empty() {
+            copy = self.read(n)?;
+        }
         if adds.len() > NODE_SLOTS - copy.used {
             self.compact(n)?;
             copy = self.read(n)?;
         }
         let live = live_slots(&copy, self.w);
         if adds.len() <= NODE_SLOTS - copy.used {
+            let mut fresh = Some(copy.clone());
             for a in &adds {
-                let c = self.read(n)?;
-                let key = search::entry_key(self.pool, a)?;
-                let idx = match &key {
-                    Some(k) => search::bound(self.pool, &c.entries, k, a.prefix, true)?,
-                    None => c.entries.len(),
+                let c = match fresh.take() {
+                    Some(c) => c,
+                    None => self.read(n)?,
                 };
-                let slot = if idx < c.entries.len() { c.slots[idx] as usize } else { c.used };
+                let idx = match search::entry_key_ref(self.pool, a)? {
+                    Some(k) => search::bound(self.pool, c.entries(), k, a.prefix, true)?,
+                    None => c.entries().len(),
+                };
+                let slot = if idx < c.entries().len() { c.slots()[idx] as usize } else { c.used };
                 let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
                 nw.insert_at(slot, c.used, a)?;
                 drop(nw);
@@ -428,7 +460,7 @@ impl Batch<'_> {
         let via = path[depth].via.ok_or_else(|| CddsError::invariant("rebalance at the root", n))?;
         let parent = path[depth - 1].node;
         let pcopy = self.read(parent)?;
-        let pvis: Vec<Entry> = pcopy.entries.iter().copied().filter(|e| e.visible_at(self.w, &[])).collect();
+        let pvis: Vec<Entry> = pcopy.entries().iter().copied().filter(|e| e.visible_at(self.w, &[])).collect();
         let j =
             pvis.iter().position(|e| *e == via).ok_or_else(|| CddsError::invariant("child entry missing", parent))?;
         let (sj, sib_right) = if j + 1 < pvis.len() {
@@ -537,7 +569,12 @@ impl Batch<'_> {
 
 /// The entries of `copy` visible at `w`, with their slots.
 pub(crate) fn live_slots(copy: &NodeCopy, w: u64) -> Vec<(usize, Entry)> {
-    copy.entries.iter().zip(&copy.slots).filter(|(e, _)| e.visible_at(w, &[])).map(|(e, s)| (*s as usize, *e)).collect()
+    copy.entries()
+        .iter()
+        .zip(copy.slots())
+        .filter(|(e, _)| e.visible_at(w, &[]))
+        .map(|(e, s)| (*s as usize, *e))
+        .collect()
 }
 
 /// Compares entry keys for sorting checks.
