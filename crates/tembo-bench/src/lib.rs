@@ -22,5 +22,6 @@ pub mod flush;
 pub mod kv;
 pub mod machine;
 pub mod progress;
+pub mod recovery;
 mod region;
 pub mod summary;

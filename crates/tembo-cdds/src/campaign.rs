@@ -221,7 +221,7 @@ fn model_states(ops: &[WOp]) -> Vec<ModelState> {
 
 /// The pool options campaigns use.
 pub fn pool_options(ordering: OrderingMode) -> PoolOptions {
-    PoolOptions { size: 1 << 20, max_size: Some(64 << 20), ordering, ..PoolOptions::default() }
+    PoolOptions { size: 1 << 20, max_size: Some(32 << 20), ordering, ..PoolOptions::default() }
 }
 
 fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {

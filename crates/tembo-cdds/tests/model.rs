@@ -130,3 +130,41 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// Long update/delete churn over a fixed key space: the space the tree owns
+/// must stay proportional to the live data (dead-slot reuse, subtree
+/// retirement and root collapse keep up), not grow with the number of ops.
+#[test]
+fn space_stays_bounded_under_churn() {
+    let t = tree();
+    let mut x = 12345u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut peak_ratio = 0f64;
+    for round in 0..10 {
+        for _ in 0..10_000 {
+            let k = key((next() % 2000) as u32, true);
+            if next() % 3 == 0 {
+                t.write(&[Op::Delete(&k)]).unwrap();
+            } else {
+                t.write(&[Op::Put(&k, &[round as u8; 48])]).unwrap();
+            }
+        }
+        let s = t.stats().unwrap();
+        let ratio = s.owned_bytes as f64 / s.data_bytes.max(1) as f64;
+        eprintln!(
+            "churn round {round}: {} keys, {} nodes ({} live), {} live / {} dead entries, owned {} B for {} B of data ({ratio:.1}x)",
+            s.keys, s.nodes, s.live_nodes, s.live_entries, s.dead_entries, s.owned_bytes, s.data_bytes
+        );
+        if round >= 2 {
+            peak_ratio = peak_ratio.max(ratio);
+        }
+    }
+    assert!(peak_ratio < 20.0, "owned/data ratio {peak_ratio:.1} keeps growing under churn");
+    let c = t.check().unwrap();
+    assert!(c.is_ok(), "{:?}", c.violations);
+}

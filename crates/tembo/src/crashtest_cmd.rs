@@ -51,7 +51,7 @@ pub struct CrashtestArgs {
     #[arg(long, default_value = "cdds")]
     engine: String,
     /// Operations per workload; every fence of it is a crash point
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = 100)]
     scale: usize,
     /// Crash at each fence with this probability instead of at every fence
     #[arg(long)]
