@@ -10,15 +10,24 @@
 //! recovery runs only on an unclean open; so when the previous session did
 //! not end cleanly, these commands leave the pool marked unclean
 //! ([`release`]).
+//!
+//! `stat`, `check` and `init` also cover the database when the pool holds
+//! one (a `tembo-db` root, see `tembo-store`). Opening the database of a
+//! pool whose last session crashed runs the engine's recovery, after which
+//! closing the pool clean is right; the output says so. When the database
+//! cannot be opened (damage, or recovery failed), nothing has recovered the
+//! pool and it stays marked unclean.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use clap::{Subcommand, ValueEnum};
 use tembo_pmem::{ModeRequest, Pool, PoolOptions};
+use tembo_store::{Db, DbError, Options, DB_ROOT};
 
 use crate::size::{human_exact, parse_size};
-use crate::stat::PoolStat;
+use crate::stat::{DbStat, PoolStat, RecoveryStat};
 
 /// Where `tembo pool init` puts the default pool.
 pub const DEFAULT_POOL: &str = "tembo-data/tembo.pool";
@@ -66,7 +75,12 @@ pub enum PoolCommand {
         #[arg(long, value_enum, default_value_t = ModeArg::Auto)]
         mode: ModeArg,
     },
-    /// Show a pool's mode, durability guarantee, sizes, heap usage and roots
+    /// Show a pool's mode, durability guarantee, sizes, heap usage and roots, and its database's counts
+    #[command(long_about = "Show a pool's mode, durability guarantee, sizes, heap usage and roots.\n\n\
+        When the pool holds a database, also its engine, keys, live and dead entries, nodes, height, \
+        data and owned bytes, current version and named snapshots. Opening the database of a pool \
+        whose last session crashed runs its recovery first (the output says so). Exit status 1 when \
+        the database cannot be opened or walked.")]
     Stat {
         /// The pool file
         path: PathBuf,
@@ -74,7 +88,11 @@ pub enum PoolCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Check a pool's header and allocator invariants; exit status 1 on any violation
+    /// Check a pool's header and allocator invariants, and its database's; exit status 1 on any violation
+    #[command(long_about = "Check a pool's header and allocator invariants; exit status 1 on any violation.\n\n\
+        When the pool holds a database, also run the database's full check: the engine record, every \
+        tree invariant, record checksums, block ownership (no leaks) and the allocator again. Opening \
+        the database of a pool whose last session crashed runs its recovery first (the output says so).")]
     Check {
         /// The pool file
         path: PathBuf,
@@ -126,9 +144,7 @@ pub fn run(cmd: PoolCommand) -> Result<Outcome> {
         PoolCommand::Create { path, size, max_size, mode } => create(&path, size, max_size, mode),
         PoolCommand::Stat { path, json } => {
             let pool = open(&path, ModeRequest::Auto)?;
-            print_stat(&pool, json)?;
-            release(pool)?;
-            Ok(Outcome::SUCCESS)
+            stat_and_release(pool, json)
         }
         PoolCommand::Check { path } => check(&path),
         PoolCommand::Grow { path, size, max_size } => grow(&path, size, max_size),
@@ -169,14 +185,88 @@ fn release(pool: Pool) -> Result<()> {
     pool.close().with_context(|| format!("closing pool {}", path.display()))
 }
 
-fn print_stat(pool: &Pool, json: bool) -> Result<()> {
-    let stat = PoolStat::of(pool);
+/// The database of an open pool, if it holds one.
+#[derive(Debug)]
+enum DbState {
+    /// No `tembo-db` root.
+    Absent,
+    /// Opened (and recovered, if the pool was opened unclean).
+    Open(Db),
+    /// The pool holds a database that cannot be opened.
+    Failed(DbError),
+}
+
+/// Opens the database of `pool` if it holds one. The database shares the
+/// pool; [`release_shared`] closes both.
+fn open_db(pool: &Arc<Pool>) -> DbState {
+    if pool.root(DB_ROOT).is_none() {
+        return DbState::Absent;
+    }
+    // With the root present, `from_pool` only opens (it never creates).
+    match Db::from_pool(Arc::clone(pool), &Options::default()) {
+        Ok(db) => DbState::Open(db),
+        Err(e) => DbState::Failed(e),
+    }
+}
+
+/// Closes the database (its engine; the pool stays open, being shared),
+/// then releases the pool as [`release`] does: clean if nothing needed
+/// recovering or the database's recovery ran, else left unclean.
+fn release_shared(pool: Arc<Pool>, db: DbState) -> Result<()> {
+    drop(db);
+    match Arc::try_unwrap(pool) {
+        Ok(pool) => release(pool),
+        Err(_) => bail!("internal error: the pool is still in use after its database was closed"),
+    }
+}
+
+/// Prints the stat of `pool` and its database, then releases it. Exit
+/// status 1 (after printing what it could) when the database cannot be
+/// opened or walked.
+fn stat_and_release(pool: Pool, json: bool) -> Result<Outcome> {
+    let pool = Arc::new(pool);
+    let db = open_db(&pool);
+    // Collected after the database's recovery (if it ran), so the heap
+    // counts and the database's agree.
+    let mut stat = PoolStat::of(&pool);
+    match &db {
+        DbState::Absent => {}
+        DbState::Open(d) => match DbStat::of(d) {
+            Ok(s) => stat.database = Some(s),
+            Err(e) => {
+                let r = RecoveryStat::of(d.recovery_report());
+                let ran = if r.ran { format!(" (after recovery: {})", r.summary()) } else { String::new() };
+                stat.database_error = Some(format!("cannot walk the database: {e}{ran}"));
+            }
+        },
+        DbState::Failed(e) => stat.database_error = Some(format!("cannot open the database: {e}")),
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(&stat).context("encoding the stat as JSON")?);
     } else {
         print!("{}", stat.render());
     }
-    Ok(())
+    let hint = match &db {
+        DbState::Failed(e) => db_error_hint(e),
+        _ => DAMAGED,
+    };
+    release_shared(pool, db)?;
+    if let Some(e) = &stat.database_error {
+        eprintln!("tembo: {}: {e}\ntembo: {hint}", stat.path);
+        return Ok(Outcome::from(1));
+    }
+    Ok(Outcome::SUCCESS)
+}
+
+/// What to do about a database that cannot be opened or walked.
+const DAMAGED: &str = "the database is damaged: keep a copy of the file, restore from a backup, and please report it";
+
+/// [`DAMAGED`], unless the database is fine but this build cannot read it.
+fn db_error_hint(e: &DbError) -> &'static str {
+    match e {
+        DbError::UnknownEngine { .. } => "the database was made by another version of Tembo; use that version",
+        _ => DAMAGED,
+    }
 }
 
 fn create_pool(path: &Path, opts: &PoolOptions) -> Result<Pool> {
@@ -218,7 +308,7 @@ fn create(path: &Path, size: u64, max_size: Option<u64>, mode: ModeArg) -> Resul
 fn check(path: &Path) -> Result<Outcome> {
     let pool = open(path, ModeRequest::Auto)?;
     let report = pool.check();
-    release(pool)?;
+    let has_db = pool.root(DB_ROOT).is_some();
     if report.is_ok() {
         println!(
             "OK: {}: header valid, {} runs, {} allocated blocks, no violations",
@@ -226,18 +316,115 @@ fn check(path: &Path) -> Result<Outcome> {
             report.runs,
             report.blocks
         );
+    } else {
+        for v in &report.violations {
+            println!("violation {}: {}", v.name, v.detail);
+        }
+    }
+    if !has_db || (!report.is_ok() && pool.opened_unclean()) {
+        // Without a database there is nothing more to check. With one, after
+        // a crash, its recovery would free blocks through an allocator that
+        // is inconsistent: leave both as they are.
+        let skipped = has_db && !report.is_ok();
+        release(pool)?;
+        if report.is_ok() {
+            return Ok(Outcome::SUCCESS);
+        }
+        eprintln!(
+            "tembo: {}: {} invariant violation(s) — the pool's metadata is inconsistent; \
+             keep a copy of the file, restore from a backup, and please report the violations",
+            path.display(),
+            report.violations.len()
+        );
+        if skipped {
+            eprintln!(
+                "tembo: {}: the database was not opened: the last session crashed, and its recovery would run \
+                 on the inconsistent allocator",
+                path.display()
+            );
+        }
+        return Ok(Outcome::from(1));
+    }
+    let pool = Arc::new(pool);
+    let db = open_db(&pool);
+    let verdict = check_db(path, &db, !report.is_ok());
+    let hint = match &db {
+        DbState::Failed(e) => db_error_hint(e),
+        _ => DAMAGED,
+    };
+    release_shared(pool, db)?;
+    let db_violations = match verdict {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("tembo: {}: {e:#}\ntembo: {hint}", path.display());
+            return Ok(Outcome::from(1));
+        }
+    };
+    if report.is_ok() && db_violations == 0 {
         return Ok(Outcome::SUCCESS);
     }
-    for v in &report.violations {
-        println!("violation {}: {}", v.name, v.detail);
+    if !report.is_ok() {
+        eprintln!(
+            "tembo: {}: {} pool invariant violation(s) — the pool's metadata is inconsistent",
+            path.display(),
+            report.violations.len()
+        );
     }
-    eprintln!(
-        "tembo: {}: {} invariant violation(s) — the pool's metadata is inconsistent; \
-         keep a copy of the file, restore from a backup, and please report the violations",
-        path.display(),
-        report.violations.len()
-    );
+    if db_violations > 0 {
+        eprintln!(
+            "tembo: {}: {db_violations} database invariant violation(s) — the database is damaged",
+            path.display()
+        );
+    }
+    eprintln!("tembo: keep a copy of the file, restore from a backup, and please report the violations");
     Ok(Outcome::from(1))
+}
+
+/// Runs the database's full check, printing the verdict (and, first,
+/// whether opening it ran recovery). Returns the number of violations; an
+/// error when the database cannot be opened or the walk cannot proceed.
+/// `alloc_listed`: the pool's own check already listed the allocator's
+/// violations (the pool was clean, so nothing changed them since).
+fn check_db(path: &Path, db: &DbState, alloc_listed: bool) -> Result<usize> {
+    let db = match db {
+        DbState::Absent => return Ok(0),
+        DbState::Failed(e) => bail!("cannot open the database: {e}"),
+        DbState::Open(db) => db,
+    };
+    let recovery = RecoveryStat::of(db.recovery_report());
+    if recovery.ran {
+        println!("recovery: {}", recovery.summary());
+    }
+    let c = db.check().map_err(|e| anyhow::anyhow!("the database check could not complete: {e}"))?;
+    if c.is_ok() {
+        let s = &c.tree.stats;
+        println!(
+            "OK: database ({} engine): {} keys, version {}, height {}, {} nodes: engine record, tree invariants, \
+             record checksums, block ownership (no leaks) and allocator hold",
+            db.engine(),
+            s.keys,
+            s.version,
+            s.height,
+            s.nodes
+        );
+        return Ok(0);
+    }
+    // The engine's walk repeats the allocator's violations (as `0x0:
+    // allocator: …`); `c.alloc` has them in their own words: list those once.
+    let mut violations: Vec<String> = c.record.iter().map(|r| format!("engine record: {r}")).collect();
+    violations.extend(c.tree.violations.iter().filter(|v| !v.starts_with("0x0: allocator: ")).cloned());
+    if !alloc_listed {
+        violations.extend(c.alloc.violations.iter().map(|x| format!("allocator: {}: {}", x.name, x.detail)));
+    }
+    if violations.is_empty() {
+        println!("database ({} engine): no violations besides the allocator's, listed above", db.engine());
+        return Ok(0);
+    }
+    for v in &violations {
+        println!("violation database: {v}");
+    }
+    println!("database check of {}: {} violation(s)", path.display(), violations.len());
+    Ok(violations.len())
 }
 
 fn grow(path: &Path, size: u64, max_size: Option<u64>) -> Result<Outcome> {
@@ -318,7 +505,5 @@ fn init(path: &Path, size: u64, mode: ModeArg, json: bool) -> Result<Outcome> {
         }
         pool
     };
-    print_stat(&pool, json)?;
-    release(pool)?;
-    Ok(Outcome::SUCCESS)
+    stat_and_release(pool, json)
 }

@@ -1,11 +1,14 @@
 //! What `tembo pool stat` (and `init`) report about a pool: one struct,
 //! printed as text for people or as JSON for scripts, so both always say
-//! the same thing.
+//! the same thing. A pool holding a database (a `tembo-db` root) also
+//! reports the database: its engine's counts, named snapshots, and whether
+//! opening it ran recovery.
 
 use std::fmt::Write;
 
 use serde::Serialize;
 use tembo_pmem::Pool;
+use tembo_store::{Db, RecoveryReport};
 
 use crate::size::{human, human_exact};
 
@@ -34,6 +37,124 @@ pub struct PoolStat {
     pub heap: HeapStat,
     /// Named roots.
     pub roots: Vec<RootStat>,
+    /// The database, when the pool holds one and it could be opened and walked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<DbStat>,
+    /// Why the database the pool holds could not be opened or walked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_error: Option<String>,
+}
+
+/// The database in a pool.
+#[derive(Debug, Serialize)]
+pub struct DbStat {
+    /// The engine (`cdds`).
+    pub engine: String,
+    /// The current (last committed) version.
+    pub version: u64,
+    /// Keys visible at the current version.
+    pub keys: u64,
+    /// Entries visible at the current version (leaf and inner).
+    pub live_entries: u64,
+    /// Entries kept only for older versions or waiting for reuse.
+    pub dead_entries: u64,
+    /// Nodes of the current version.
+    pub live_nodes: u64,
+    /// Nodes the engine owns (live and retained for older versions).
+    pub owned_nodes: u64,
+    /// Levels of the current version (1 = a single leaf).
+    pub height: u64,
+    /// Key plus value bytes visible at the current version.
+    pub data_bytes: u64,
+    /// Bytes of nodes and records the engine owns (before allocator rounding).
+    pub owned_bytes: u64,
+    /// Named snapshots, oldest first.
+    pub named_snapshots: Vec<SnapshotStat>,
+    /// What recovery did when this command opened the database.
+    pub recovery: RecoveryStat,
+}
+
+/// A named snapshot.
+#[derive(Debug, Serialize)]
+pub struct SnapshotStat {
+    /// Its name.
+    pub name: String,
+    /// The version it keeps.
+    pub version: u64,
+}
+
+/// What recovery did when the database was opened.
+#[derive(Debug, Serialize)]
+pub struct RecoveryStat {
+    /// Whether it ran (the previous session did not close the pool cleanly).
+    pub ran: bool,
+    /// Nodes walked.
+    pub nodes_visited: u64,
+    /// Nodes that needed a change.
+    pub nodes_repaired: u64,
+    /// Slots removed (torn, duplicate, or from the aborted batch).
+    pub slots_removed: u64,
+    /// Entries whose end from the aborted batch was reset to live.
+    pub ends_reset: u64,
+    /// Leaked blocks freed.
+    pub leaks_freed: u64,
+    /// Their usable bytes.
+    pub leak_bytes: u64,
+}
+
+impl RecoveryStat {
+    /// From the engine's report.
+    pub fn of(r: &RecoveryReport) -> RecoveryStat {
+        RecoveryStat {
+            ran: r.ran,
+            nodes_visited: r.nodes_visited,
+            nodes_repaired: r.nodes_repaired,
+            slots_removed: r.slots_removed,
+            ends_reset: r.ends_reset,
+            leaks_freed: r.leaks_freed,
+            leak_bytes: r.leak_bytes,
+        }
+    }
+
+    /// One line for people (only meaningful when `ran`).
+    pub fn summary(&self) -> String {
+        format!(
+            "the last session did not close the pool cleanly, so opening the database ran recovery: \
+             {} nodes walked, {} repaired, {} slots removed, {} ends reset, {} leaked blocks ({}) freed",
+            self.nodes_visited,
+            self.nodes_repaired,
+            self.slots_removed,
+            self.ends_reset,
+            self.leaks_freed,
+            human(self.leak_bytes)
+        )
+    }
+}
+
+impl DbStat {
+    /// Collects the stat of an open database (walks the whole tree).
+    ///
+    /// # Errors
+    /// The walk or the snapshot table cannot be read (a damaged pool).
+    pub fn of(db: &Db) -> tembo_store::Result<DbStat> {
+        let t = db.stats()?.tree;
+        let named_snapshots =
+            db.named_snapshots()?.into_iter().map(|s| SnapshotStat { name: s.name, version: s.version }).collect();
+        Ok(DbStat {
+            engine: db.engine().name().into(),
+            version: t.version,
+            keys: t.keys,
+            live_entries: t.live_entries,
+            dead_entries: t.dead_entries,
+            live_nodes: t.live_nodes,
+            owned_nodes: t.nodes,
+            height: t.height,
+            data_bytes: t.data_bytes,
+            owned_bytes: t.owned_bytes,
+            named_snapshots,
+            recovery: RecoveryStat::of(db.recovery_report()),
+        })
+    }
 }
 
 /// Heap usage from the allocator.
@@ -103,6 +224,8 @@ impl PoolStat {
                 growable_bytes: a.growable_bytes,
             },
             roots: pool.roots().into_iter().map(|r| RootStat { name: r.name, offset: r.offset }).collect(),
+            database: None,
+            database_error: None,
         }
     }
 
@@ -117,8 +240,11 @@ impl PoolStat {
         let _ = writeln!(s, "flush            {} (ordering: {})", self.flush_instruction, self.ordering);
         let _ = writeln!(s, "size             {}", human_exact(self.size_bytes));
         let _ = writeln!(s, "max size         {}", human_exact(self.max_size_bytes));
+        let recovered = self.database.as_ref().is_some_and(|d| d.recovery.ran);
         let shutdown = if self.last_shutdown_clean {
             "clean".to_string()
+        } else if recovered {
+            "NOT clean (the last session crashed): recovered now, see `recovery` below".to_string()
         } else {
             "NOT clean (the last session crashed): the engine runs recovery at its next open".to_string()
         };
@@ -142,6 +268,37 @@ impl PoolStat {
                 let _ = writeln!(s, "  {:<24} {:#x}", r.name, r.offset);
             }
         }
+        if let Some(d) = &self.database {
+            d.render_into(&mut s);
+        }
+        if let Some(e) = &self.database_error {
+            let _ = writeln!(s, "database         ERROR: {e}");
+        }
         s
+    }
+}
+
+impl DbStat {
+    fn render_into(&self, s: &mut String) {
+        let _ = writeln!(s, "database         {} engine, version {}", self.engine, self.version);
+        let _ = writeln!(s, "  keys           {}", self.keys);
+        let _ = writeln!(s, "  entries        {} live, {} dead", self.live_entries, self.dead_entries);
+        let _ = writeln!(s, "  nodes          {} live, {} owned", self.live_nodes, self.owned_nodes);
+        let _ = writeln!(s, "  height         {}", self.height);
+        let _ = writeln!(s, "  data           {}", human(self.data_bytes));
+        let _ = writeln!(s, "  owned          {}", human(self.owned_bytes));
+        if self.named_snapshots.is_empty() {
+            let _ = writeln!(s, "  snapshots      (none)");
+        } else {
+            let _ = writeln!(s, "  snapshots      {}", self.named_snapshots.len());
+            for n in &self.named_snapshots {
+                let _ = writeln!(s, "    {:<22} version {}", n.name, n.version);
+            }
+        }
+        if self.recovery.ran {
+            let _ = writeln!(s, "  recovery       ran: {}", self.recovery.summary());
+        } else {
+            let _ = writeln!(s, "  recovery       not needed (clean shutdown)");
+        }
     }
 }

@@ -1,7 +1,8 @@
 //! The `tembo` binary as a user runs it: `pool create/stat/check/grow/init`
 //! on pools in `/dev/shm` and in the temp dir, the errors a user meets
 //! (a file that is not a pool, a missing file, an existing file, a bad
-//! size), `pool stat --json` as machine-readable output, a quick
+//! size), `pool stat --json` as machine-readable output, `stat` and
+//! `check` of a pool holding a database (clean, crashed, damaged), a quick
 //! `bench flush` and `bench plot-flush` of the committed report. Guards against the CLI drifting from what `--help` and
 //! the README promise: exit codes, messages that name the path and say
 //! what to do.
@@ -87,6 +88,8 @@ fn create_stat_check_grow_on_shm() {
     assert_eq!(j["heap"]["allocated_blocks"], 0);
     assert!(j["uuid"].as_str().unwrap().len() == 36);
     assert!(j["roots"].as_array().unwrap().is_empty());
+    assert!(j.get("database").is_none() && j.get("database_error").is_none(), "no database: {j}");
+    assert!(!text.contains("database"), "{text}");
 
     let out = ok(&tembo(&["pool", "check", &p]));
     assert!(out.starts_with("OK: "), "{out}");
@@ -281,4 +284,167 @@ fn inspecting_a_crashed_pool_keeps_it_marked_unclean() {
     assert_eq!(stat_json(&crashed)["size_bytes"], 4u64 << 30);
 
     assert_eq!(stat_json(&live)["last_shutdown_clean"], true);
+}
+
+// ----- pools holding a database ------------------------------------------------
+
+fn db_opts() -> tembo_store::Options {
+    tembo_store::Options { size: 4 << 20, mode: tembo_store::ModeRequest::Emulated, ..tembo_store::Options::default() }
+}
+
+/// Keys `key:0000`.. with 24-byte values; `deleted` of the first ones removed
+/// after a named snapshot `before` was taken.
+fn fill(db: &tembo_store::Db, keys: u32, deleted: u32) {
+    for i in 0..keys {
+        db.put(format!("key:{i:04}").as_bytes(), format!("value-{i:018}").as_bytes()).unwrap();
+    }
+    db.create_named_snapshot("before").unwrap();
+    for i in 0..deleted {
+        assert!(db.delete(format!("key:{i:04}").as_bytes()).unwrap());
+    }
+}
+
+fn no_panic(o: &Output) {
+    assert!(!stderr(o).contains("panicked") && o.status.code().is_some(), "{:?}: {}", o.status, stderr(o));
+}
+
+#[test]
+fn stat_and_check_cover_the_database() {
+    let d = TempDir::shm();
+    let p = d.file("db.pool");
+    let db = tembo_store::Db::create(&p, &db_opts()).unwrap();
+    fill(&db, 600, 100);
+    let version = db.version().unwrap();
+    db.close().unwrap();
+
+    let text = ok(&tembo(&["pool", "stat", &p]));
+    for field in [
+        "database         cdds engine",
+        "keys           500",
+        "snapshots      1",
+        "before",
+        "recovery       not needed",
+        "last shutdown    clean",
+    ] {
+        assert!(text.contains(field), "missing {field:?} in\n{text}");
+    }
+    let j = stat_json(&p);
+    let db = &j["database"];
+    assert_eq!(db["engine"], "cdds");
+    assert_eq!(db["keys"], 500);
+    assert_eq!(db["version"], version);
+    assert_eq!(db["named_snapshots"][0]["name"], "before");
+    assert_eq!(db["recovery"]["ran"], false);
+    assert!(db["height"].as_u64().unwrap() >= 2, "{db}");
+    // The snapshot keeps the deleted keys' entries: dead, and nodes beyond the live ones.
+    assert!(db["dead_entries"].as_u64().unwrap() >= 100, "{db}");
+    assert!(db["owned_nodes"].as_u64().unwrap() >= db["live_nodes"].as_u64().unwrap(), "{db}");
+    assert!(db["data_bytes"].as_u64().unwrap() >= 500 * 32, "{db}");
+    assert!(db["owned_bytes"].as_u64().unwrap() > db["data_bytes"].as_u64().unwrap(), "{db}");
+    assert!(j.get("database_error").is_none(), "{j}");
+
+    let out = ok(&tembo(&["pool", "check", &p]));
+    assert!(out.starts_with("OK: "), "{out}");
+    assert!(out.contains("OK: database (cdds engine): 500 keys"), "{out}");
+    assert!(!out.contains("recovery:"), "{out}");
+
+    // `init` on an existing pool shows the database too.
+    let out = ok(&tembo(&["pool", "init", &p]));
+    assert!(out.contains("keys           500"), "{out}");
+}
+
+#[test]
+fn stat_of_a_crashed_database_runs_recovery_and_says_so() {
+    let d = TempDir::shm();
+    let live = d.file("live.pool");
+    let crashed = d.file("crashed.pool");
+    let crashed2 = d.file("crashed2.pool");
+    let db = tembo_store::Db::create(&live, &db_opts()).unwrap();
+    fill(&db, 300, 0);
+    // A copy taken while the database is open is what a crash leaves behind.
+    std::fs::copy(&live, &crashed).unwrap();
+    std::fs::copy(&live, &crashed2).unwrap();
+    db.close().unwrap();
+
+    let text = ok(&tembo(&["pool", "stat", &crashed]));
+    assert!(text.contains("NOT clean") && text.contains("recovered now"), "{text}");
+    assert!(text.contains("recovery       ran:") && text.contains("opening the database ran recovery"), "{text}");
+    assert!(text.contains("keys           300"), "{text}");
+    // Recovery ran, so the pool was closed clean: the next open needs none.
+    let j = stat_json(&crashed);
+    assert_eq!(j["last_shutdown_clean"], true);
+    assert_eq!(j["database"]["recovery"]["ran"], false);
+    ok(&tembo(&["pool", "check", &crashed]));
+
+    let out = ok(&tembo(&["pool", "check", &crashed2]));
+    assert!(out.contains("recovery: ") && out.contains("ran recovery"), "{out}");
+    assert!(out.contains("OK: database (cdds engine): 300 keys"), "{out}");
+    assert_eq!(stat_json(&crashed2)["database"]["recovery"]["ran"], false);
+}
+
+#[test]
+fn a_damaged_database_fails_check_with_a_message() {
+    let d = TempDir::shm();
+
+    // 1. A value's bytes flipped: the record's checksum no longer matches.
+    let p = d.file("record.pool");
+    let db = tembo_store::Db::create(&p, &db_opts()).unwrap();
+    fill(&db, 200, 0);
+    db.put(b"victim", b"CORRUPT-ME-this-value-is-the-one").unwrap();
+    db.close().unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    let at = bytes.windows(11).position(|w| w == b"CORRUPT-ME-").expect("the value is in the file");
+    bytes[at] ^= 0xFF;
+    std::fs::write(&p, &bytes).unwrap();
+    let o = tembo(&["pool", "check", &p]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("violation database:") && stdout(&o).contains("checksum"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("1 database invariant violation"), "{}", stderr(&o));
+    no_panic(&tembo(&["pool", "stat", &p]));
+
+    // 2. The root node's magic overwritten: the walk cannot proceed.
+    let p = d.file("node.pool");
+    let db = tembo_store::Db::create(&p, &db_opts()).unwrap();
+    fill(&db, 200, 0);
+    // The tree's metadata block (root `cdds`): word 3 is the root node.
+    let meta = db.pool().root("cdds").unwrap();
+    let root = db.pool().load_u64(meta + 24).unwrap();
+    db.close().unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    let magic = root as usize + 8;
+    let word = u64::from_le_bytes(bytes[magic..magic + 8].try_into().unwrap());
+    assert_eq!(word >> 32, 0xCDD5_0DE0, "pool offsets are file offsets");
+    bytes[magic + 4..magic + 8].copy_from_slice(&[0xAB; 4]);
+    std::fs::write(&p, &bytes).unwrap();
+    let o = tembo(&["pool", "check", &p]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).starts_with("OK: "), "the pool's own metadata is fine: {}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("could not complete") && err.contains("bad node magic") && err.contains(&p), "{err}");
+    let o = tembo(&["pool", "stat", &p]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("database         ERROR: cannot walk the database"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("bad node magic"), "{}", stderr(&o));
+    let o = tembo(&["pool", "stat", &p, "--json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let j: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("still JSON");
+    assert!(j["database_error"].as_str().unwrap().contains("bad node magic"), "{j}");
+
+    // 3. The engine record's magic overwritten: the database cannot be opened.
+    let p = d.file("record-root.pool");
+    let db = tembo_store::Db::create(&p, &db_opts()).unwrap();
+    let rec = db.pool().root(tembo_store::DB_ROOT).unwrap() as usize;
+    db.close().unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    assert_eq!(&bytes[rec..rec + 8], b"TEMBODB\0");
+    bytes[rec..rec + 8].copy_from_slice(b"garbage!");
+    std::fs::write(&p, &bytes).unwrap();
+    let o = tembo(&["pool", "check", &p]);
+    no_panic(&o);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("cannot open the database") && err.contains("corrupted engine record"), "{err}");
 }
