@@ -80,16 +80,16 @@ pub fn level(pool: &Pool, node: u64) -> Result<u8> {
 /// without verifying slot checks: the fast path of readers and the writer.
 /// Torn slots exist only in nodes an interrupted batch touched, and
 /// recovery repairs all of those before the tree serves (see `recover`).
-pub fn read(pool: &Pool, node: u64, session: u64) -> Result<NodeCopy> {
+pub fn read(pool: &Pool, node: u64, session: u64) -> Result<Box<NodeCopy>> {
     read_with(pool, node, session, false)
 }
 
 /// [`read`] verifying every slot's checks (torn slots skipped, `dirty` set).
-pub fn read_checked(pool: &Pool, node: u64, session: u64) -> Result<NodeCopy> {
+pub fn read_checked(pool: &Pool, node: u64, session: u64) -> Result<Box<NodeCopy>> {
     read_with(pool, node, session, true)
 }
 
-fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<NodeCopy> {
+fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<Box<NodeCopy>> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
     let mut buf = [0u64; NODE_WORDS];
     let mut spins = 0u32;
@@ -114,19 +114,19 @@ fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<Node
     decode(&buf, node, checked)
 }
 
-fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: bool) -> Result<NodeCopy> {
+fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: bool) -> Result<Box<NodeCopy>> {
     if buf[1] >> 32 != NODE_MAGIC {
         return Err(CddsError::invariant("not a tree node (bad node magic)", node));
     }
     const NONE: Entry = Entry { start: 0, end: 0, moved: false, rec: 0, prefix: 0 };
-    let mut copy = NodeCopy {
+    let mut copy = Box::new(NodeCopy {
         level: (buf[1] & 0xFF) as u8,
         entries: [NONE; NODE_SLOTS],
         slots: [0; NODE_SLOTS],
         len: 0,
         used: NODE_SLOTS,
         dirty: false,
-    };
+    });
     let mut prev: Option<&[u64]> = None;
     for i in 0..NODE_SLOTS {
         let w = &buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS];

@@ -12,7 +12,7 @@
 //!   that could still hold a reference to it is running.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 const SLOTS: usize = 256;
 
@@ -24,7 +24,13 @@ struct PaddedSlot(AtomicU64);
 #[derive(Debug)]
 pub struct Pins {
     slots: Box<[PaddedSlot]>,
+    /// One past the highest slot ever claimed: the writer scans only these
+    /// (a handful with a handful of reader threads, not the whole table).
+    high_water: AtomicUsize,
 }
+
+/// Threads get consecutive home slots, so few threads use few slots.
+static NEXT_HOME: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
     static HINT: Cell<usize> = const { Cell::new(usize::MAX) };
@@ -32,7 +38,7 @@ thread_local! {
 
 impl Default for Pins {
     fn default() -> Self {
-        Pins { slots: (0..SLOTS).map(|_| PaddedSlot::default()).collect() }
+        Pins { slots: (0..SLOTS).map(|_| PaddedSlot::default()).collect(), high_water: AtomicUsize::new(0) }
     }
 }
 
@@ -55,9 +61,7 @@ impl Pins {
     pub fn pin<'a>(&'a self, current: &AtomicU64) -> PinGuard<'a> {
         let start = HINT.with(|h| {
             if h.get() == usize::MAX {
-                let id = std::thread::current().id();
-                let hash = format!("{id:?}").bytes().fold(0usize, |a, b| a.wrapping_mul(31).wrapping_add(b as usize));
-                h.set(hash % SLOTS);
+                h.set(NEXT_HOME.fetch_add(1, Ordering::Relaxed) % SLOTS);
             }
             h.get()
         });
@@ -66,6 +70,9 @@ impl Pins {
         let slot = loop {
             let s = &self.slots[i].0;
             if s.compare_exchange(0, v + 1, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
+                // Published before the re-check of the version below, so a
+                // writer that scans after its commit covers this slot.
+                self.high_water.fetch_max(i + 1, Ordering::SeqCst);
                 break s;
             }
             i = (i + 1) % SLOTS;
@@ -85,7 +92,8 @@ impl Pins {
 
     /// The smallest published version, if any read op is running.
     pub fn min_pinned(&self) -> Option<u64> {
-        self.slots
+        let n = self.high_water.load(Ordering::SeqCst).min(SLOTS);
+        self.slots[..n]
             .iter()
             .filter_map(|s| match s.0.load(Ordering::SeqCst) {
                 0 => None,

@@ -57,7 +57,9 @@ impl RecordHeader {
 
 fn write(pool: &Pool, key: &[u8], flags: u32, word: u64, value: &[u8]) -> Result<u64> {
     let body = key.len() as u64 + value.len() as u64;
-    let off = pool.alloc(HEADER + body + CRC)?;
+    // Deferred: the commit's fence makes the allocation durable before any
+    // committed entry can point here; an uncommitted one is swept as a leak.
+    let off = pool.alloc_deferred(HEADER + body + CRC)?;
     let mut head = [0u8; 16];
     head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
     head[4..8].copy_from_slice(&flags.to_le_bytes());
@@ -90,11 +92,12 @@ pub fn write_inner(pool: &Pool, key: Option<&[u8]>, child: u64) -> Result<u64> {
 
 /// Reads a record's header.
 pub fn header(pool: &Pool, rec: u64) -> Result<RecordHeader> {
-    let mut b = [0u8; 16];
-    pool.read(rec, &mut b)?;
-    let key_len = u32::from_le_bytes(b[..4].try_into().expect("4 bytes")) as u64;
-    let flags = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
-    let word = u64::from_le_bytes(b[8..].try_into().expect("8 bytes"));
+    // Two word loads, not a byte copy: this runs on every tree level of
+    // every lookup that ties on a key prefix, and for every child pointer.
+    let w0 = pool.load_u64(rec)?;
+    let word = pool.load_u64(rec + 8)?;
+    let key_len = w0 & 0xFFFF_FFFF;
+    let flags = (w0 >> 32) as u32;
     if flags & !(FLAG_SENTINEL | FLAG_INNER) != 0 {
         return Err(CddsError::invariant(format!("record has unknown flags {flags:#x}"), rec));
     }

@@ -237,7 +237,7 @@ impl Batch<'_> {
         }
     }
 
-    fn read(&self, n: u64) -> Result<NodeCopy> {
+    fn read(&self, n: u64) -> Result<Box<NodeCopy>> {
         node::read(self.pool, n, self.tree.session)
     }
 
@@ -293,7 +293,7 @@ impl Batch<'_> {
     /// [`Batch::rewrite`] starting from a fresh copy of the node, if the caller has one.
     fn rewrite_from(
         &mut self,
-        copy: Option<NodeCopy>,
+        copy: Option<Box<NodeCopy>>,
         path: &[Step],
         depth: usize,
         ends: Vec<Entry>,
@@ -322,7 +322,7 @@ impl Batch<'_> {
         }
         let live = live_slots(&copy, self.w);
         if adds.len() <= NODE_SLOTS - copy.used {
-            let mut fresh = Some(copy.clone());
+            let mut fresh = Some(copy);
             for a in &adds {
                 let c = match fresh.take() {
                     Some(c) => c,

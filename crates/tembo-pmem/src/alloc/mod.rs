@@ -364,9 +364,9 @@ impl AllocState {
         Ok(())
     }
 
-    fn alloc(&mut self, pool: &Pool, size: u64) -> Result<PoolOffset> {
+    fn alloc(&mut self, pool: &Pool, size: u64, fence: bool) -> Result<PoolOffset> {
         match class_of(size) {
-            Some(class) => self.alloc_small(pool, class),
+            Some(class) => self.alloc_small(pool, class, fence),
             None => {
                 if size > MAX_ALLOC_BYTES {
                     return Err(PmemError::TooLarge { what: "allocation", requested: size, limit: MAX_ALLOC_BYTES });
@@ -380,7 +380,7 @@ impl AllocState {
         }
     }
 
-    fn alloc_small(&mut self, pool: &Pool, class: u8) -> Result<PoolOffset> {
+    fn alloc_small(&mut self, pool: &Pool, class: u8, fence: bool) -> Result<PoolOffset> {
         let g = geometry(class);
         let page = match self.partial[class as usize].first() {
             Some(&p) => p,
@@ -403,7 +403,11 @@ impl AllocState {
             }
             let bit = free_mask.trailing_zeros() as u64;
             word.store(bits | (1 << bit), Ordering::Release);
-            pool.persist(word_off, 8);
+            if fence {
+                pool.persist(word_off, 8);
+            } else {
+                pool.flush(word_off, 8);
+            }
             slab.hint = w;
             if slab.free == g.blocks {
                 self.empty_slabs[class as usize] -= 1;
@@ -700,7 +704,20 @@ impl Pool {
     /// [`PmemError::PoolFull`] when neither free space nor growth room is left;
     /// [`PmemError::TooLarge`] above the format's limit.
     pub fn alloc(&self, size: u64) -> Result<PoolOffset> {
-        self.alloc.lock().alloc(self, size)
+        self.alloc.lock().alloc(self, size, true)
+    }
+
+    /// [`Pool::alloc`] whose allocation becomes durable at the caller's next
+    /// fence rather than before it returns (small blocks: the bitmap word is
+    /// flushed, not fenced; large ones are fenced as always). For engines
+    /// that fence before anything durable can reference the block — a
+    /// commit store — and sweep leaks after a crash: a crash before that
+    /// fence leaves the block free or leaked, never linked.
+    ///
+    /// # Errors
+    /// As [`Pool::alloc`].
+    pub fn alloc_deferred(&self, size: u64) -> Result<PoolOffset> {
+        self.alloc.lock().alloc(self, size, false)
     }
 
     /// Frees a block returned by [`Pool::alloc`]; unlink it (persisted) first.
