@@ -236,7 +236,7 @@ fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, S
 fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String> {
     let c = tree.check().map_err(|e| format!("inconsistent: check failed: {e}"))?;
     if !c.is_ok() {
-        return Err(format!("inconsistent: {:?}", c.violations));
+        return Err(format!("inconsistent: {:?} {:?}", c.violations, c.allocator));
     }
     let got = contents(tree, None).map_err(|e| format!("inconsistent: scan: {e}"))?;
     let named: BTreeMap<String, u64> = tree

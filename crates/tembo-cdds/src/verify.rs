@@ -53,14 +53,17 @@ pub struct TreeStats {
 pub struct TreeCheck {
     /// What the walk counted.
     pub stats: TreeStats,
-    /// Every violated invariant, with where.
+    /// Every violated tree invariant, with where.
     pub violations: Vec<String>,
+    /// The allocator's own violations (`Pool::check`), kept apart so that
+    /// callers that also report the pool's check list them once.
+    pub allocator: Vec<String>,
 }
 
 impl TreeCheck {
-    /// Whether every invariant held.
+    /// Whether every invariant held, the allocator's included.
     pub fn is_ok(&self) -> bool {
-        self.violations.is_empty()
+        self.violations.is_empty() && self.allocator.is_empty()
     }
 }
 
@@ -234,9 +237,7 @@ impl Tree {
                 Err(e) => w.bad(0, format!("reachability: {e}")),
             }
             let ac = pool.check();
-            for viol in &ac.violations {
-                w.bad(0, format!("allocator: {viol:?}"));
-            }
+            w.out.allocator = ac.violations.iter().map(|x| format!("{}: {}", x.name, x.detail)).collect();
         }
         Ok(w.out)
     }

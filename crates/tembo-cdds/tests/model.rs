@@ -28,6 +28,7 @@ fn key(i: u32, wide: bool) -> Vec<u8> {
 
 fn check(t: &Tree, m: &Model) {
     let c = t.check().unwrap();
+    assert!(c.allocator.is_empty(), "allocator: {:?}", c.allocator);
     if !c.is_ok() {
         let off = u64::from_str_radix(c.violations[0].split(':').next().unwrap().trim_start_matches("0x"), 16).unwrap();
         panic!("check: {:?}\n{}", c.violations, t.dump_node(off).unwrap_or_default());

@@ -409,10 +409,9 @@ fn check_db(path: &Path, db: &DbState, alloc_listed: bool) -> Result<usize> {
         );
         return Ok(0);
     }
-    // The engine's walk repeats the allocator's violations (as `0x0:
-    // allocator: …`); `c.alloc` has them in their own words: list those once.
+    // The allocator's violations are in `c.alloc` (and `c.tree.allocator`): list them once.
     let mut violations: Vec<String> = c.record.iter().map(|r| format!("engine record: {r}")).collect();
-    violations.extend(c.tree.violations.iter().filter(|v| !v.starts_with("0x0: allocator: ")).cloned());
+    violations.extend(c.tree.violations.iter().cloned());
     if !alloc_listed {
         violations.extend(c.alloc.violations.iter().map(|x| format!("allocator: {}: {}", x.name, x.detail)));
     }
