@@ -43,8 +43,12 @@ pub struct RecoveryReport {
     pub leak_bytes: u64,
     /// Wall time of the repair walk.
     pub repair_time: Duration,
-    /// Wall time of the leak sweep.
+    /// Wall time of the leak sweep (which runs in the background: see
+    /// [`crate::Tree::recovery_report`]).
     pub sweep_time: Duration,
+    /// Why the leak sweep failed, if it did (the pool then stays marked
+    /// for recovery at the next open).
+    pub sweep_error: Option<String>,
 }
 
 /// Brings node `n` back to exactly version `v`: returns (slots removed,
@@ -126,44 +130,72 @@ impl Tree {
             }
         }
         r.repair_time = t0.elapsed();
-        let t1 = Instant::now();
-        let rep = pool.reclaim_leaks(&[&|p: &Pool, m: &mut Marker<'_>| self.trace(p, m), &trace_foreign_roots])?;
-        r.leaks_freed = rep.reclaimed_blocks;
-        r.leak_bytes = rep.reclaimed_bytes;
-        r.sweep_time = t1.elapsed();
         Ok(r)
     }
 
+    /// Starts the leak sweep on a background thread that holds the writer
+    /// lock until it is done: reads are served meanwhile (they never touch
+    /// a leaked block, and the sweep only reads the tree), writes wait.
+    /// Returns once the thread holds the lock, so no write can come first.
+    pub(crate) fn start_sweep(&self) -> std::thread::JoinHandle<SweepOutcome> {
+        let (pool, meta, writer) = (self.pool.clone(), self.meta, self.writer.clone());
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            let _ws = writer.lock();
+            let _ = locked_tx.send(());
+            let t1 = Instant::now();
+            let traced = |p: &Pool, m: &mut Marker<'_>| trace_owned(p, meta, m);
+            let rep = pool.reclaim_leaks(&[&traced, &trace_foreign_roots]);
+            if rep.is_err() {
+                // The next open must recover again.
+                pool.keep_unclean();
+            }
+            SweepOutcome { result: rep.map_err(|e| e.to_string()), time: t1.elapsed() }
+        });
+        let _ = locked_rx.recv();
+        handle
+    }
     /// Marks every block the tree owns: the metadata block, the snapshot
     /// table, every node reachable through non-moved entries, and the
     /// records of non-moved entries (a moved entry's record belongs to its copy).
     pub fn trace(&self, pool: &Pool, m: &mut Marker<'_>) -> std::result::Result<(), PmemError> {
-        m.mark(self.meta.off)?;
-        let table = self.meta.snapshots(pool).map_err(to_pmem)?;
-        if table != 0 {
-            m.mark(table)?;
-        }
-        let root = self.meta.root(pool).map_err(to_pmem)?;
-        let mut stack = vec![root];
-        m.mark(root)?;
-        while let Some(n) = stack.pop() {
-            let level = node::level(pool, n).map_err(to_pmem)?;
-            for s in node::raw_slots(pool, n).map_err(to_pmem)? {
-                let Slot::Valid(e) = s else { continue };
-                if e.moved {
-                    continue;
-                }
-                m.mark(e.rec)?;
-                if level > 0 {
-                    let child = search::child_of(pool, &e).map_err(to_pmem)?;
-                    if m.mark(child)? {
-                        stack.push(child);
-                    }
+        trace_owned(pool, self.meta, m)
+    }
+}
+
+/// What the background leak sweep did.
+#[derive(Debug)]
+pub(crate) struct SweepOutcome {
+    pub result: std::result::Result<tembo_pmem::ReclaimReport, String>,
+    pub time: Duration,
+}
+
+fn trace_owned(pool: &Pool, meta: crate::meta::Meta, m: &mut Marker<'_>) -> std::result::Result<(), PmemError> {
+    m.mark(meta.off)?;
+    let table = meta.snapshots(pool).map_err(to_pmem)?;
+    if table != 0 {
+        m.mark(table)?;
+    }
+    let root = meta.root(pool).map_err(to_pmem)?;
+    let mut stack = vec![root];
+    m.mark(root)?;
+    while let Some(n) = stack.pop() {
+        let level = node::level(pool, n).map_err(to_pmem)?;
+        for s in node::raw_slots(pool, n).map_err(to_pmem)? {
+            let Slot::Valid(e) = s else { continue };
+            if e.moved {
+                continue;
+            }
+            m.mark(e.rec)?;
+            if level > 0 {
+                let child = search::child_of(pool, &e).map_err(to_pmem)?;
+                if m.mark(child)? {
+                    stack.push(child);
                 }
             }
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// Marks the block each pool root other than the tree's own points to, so

@@ -46,11 +46,14 @@ pub struct Tree {
     pub(crate) meta: Meta,
     pub(crate) session: u64,
     pub(crate) pins: Pins,
-    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) writer: Arc<Mutex<WriterState>>,
     /// Versions pinned by snapshots (version → holders).
     pub(crate) snapshots: Mutex<BTreeMap<u64, usize>>,
     pub(crate) limits: Limits,
+    /// The repair walk's report; the sweep's part is merged in when it ends.
     pub(crate) recovery: crate::recover::RecoveryReport,
+    pub(crate) recovery_done: std::sync::OnceLock<crate::recover::RecoveryReport>,
+    pub(crate) sweep: Mutex<Option<std::thread::JoinHandle<crate::recover::SweepOutcome>>>,
 }
 
 impl Tree {
@@ -86,10 +89,12 @@ impl Tree {
             meta,
             session,
             pins: Pins::default(),
-            writer: Mutex::new(WriterState::default()),
+            writer: Arc::new(Mutex::new(WriterState::default())),
             snapshots: Mutex::new(BTreeMap::new()),
             limits,
             recovery: Default::default(),
+            recovery_done: std::sync::OnceLock::new(),
+            sweep: Mutex::new(None),
         };
         if tree.pool.opened_unclean() {
             match tree.recover() {
@@ -100,6 +105,10 @@ impl Tree {
                     return Err(e);
                 }
             }
+            tree.load_named_snapshots()?;
+            // Reads are served from here on; writes wait for the sweep.
+            *tree.sweep.lock() = Some(tree.start_sweep());
+            return Ok(tree);
         }
         tree.load_named_snapshots()?;
         Ok(tree)
@@ -115,9 +124,30 @@ impl Tree {
         self.limits
     }
 
-    /// What recovery did at open (all zero after a clean shutdown).
+    /// What recovery did at open (all zero after a clean shutdown). The
+    /// tree serves reads as soon as the repair walk is done; the leak sweep
+    /// runs in the background holding the writer lock, and this call waits
+    /// for it to finish (as does the first write).
     pub fn recovery_report(&self) -> &crate::recover::RecoveryReport {
-        &self.recovery
+        self.recovery_done.get_or_init(|| {
+            let mut r = self.recovery.clone();
+            if let Some(h) = self.sweep.lock().take() {
+                match h.join() {
+                    Ok(out) => {
+                        r.sweep_time = out.time;
+                        match out.result {
+                            Ok(rep) => {
+                                r.leaks_freed = rep.reclaimed_blocks;
+                                r.leak_bytes = rep.reclaimed_bytes;
+                            }
+                            Err(e) => r.sweep_error = Some(e),
+                        }
+                    }
+                    Err(_) => r.sweep_error = Some("the leak sweep thread panicked".into()),
+                }
+            }
+            r
+        })
     }
 
     pub(crate) fn version_word(&self) -> Result<&AtomicU64> {
@@ -190,7 +220,8 @@ impl Drop for Tree {
     /// tree it borrows, so nothing can still reach those blocks. Without
     /// this a clean close would leave them allocated and unreachable.
     fn drop(&mut self) {
-        let ws = self.writer.get_mut();
+        let _ = self.recovery_report(); // joins a sweep still running
+        let mut ws = self.writer.lock();
         for (_, blocks) in ws.limbo.drain(..) {
             for b in blocks {
                 let _ = self.pool.free(b);

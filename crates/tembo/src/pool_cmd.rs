@@ -191,7 +191,7 @@ enum DbState {
     /// No `tembo-db` root.
     Absent,
     /// Opened (and recovered, if the pool was opened unclean).
-    Open(Db),
+    Open(Box<Db>),
     /// The pool holds a database that cannot be opened.
     Failed(DbError),
 }
@@ -204,7 +204,7 @@ fn open_db(pool: &Arc<Pool>) -> DbState {
     }
     // With the root present, `from_pool` only opens (it never creates).
     match Db::from_pool(Arc::clone(pool), &Options::default()) {
-        Ok(db) => DbState::Open(db),
+        Ok(db) => DbState::Open(Box::new(db)),
         Err(e) => DbState::Failed(e),
     }
 }
