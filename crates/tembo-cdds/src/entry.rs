@@ -139,13 +139,6 @@ impl Entry {
         }
         self.end == 0 || self.end > v || (!aborted.is_empty() && aborted.contains(&self.end))
     }
-
-    /// Whether the entry is live for the writer building version `v`
-    /// (visible at `v`, which includes entries added earlier in the batch).
-    #[inline]
-    pub fn live_for_writer(&self, v: u64, aborted: &[u64]) -> bool {
-        self.visible_at(v, aborted)
-    }
 }
 
 #[cfg(test)]

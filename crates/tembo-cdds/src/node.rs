@@ -76,6 +76,23 @@ pub fn level(pool: &Pool, node: u64) -> Result<u8> {
     Ok((w & 0xFF) as u8)
 }
 
+/// Reads a node's version word, waiting while a writer of this session
+/// holds it odd (a word of another session never counts as locked).
+fn wait_unlocked(word: &AtomicU64, session: u64) -> u64 {
+    let mut spins = 0u32;
+    loop {
+        let v = word.load(Ordering::Acquire);
+        if v >> 48 != session || v & 1 == 0 {
+            return v;
+        }
+        spins += 1;
+        if spins > 64 {
+            std::thread::yield_now();
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// Copies `node`'s entries consistently (retrying while a writer shifts),
 /// without verifying slot checks: the fast path of readers and the writer.
 /// Torn slots exist only in nodes an interrupted batch touched, and
@@ -92,17 +109,8 @@ pub fn read_checked(pool: &Pool, node: u64, session: u64) -> Result<Box<NodeCopy
 fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<Box<NodeCopy>> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
     let mut buf = [0u64; NODE_WORDS];
-    let mut spins = 0u32;
     loop {
-        let v1 = words[0].load(Ordering::Acquire);
-        if v1 >> 48 == session && v1 & 1 == 1 {
-            spins += 1;
-            if spins > 64 {
-                std::thread::yield_now();
-            }
-            std::hint::spin_loop();
-            continue;
-        }
+        let v1 = wait_unlocked(&words[0], session);
         for (b, w) in buf.iter_mut().zip(words.iter()).skip(1) {
             *b = w.load(Ordering::Relaxed);
         }
@@ -293,17 +301,8 @@ impl<'p> RawNode<'p> {
     /// Starts reading `node`: waits out a writer, reads level and slot count.
     pub fn load(&mut self, pool: &'p Pool, node: u64, session: u64) -> Result<()> {
         let words = pool.atomic_words(node, NODE_WORDS)?;
-        let mut spins = 0u32;
         loop {
-            let v1 = words[0].load(Ordering::Acquire);
-            if v1 >> 48 == session && v1 & 1 == 1 {
-                spins += 1;
-                if spins > 64 {
-                    std::thread::yield_now();
-                }
-                std::hint::spin_loop();
-                continue;
-            }
+            let v1 = wait_unlocked(&words[0], session);
             let head = words[1].load(Ordering::Relaxed);
             if head >> 32 != NODE_MAGIC {
                 fence(Ordering::Acquire);

@@ -9,12 +9,13 @@ use crate::error::{CddsError, Result};
 use crate::node::{NodeCopy, RawNode};
 use crate::record;
 
-/// Index of the first entry whose key is `>= key` (`strict`: `> key`).
-pub fn bound(pool: &Pool, entries: &[Entry], key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
-    let (mut lo, mut hi) = (0, entries.len());
+/// The first of `len` sorted positions whose key is `>= key` (`strict`:
+/// `> key`), given the comparison of position `i`'s key with `key`.
+fn partition(len: usize, strict: bool, mut cmp: impl FnMut(usize) -> Result<Ordering>) -> Result<usize> {
+    let (mut lo, mut hi) = (0, len);
     while lo < hi {
         let mid = (lo + hi) / 2;
-        let c = record::cmp_entry(pool, &entries[mid], key, pfx)?;
+        let c = cmp(mid)?;
         let go_right = if strict { c != Ordering::Greater } else { c == Ordering::Less };
         if go_right {
             lo = mid + 1;
@@ -23,6 +24,11 @@ pub fn bound(pool: &Pool, entries: &[Entry], key: &[u8], pfx: u64, strict: bool)
         }
     }
     Ok(lo)
+}
+
+/// Index of the first entry whose key is `>= key` (`strict`: `> key`).
+pub fn bound(pool: &Pool, entries: &[Entry], key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
+    partition(entries.len(), strict, |i| record::cmp_entry(pool, &entries[i], key, pfx))
 }
 
 /// The inner entry visible at `v` whose child covers `key`: the first
@@ -88,21 +94,15 @@ pub fn entry_key(pool: &Pool, e: &Entry) -> Result<Option<Vec<u8>>> {
 
 /// [`bound`] over a raw node's slots.
 pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
-    let (mut lo, mut hi) = (0, raw.used());
-    while lo < hi {
-        let mid = (lo + hi) / 2;
+    partition(raw.used(), strict, |i| {
         // Prefix comparisons decide most steps without touching the record.
-        let p = raw.prefix(mid);
-        let c =
-            if p != pfx && p != u64::MAX { p.cmp(&pfx) } else { record::cmp_entry(pool, &raw.entry(mid), key, pfx)? };
-        let go_right = if strict { c != Ordering::Greater } else { c == Ordering::Less };
-        if go_right {
-            lo = mid + 1;
+        let p = raw.prefix(i);
+        if p != pfx && p != u64::MAX {
+            Ok(p.cmp(&pfx))
         } else {
-            hi = mid;
+            record::cmp_entry(pool, &raw.entry(i), key, pfx)
         }
-    }
-    Ok(lo)
+    })
 }
 
 /// [`child_index`] over a raw node: the child entry covering `key` at `v`.
