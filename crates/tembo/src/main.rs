@@ -13,6 +13,7 @@
 mod bench_cmd;
 mod crashtest_cmd;
 mod pool_cmd;
+mod serve_cmd;
 mod size;
 mod stat;
 
@@ -28,8 +29,8 @@ use clap::{Parser, Subcommand};
     about = "Tembo: a key-value store for persistent memory",
     long_about = "Tembo: a key-value store for persistent memory.\n\n\
         Data lives in one pool file, mapped into memory and made durable with cache-line \
-        flushes. Start with `tembo pool init`, which creates ./tembo-data/tembo.pool.",
-    after_help = "Examples:\n  tembo pool init\n  tembo pool create /dev/shm/t.pool --size 1G\n  \
+        flushes. Start with `tembo serve`: a Redis-compatible server on 127.0.0.1:6379 whose data lives in ./tembo-data/tembo.pool (created on first run).",
+    after_help = "Examples:\n  tembo serve\n  tembo serve --port 7000 --pool /dev/shm/t.pool --pool-size 1G\n  tembo pool init\n  tembo pool create /dev/shm/t.pool --size 1G\n  \
                   tembo pool stat /dev/shm/t.pool --json\n  tembo bench flush --quick\n  \
                   tembo bench plot-flush docs/results/flush.json"
 )]
@@ -40,6 +41,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the Redis-compatible server (127.0.0.1:6379, pool ./tembo-data/tembo.pool by default)
+    Serve(serve_cmd::ServeArgs),
     /// Create, inspect, check and grow pool files
     #[command(subcommand)]
     Pool(pool_cmd::PoolCommand),
@@ -54,6 +57,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Serve(args) => serve_cmd::run(args),
         Command::Pool(cmd) => pool_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Crashtest(args) => crashtest_cmd::run_cmd(args),

@@ -1,0 +1,111 @@
+//! One connection's server-side state.
+
+use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
+
+/// What the executor sends a connection.
+#[derive(Debug)]
+pub enum Out {
+    /// The replies to one batch of requests, in order; `close` ends the connection after writing them.
+    Replies {
+        /// Encoded replies.
+        bytes: Vec<u8>,
+        /// Close after writing.
+        close: bool,
+    },
+    /// Bytes that answer nothing the client is waiting for (MONITOR lines).
+    Push(Vec<u8>),
+}
+
+/// Server-side state of a client.
+#[derive(Clone, Debug)]
+pub struct Client {
+    /// CLIENT ID.
+    pub id: u64,
+    /// Peer address, `ip:port`.
+    pub addr: String,
+    /// Local address, `ip:port`.
+    pub laddr: String,
+    /// CLIENT SETNAME.
+    pub name: Option<String>,
+    /// CLIENT SETINFO LIB-NAME / LIB-VER.
+    pub lib: (Option<String>, Option<String>),
+    /// SELECTed database.
+    pub db: u8,
+    /// RESP version (2 or 3).
+    pub proto: u8,
+    /// Whether AUTH succeeded (or no password is set).
+    pub authed: bool,
+    /// Commands queued after MULTI.
+    pub multi: Option<Vec<Vec<Vec<u8>>>>,
+    /// A command failed to queue: EXEC must abort.
+    pub multi_error: bool,
+    /// WATCHed keys.
+    pub watching: Vec<(u8, Vec<u8>)>,
+    /// A watched key changed: EXEC must fail.
+    pub watch_dirty: bool,
+    /// Whether the client is in MONITOR mode.
+    pub monitor: bool,
+    /// Connection time.
+    pub since: Instant,
+    /// Name of the last command run.
+    pub last_cmd: String,
+    /// Where replies go.
+    pub out: UnboundedSender<Out>,
+    /// Close the connection once this batch's replies are written.
+    pub close: bool,
+}
+
+impl Client {
+    /// A new client.
+    pub fn new(id: u64, addr: String, laddr: String, authed: bool, out: UnboundedSender<Out>) -> Client {
+        Client {
+            id,
+            addr,
+            laddr,
+            name: None,
+            lib: (None, None),
+            db: 0,
+            proto: 2,
+            authed,
+            multi: None,
+            multi_error: false,
+            watching: Vec::new(),
+            watch_dirty: false,
+            monitor: false,
+            since: Instant::now(),
+            last_cmd: "NULL".into(),
+            out,
+            close: false,
+        }
+    }
+
+    /// The line CLIENT LIST and CLIENT INFO print.
+    pub fn info_line(&self) -> String {
+        let mut flags = String::new();
+        if self.multi.is_some() {
+            flags.push('x');
+        }
+        if self.monitor {
+            flags.push('O');
+        }
+        if flags.is_empty() {
+            flags.push('N');
+        }
+        let age = self.since.elapsed().as_secs();
+        format!(
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.name.as_deref().unwrap_or(""),
+            self.db,
+            self.multi.as_ref().map_or(-1, |q| q.len() as i64),
+            self.last_cmd,
+            self.proto,
+            self.lib.0.as_deref().unwrap_or(""),
+            self.lib.1.as_deref().unwrap_or(""),
+        )
+    }
+}

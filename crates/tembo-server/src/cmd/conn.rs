@@ -1,0 +1,285 @@
+//! Connection commands: PING ECHO HELLO AUTH SELECT QUIT RESET CLIENT.
+
+use super::args::{int, is};
+use super::{CmdError, CmdResult, Spec};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "ping",
+        arity: -1,
+        flags: &["fast", "stale"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "Returns the server's liveliness response.",
+        run: ping,
+    },
+    Spec {
+        name: "echo",
+        arity: 2,
+        flags: &["fast"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "Returns the given string.",
+        run: echo,
+    },
+    Spec {
+        name: "hello",
+        arity: -1,
+        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "Handshakes with the server: protocol version, authentication, client name.",
+        run: hello,
+    },
+    Spec {
+        name: "auth",
+        arity: -2,
+        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "Authenticates the connection.",
+        run: auth,
+    },
+    Spec {
+        name: "select",
+        arity: 2,
+        flags: &["loading", "stale", "fast"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "Changes the selected database.",
+        run: select,
+    },
+    Spec {
+        name: "quit",
+        arity: -1,
+        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "Closes the connection.",
+        run: quit,
+    },
+    Spec {
+        name: "reset",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary:
+            "Resets the connection: database 0, RESP2, no MULTI, no WATCH, not authenticated if a password is set.",
+        run: reset,
+    },
+    Spec {
+        name: "client",
+        arity: -2,
+        flags: &["noscript", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "connection",
+        summary: "CLIENT ID | INFO | LIST | SETNAME | GETNAME | SETINFO | KILL | NO-EVICT | NO-TOUCH | REPLY.",
+        run: client,
+    },
+];
+
+fn ping(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    match a.len() {
+        1 => Ok(Reply::Simple("PONG".into())),
+        2 => Ok(Reply::bulk(&a[1])),
+        _ => Err(CmdError::arity("ping")),
+    }
+}
+
+fn echo(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::bulk(&a[1]))
+}
+
+/// The default user has no password unless `requirepass` sets one; there are no other users.
+fn check_password(cx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
+    let default_user = user.map_or(true, |u| u == b"default");
+    if cx.st.cfg.requirepass.is_empty() {
+        if user.is_none() {
+            return Err(CmdError::err(
+                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+            ));
+        }
+        if default_user {
+            cx.client.authed = true;
+            return Ok(());
+        }
+    } else if default_user && pass == cx.st.cfg.requirepass.as_bytes() {
+        cx.client.authed = true;
+        return Ok(());
+    }
+    Err(CmdError("WRONGPASS invalid username-password pair or user is disabled.".into()))
+}
+
+fn auth(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    match a.len() {
+        2 => check_password(cx, None, &a[1])?,
+        3 => check_password(cx, Some(&a[1]), &a[2])?,
+        _ => return Err(CmdError::syntax()),
+    }
+    Ok(Reply::ok())
+}
+
+fn hello(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let mut proto = cx.client.proto;
+    let mut i = 1;
+    if a.len() > 1 {
+        proto = match int(&a[1]) {
+            Ok(v @ 2..=3) => v as u8,
+            Ok(_) => return Err(CmdError("NOPROTO unsupported protocol version".into())),
+            Err(_) => return Err(CmdError::err("Protocol version is not an integer or out of range")),
+        };
+        i = 2;
+    }
+    let mut name = None;
+    while i < a.len() {
+        if is(&a[i], "AUTH") && i + 2 < a.len() {
+            check_password(cx, Some(&a[i + 1]), &a[i + 2])?;
+            i += 3;
+        } else if is(&a[i], "SETNAME") && i + 1 < a.len() {
+            name = Some(valid_name(&a[i + 1])?);
+            i += 2;
+        } else {
+            return Err(CmdError::err(format!("Syntax error in HELLO option '{}'", String::from_utf8_lossy(&a[i]))));
+        }
+    }
+    if !cx.client.authed {
+        return Err(CmdError("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time".into()));
+    }
+    if let Some(n) = name {
+        cx.client.name = Some(n);
+    }
+    cx.client.proto = proto;
+    Ok(Reply::Map(vec![
+        (Reply::bulk("server"), Reply::bulk("redis")),
+        (Reply::bulk("version"), Reply::bulk(crate::REDIS_VERSION)),
+        (Reply::bulk("proto"), Reply::Int(proto as i64)),
+        (Reply::bulk("id"), Reply::Int(cx.client.id as i64)),
+        (Reply::bulk("mode"), Reply::bulk("standalone")),
+        (Reply::bulk("role"), Reply::bulk("master")),
+        (Reply::bulk("modules"), Reply::Array(vec![])),
+    ]))
+}
+
+fn valid_name(n: &[u8]) -> Result<String, CmdError> {
+    if n.iter().any(|&b| !(b'!'..=b'~').contains(&b)) {
+        return Err(CmdError::err("Client names cannot contain spaces, newlines or special characters."));
+    }
+    Ok(String::from_utf8_lossy(n).into_owned())
+}
+
+fn select(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let n = int(&a[1]).map_err(|_| CmdError::not_int())?;
+    if n < 0 || n as usize >= cx.st.cfg.databases {
+        return Err(CmdError::err("DB index is out of range"));
+    }
+    cx.client.db = n as u8;
+    Ok(Reply::ok())
+}
+
+fn quit(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    cx.client.close = true;
+    Ok(Reply::ok())
+}
+
+fn reset(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    cx.client.multi = None;
+    cx.client.multi_error = false;
+    cx.st.unwatch(cx.client);
+    cx.client.db = 0;
+    cx.client.proto = 2;
+    cx.client.monitor = false;
+    cx.client.name = None;
+    cx.client.authed = cx.st.cfg.requirepass.is_empty();
+    Ok(Reply::Simple("RESET".into()))
+}
+
+fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match (sub.as_str(), a.len()) {
+        ("id", 2) => Ok(Reply::Int(cx.client.id as i64)),
+        ("getname", 2) => Ok(cx.client.name.as_ref().map_or(Reply::Nil, Reply::bulk)),
+        ("setname", 3) => {
+            let n = valid_name(&a[2])?;
+            cx.client.name = if n.is_empty() { None } else { Some(n) };
+            Ok(Reply::ok())
+        }
+        ("setinfo", 4) => {
+            let v = valid_name(&a[3]).map_err(|_| {
+                CmdError::err("lib-name and lib-ver cannot contain spaces, newlines or special characters.")
+            })?;
+            if is(&a[2], "lib-name") {
+                cx.client.lib.0 = Some(v);
+            } else if is(&a[2], "lib-ver") {
+                cx.client.lib.1 = Some(v);
+            } else {
+                return Err(CmdError::err(format!("Unrecognized option '{}'", String::from_utf8_lossy(&a[2]))));
+            }
+            Ok(Reply::ok())
+        }
+        ("info", 2) => Ok(Reply::Verbatim(format!("{}\n", cx.client.info_line()))),
+        ("list", _) => {
+            let mut lines = vec![cx.client.info_line()];
+            let mut others: Vec<_> = cx.st.clients.values().collect();
+            others.sort_by_key(|c| c.id);
+            lines.extend(others.iter().map(|c| c.info_line()));
+            lines.sort();
+            Ok(Reply::Verbatim(lines.iter().map(|l| format!("{l}\n")).collect()))
+        }
+        ("no-evict" | "no-touch", 3) => Ok(Reply::ok()),
+        ("reply", 3) if is(&a[2], "on") => Ok(Reply::ok()),
+        ("kill", _) => client_kill(cx, a),
+        ("help", 2) => Ok(Reply::Array(
+            [
+                "CLIENT <subcommand>",
+                "ID",
+                "INFO",
+                "LIST",
+                "SETNAME <name>",
+                "GETNAME",
+                "SETINFO <option> <value>",
+                "KILL <ip:port> | ID <id>",
+            ]
+            .iter()
+            .map(|s| Reply::Simple(s.to_string()))
+            .collect(),
+        )),
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+fn client_kill(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let target: Box<dyn Fn(&crate::client::Client) -> bool> = match a.len() {
+        3 => {
+            let addr = String::from_utf8_lossy(&a[2]).into_owned();
+            Box::new(move |c| c.addr == addr)
+        }
+        4 if is(&a[2], "id") => {
+            let id = int(&a[3])?;
+            Box::new(move |c| c.id as i64 == id)
+        }
+        4 if is(&a[2], "addr") => {
+            let addr = String::from_utf8_lossy(&a[3]).into_owned();
+            Box::new(move |c| c.addr == addr)
+        }
+        _ => return Err(CmdError::syntax()),
+    };
+    let mut killed = 0;
+    for c in cx.st.clients.values_mut().filter(|c| target(c)) {
+        let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
+        killed += 1;
+    }
+    if target(cx.client) {
+        cx.client.close = true;
+        killed += 1;
+    }
+    if a.len() == 3 {
+        return if killed > 0 { Ok(Reply::ok()) } else { Err(CmdError::err("No such client")) };
+    }
+    Ok(Reply::Int(killed))
+}

@@ -1,0 +1,5 @@
+//! (being written)
+
+use super::Spec;
+
+pub const COMMANDS: &[Spec] = &[];

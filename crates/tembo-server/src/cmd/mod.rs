@@ -1,0 +1,229 @@
+//! The command table and dispatch: name lookup, arity, authentication,
+//! MULTI queueing, MONITOR feed and per-command statistics, then the
+//! handler of the command's family module.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use tembo_store::DbError;
+
+use crate::client::{Client, Out};
+use crate::exec::{now_ms, Ctx, State};
+use crate::resp::Reply;
+use crate::store::StoreError;
+
+pub mod args;
+pub use server::INERT;
+mod conn;
+mod hashes;
+mod keys;
+mod lists;
+mod server;
+mod sets;
+mod strings;
+mod txn;
+mod zsets;
+
+/// An error reply; the text starts with its code ("ERR …", "WRONGTYPE …").
+#[derive(Clone, Debug, PartialEq)]
+pub struct CmdError(pub String);
+
+/// What a handler returns.
+pub type CmdResult = Result<Reply, CmdError>;
+
+impl CmdError {
+    /// `ERR <msg>`.
+    pub fn err(msg: impl std::fmt::Display) -> CmdError {
+        CmdError(format!("ERR {msg}"))
+    }
+    /// The WRONGTYPE error.
+    pub fn wrongtype() -> CmdError {
+        CmdError("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+    }
+    /// `ERR syntax error`.
+    pub fn syntax() -> CmdError {
+        CmdError::err("syntax error")
+    }
+    /// Not an integer.
+    pub fn not_int() -> CmdError {
+        CmdError::err("value is not an integer or out of range")
+    }
+    /// Not a float.
+    pub fn not_float() -> CmdError {
+        CmdError::err("value is not a valid float")
+    }
+    /// Arity error for `name`.
+    pub fn arity(name: &str) -> CmdError {
+        CmdError::err(format!("wrong number of arguments for '{}' command", name.to_ascii_lowercase()))
+    }
+    /// A metadata record this server cannot read: a bug report, not a crash.
+    pub fn corrupt(key: &[u8]) -> CmdError {
+        CmdError::err(format!(
+            "internal: the metadata of key {:?} does not decode; run `tembo pool check`",
+            String::from_utf8_lossy(key)
+        ))
+    }
+    /// A failed group commit, as the affected command's reply.
+    pub fn from_commit(e: &DbError) -> CmdError {
+        match e.pmem() {
+            Some(tembo_store::PmemError::PoolFull { .. }) => CmdError(format!(
+                "OOM command not allowed: the pool is full ({e}); grow it with `tembo pool grow` or delete keys"
+            )),
+            _ => CmdError::err(format!("write not stored: {e}")),
+        }
+    }
+}
+
+impl From<DbError> for CmdError {
+    fn from(e: DbError) -> Self {
+        CmdError::err(format!("storage: {e}"))
+    }
+}
+
+impl From<StoreError> for CmdError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Db(e) => e.into(),
+            other => CmdError::err(other),
+        }
+    }
+}
+
+/// A command handler.
+pub type Handler = fn(&mut Ctx<'_>, &[Vec<u8>]) -> CmdResult;
+
+/// One command's description (also what COMMAND INFO and COMMAND DOCS say).
+#[derive(Debug)]
+pub struct Spec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Redis arity: N exactly, -N at least N (the name counts).
+    pub arity: i32,
+    /// Flags as COMMAND INFO lists them (`write`, `readonly`, `fast`, …).
+    pub flags: &'static [&'static str],
+    /// First key, last key, step (COMMAND INFO).
+    pub keys: (i32, i32, i32),
+    /// Group for COMMAND DOCS (`string`, `hash`, …).
+    pub group: &'static str,
+    /// One-line summary for COMMAND DOCS.
+    pub summary: &'static str,
+    /// The handler.
+    pub run: Handler,
+}
+
+impl Spec {
+    /// Whether the command may write.
+    pub fn writes(&self) -> bool {
+        self.flags.contains(&"write")
+    }
+}
+
+/// Every command, by lower-case name.
+pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
+    static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let families: [&'static [Spec]; 9] = [
+            conn::COMMANDS,
+            server::COMMANDS,
+            keys::COMMANDS,
+            strings::COMMANDS,
+            hashes::COMMANDS,
+            lists::COMMANDS,
+            sets::COMMANDS,
+            zsets::COMMANDS,
+            txn::COMMANDS,
+        ];
+        families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
+    })
+}
+
+/// Commands allowed before AUTH.
+const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
+/// Commands that run at once inside MULTI instead of being queued.
+const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
+
+/// Runs one request for `client` and returns its reply.
+pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply {
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+    let spec = table().get(name.as_str()).copied();
+    let Some(spec) = spec else {
+        let shown: Vec<String> =
+            args[1..].iter().take(8).map(|a| format!("'{}'", String::from_utf8_lossy(a))).collect();
+        let e = CmdError::err(format!(
+            "unknown command '{}', with args beginning with: {}",
+            String::from_utf8_lossy(&args[0]),
+            shown.join(" ")
+        ));
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        st.stats.errors += 1;
+        return Reply::Error(e.0);
+    };
+    let n = args.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        st.stats.errors += 1;
+        return Reply::Error(CmdError::arity(spec.name).0);
+    }
+    if !client.authed && !NO_AUTH.contains(&spec.name) {
+        return Reply::Error("NOAUTH Authentication required.".into());
+    }
+    if let Some(queue) = client.multi.as_mut() {
+        if !NOT_QUEUED.contains(&spec.name) {
+            queue.push(args.to_vec());
+            return Reply::Simple("QUEUED".into());
+        }
+    }
+    run(st, client, spec, args)
+}
+
+/// Runs a command already checked (EXEC calls this for queued commands).
+pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
+    feed_monitors(st, client, args);
+    client.last_cmd = spec.name.to_string();
+    let started = Instant::now();
+    let reply = {
+        let mut ctx = Ctx { st, client, now: now_ms() };
+        (spec.run)(&mut ctx, args)
+    };
+    let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
+    st.stats.commands += 1;
+    let stat = st.stats.per_command.entry(spec.name.to_string()).or_default();
+    stat.calls += 1;
+    stat.usec += started.elapsed().as_micros() as u64;
+    if reply.is_error() {
+        stat.failed += 1;
+        st.stats.errors += 1;
+    }
+    reply
+}
+
+fn feed_monitors(st: &mut State, client: &Client, args: &[Vec<u8>]) {
+    if !st.clients.values().any(|c| c.monitor) {
+        return;
+    }
+    let now = now_ms();
+    let mut line = format!("+{}.{:06} [{} {}]", now / 1000, (now % 1000) * 1000, client.db, client.addr);
+    for a in args {
+        line.push_str(" \"");
+        for &b in a {
+            match b {
+                b'"' => line.push_str("\\\""),
+                b'\\' => line.push_str("\\\\"),
+                b'\n' => line.push_str("\\n"),
+                b'\r' => line.push_str("\\r"),
+                0x20..=0x7e => line.push(b as char),
+                _ => line.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        line.push('"');
+    }
+    line.push_str("\r\n");
+    for c in st.clients.values().filter(|c| c.monitor) {
+        let _ = c.out.send(Out::Push(line.clone().into_bytes()));
+    }
+}

@@ -1,0 +1,415 @@
+//! Server commands: COMMAND INFO DBSIZE FLUSHDB FLUSHALL CONFIG TIME
+//! SHUTDOWN SAVE BGSAVE LASTSAVE DEBUG MONITOR.
+
+use std::time::Duration;
+
+use super::args::{glob, is};
+use super::{table, CmdError, CmdResult, Spec};
+use crate::encoding::{self, meta_prefix, EXPIRES};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "command",
+        arity: -1,
+        flags: &["loading", "stale"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "COMMAND [COUNT | INFO name... | DOCS name... | LIST]: describes the commands.",
+        run: command,
+    },
+    Spec {
+        name: "info",
+        arity: -1,
+        flags: &["loading", "stale"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Returns information and statistics about the server.",
+        run: crate::info::info,
+    },
+    Spec {
+        name: "dbsize",
+        arity: 1,
+        flags: &["readonly", "fast"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Returns the number of keys in the database.",
+        run: dbsize,
+    },
+    Spec {
+        name: "flushdb",
+        arity: -1,
+        flags: &["write"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Removes all keys from the current database.",
+        run: flushdb,
+    },
+    Spec {
+        name: "flushall",
+        arity: -1,
+        flags: &["write"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Removes all keys from all databases.",
+        run: flushall,
+    },
+    Spec {
+        name: "config",
+        arity: -2,
+        flags: &["admin", "noscript", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "CONFIG GET pattern... | SET name value... | RESETSTAT.",
+        run: config,
+    },
+    Spec {
+        name: "time",
+        arity: 1,
+        flags: &["loading", "stale", "fast"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Returns the server time.",
+        run: time,
+    },
+    Spec {
+        name: "shutdown",
+        arity: -1,
+        flags: &["admin", "noscript", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Closes the pool cleanly and stops the server.",
+        run: shutdown,
+    },
+    Spec {
+        name: "save",
+        arity: 1,
+        flags: &["admin", "noscript"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Returns once every write is durable (they always are before their reply).",
+        run: save,
+    },
+    Spec {
+        name: "bgsave",
+        arity: -1,
+        flags: &["admin", "noscript"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Every write is already durable: nothing to do in the background.",
+        run: bgsave,
+    },
+    Spec {
+        name: "lastsave",
+        arity: 1,
+        flags: &["loading", "stale", "fast"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Unix time of the last commit.",
+        run: lastsave,
+    },
+    Spec {
+        name: "debug",
+        arity: -2,
+        flags: &["admin", "noscript", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "DEBUG SLEEP seconds.",
+        run: debug,
+    },
+    Spec {
+        name: "monitor",
+        arity: 1,
+        flags: &["admin", "noscript", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "Streams every command the server runs.",
+        run: monitor,
+    },
+];
+
+fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let t = table();
+    let mut names: Vec<&&'static str> = t.keys().collect();
+    names.sort();
+    let sub = a.get(1).map(|s| String::from_utf8_lossy(s).to_ascii_lowercase());
+    match sub.as_deref() {
+        None => Ok(Reply::Array(names.iter().map(|n| info_of(t[**n])).collect())),
+        Some("count") => Ok(Reply::Int(t.len() as i64)),
+        Some("list") => Ok(Reply::bulks(names.iter().map(|n| n.as_bytes()))),
+        Some("info") => Ok(Reply::Array(if a.len() == 2 {
+            names.iter().map(|n| info_of(t[**n])).collect()
+        } else {
+            a[2..]
+                .iter()
+                .map(|n| {
+                    t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str())
+                        .map_or(Reply::NilArray, |s| info_of(s))
+                })
+                .collect()
+        })),
+        Some("docs") => {
+            let wanted: Vec<&Spec> = if a.len() == 2 {
+                names.iter().map(|n| t[**n]).collect()
+            } else {
+                a[2..]
+                    .iter()
+                    .filter_map(|n| t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str()).copied())
+                    .collect()
+            };
+            Ok(Reply::Map(wanted.into_iter().map(|s| (Reply::bulk(s.name), docs_of(s))).collect()))
+        }
+        Some("getkeys") => {
+            let args = &a[2..];
+            let spec = args
+                .first()
+                .and_then(|n| t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str()).copied())
+                .ok_or_else(|| CmdError::err("Invalid command specified"))?;
+            let (first, last, step) = spec.keys;
+            if first == 0 {
+                return Err(CmdError::err("The command has no key arguments"));
+            }
+            let last = if last < 0 { args.len() as i32 + last } else { last };
+            let keys = (first..=last).step_by(step.max(1) as usize).filter_map(|i| args.get(i as usize));
+            Ok(Reply::bulks(keys))
+        }
+        Some(_) => {
+            let _ = cx;
+            Err(CmdError::err(format!("unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&a[1]))))
+        }
+    }
+}
+
+fn info_of(s: &Spec) -> Reply {
+    Reply::Array(vec![
+        Reply::bulk(s.name),
+        Reply::Int(s.arity as i64),
+        Reply::Set(s.flags.iter().map(|f| Reply::Simple(f.to_string())).collect()),
+        Reply::Int(s.keys.0 as i64),
+        Reply::Int(s.keys.1 as i64),
+        Reply::Int(s.keys.2 as i64),
+        Reply::Set(vec![Reply::Simple(format!("@{}", s.group))]),
+        Reply::Set(vec![]),
+        Reply::Array(vec![]),
+        Reply::Array(vec![]),
+    ])
+}
+
+fn docs_of(s: &Spec) -> Reply {
+    Reply::Map(vec![
+        (Reply::bulk("summary"), Reply::bulk(s.summary)),
+        (Reply::bulk("since"), Reply::bulk("1.0.0")),
+        (Reply::bulk("group"), Reply::bulk(s.group)),
+    ])
+}
+
+fn dbsize(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Int(cx.st.key_count(cx.db() as usize)))
+}
+
+/// Deletes every key of `db` (all databases if `None`): metadata and
+/// expiry entries now, collection elements by the background reclaimer.
+fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
+    let prefix = db.map_or(vec![encoding::META], meta_prefix);
+    let metas: Vec<Vec<u8>> =
+        cx.st.store.scan_prefix(&prefix, false).map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    let expiries: Vec<Vec<u8>> = cx
+        .st
+        .store
+        .scan_prefix(&[EXPIRES], false)
+        .filter_map(|kv| match kv {
+            Ok((k, _)) if db.map_or(true, |d| k.get(9) == Some(&d)) => Some(Ok(k)),
+            Ok(_) => None,
+            Err(e) => Some(Err(e)),
+        })
+        .collect::<Result<_, _>>()?;
+    for k in metas {
+        cx.st.store.delete(k);
+    }
+    for k in expiries {
+        cx.st.store.delete(k);
+    }
+    for (i, (dk, de)) in cx.st.pending_counts.iter_mut().enumerate() {
+        if db.map_or(true, |d| d as usize == i) {
+            *dk = -cx.st.keys[i];
+            *de = -cx.st.expires[i];
+        }
+    }
+    cx.st.reclaim.dropped += 1;
+    cx.st.touch_all(db, cx.client);
+    Ok(Reply::ok())
+}
+
+fn flush_mode(a: &[Vec<u8>]) -> Result<(), CmdError> {
+    match a.len() {
+        1 => Ok(()),
+        2 if is(&a[1], "async") || is(&a[1], "sync") => Ok(()),
+        _ => Err(CmdError::syntax()),
+    }
+}
+
+fn flushdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    flush_mode(a)?;
+    let db = cx.db();
+    flush(cx, Some(db))
+}
+
+fn flushall(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    flush_mode(a)?;
+    flush(cx, None)
+}
+
+/// Parameters CONFIG GET shows, with their current values.
+fn params(cx: &Ctx) -> Vec<(String, String)> {
+    let c = &cx.st.cfg;
+    let mut v = vec![
+        ("bind".to_string(), c.bind.clone()),
+        ("port".into(), c.port.to_string()),
+        ("requirepass".into(), c.requirepass.clone()),
+        ("maxclients".into(), cx.st.shared.maxclients().to_string()),
+        ("databases".into(), c.databases.to_string()),
+        ("loglevel".into(), c.loglevel.clone()),
+        ("proto-max-bulk-len".into(), cx.st.shared.max_bulk().to_string()),
+        ("client-query-buffer-limit".into(), cx.st.shared.query_limit().to_string()),
+        ("protected-mode".into(), if c.allow_unprotected { "no" } else { "yes" }.into()),
+        ("dir".into(), c.pool.parent().map(|p| p.display().to_string()).unwrap_or_default()),
+        ("dbfilename".into(), c.pool.file_name().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
+    ];
+    v.extend(cx.st.inert.iter().map(|(k, val)| (k.clone(), val.clone())));
+    v
+}
+
+/// Settings accepted for compatibility that change nothing: Tembo makes
+/// every write durable before its reply, whatever `save` or `appendonly` say.
+pub const INERT: &[(&str, &str)] = &[
+    ("save", ""),
+    ("appendonly", "no"),
+    ("appendfsync", "always"),
+    ("maxmemory", "0"),
+    ("maxmemory-policy", "noeviction"),
+    ("timeout", "0"),
+    ("tcp-keepalive", "300"),
+    ("hz", "10"),
+    ("lazyfree-lazy-user-del", "yes"),
+    ("lazyfree-lazy-user-flush", "yes"),
+    ("notify-keyspace-events", ""),
+    ("slowlog-log-slower-than", "10000"),
+    ("lua-time-limit", "5000"),
+];
+
+fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "get" if a.len() >= 3 => {
+            let all = params(cx);
+            let mut out = Vec::new();
+            for (k, v) in &all {
+                if a[2..].iter().any(|p| glob(p, k.as_bytes(), true)) {
+                    out.push((Reply::bulk(k), Reply::bulk(v)));
+                }
+            }
+            Ok(Reply::Map(out))
+        }
+        "set" if a.len() >= 4 && a.len() % 2 == 0 => {
+            for pair in a[2..].chunks(2) {
+                config_set(
+                    cx,
+                    &String::from_utf8_lossy(&pair[0]).to_ascii_lowercase(),
+                    &String::from_utf8_lossy(&pair[1]),
+                )?;
+            }
+            Ok(Reply::ok())
+        }
+        "resetstat" if a.len() == 2 => {
+            cx.st.stats.reset();
+            Ok(Reply::ok())
+        }
+        "rewrite" if a.len() == 2 => Err(CmdError::err("CONFIG REWRITE is not supported: edit the TOML config file")),
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
+    let bad = |why: &str| CmdError::err(format!("CONFIG SET failed (possibly related to argument '{name}') - {why}"));
+    let num = |v: &str| crate::size::parse(v).ok_or_else(|| bad("argument couldn't be parsed into an integer"));
+    match name {
+        "requirepass" => cx.st.cfg.requirepass = value.to_string(),
+        "maxclients" => cx.st.shared.set_maxclients(num(value)?.max(1) as usize),
+        "proto-max-bulk-len" => cx.st.shared.set_max_bulk(num(value)?.max(1024 * 1024) as usize),
+        "client-query-buffer-limit" => cx.st.shared.set_query_limit(num(value)?.max(1024 * 1024) as usize),
+        "loglevel" => {
+            let mut c = cx.st.cfg.clone();
+            c.loglevel = value.to_string();
+            c.validate().map_err(|e| bad(&e.to_string()))?;
+            log::set_max_level(c.level());
+            cx.st.cfg.loglevel = c.loglevel;
+        }
+        _ => match cx.st.inert.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => *v = value.to_string(),
+            None => {
+                return Err(CmdError::err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")))
+            }
+        },
+    }
+    Ok(())
+}
+
+fn time(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    let micros = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+    let _ = cx;
+    Ok(Reply::bulks([(micros / 1_000_000).to_string(), (micros % 1_000_000).to_string()]))
+}
+
+fn shutdown(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    for opt in &a[1..] {
+        if !["nosave", "save", "now", "force", "abort"].iter().any(|o| is(opt, o)) {
+            return Err(CmdError::syntax());
+        }
+        if is(opt, "abort") {
+            return Err(CmdError::err("No shutdown in progress."));
+        }
+    }
+    log::info!("SHUTDOWN requested by client {} ({})", cx.client.id, cx.client.addr);
+    cx.st.shutdown = true;
+    cx.client.close = true;
+    Ok(Reply::ok())
+}
+
+fn save(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+    Ok(Reply::ok())
+}
+
+fn bgsave(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if a.len() > 2 || (a.len() == 2 && !is(&a[1], "schedule")) {
+        return Err(CmdError::syntax());
+    }
+    Ok(Reply::Simple("Background saving started".into()))
+}
+
+fn lastsave(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Int(cx.st.last_commit as i64))
+}
+
+fn debug(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if is(&a[1], "sleep") && a.len() == 3 {
+        let secs = super::args::float(&a[2])?;
+        if secs > 0.0 && secs.is_finite() {
+            std::thread::sleep(Duration::from_secs_f64(secs));
+        }
+        return Ok(Reply::ok());
+    }
+    Err(CmdError::err(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+        String::from_utf8_lossy(&a[1])
+    )))
+}
+
+fn monitor(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    cx.client.monitor = true;
+    Ok(Reply::ok())
+}

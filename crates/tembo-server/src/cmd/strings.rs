@@ -1,0 +1,498 @@
+//! String commands. A string's bytes live in its metadata record, so a GET
+//! is one engine lookup and a SET one put.
+
+use super::args::{float, int, is, range};
+use super::{CmdError, CmdResult, Spec};
+use crate::encoding::{Kind, Meta};
+use crate::exec::Ctx;
+use crate::keyspace::Res;
+use crate::resp::{format_double, Reply};
+
+const W: &[&str] = &["write", "denyoom"];
+const WF: &[&str] = &["write", "denyoom", "fast"];
+const RF: &[&str] = &["readonly", "fast"];
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "get",
+        arity: 2,
+        flags: RF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Returns the string value of a key.",
+        run: get,
+    },
+    Spec {
+        name: "set",
+        arity: -3,
+        flags: W,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "SET key value [NX|XX] [GET] [EX s|PX ms|EXAT t|PXAT t|KEEPTTL].",
+        run: set,
+    },
+    Spec {
+        name: "setnx",
+        arity: 3,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Sets a key only if it does not exist.",
+        run: setnx,
+    },
+    Spec {
+        name: "setex",
+        arity: 4,
+        flags: W,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Sets a key with an expiry in seconds.",
+        run: setex,
+    },
+    Spec {
+        name: "psetex",
+        arity: 4,
+        flags: W,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Sets a key with an expiry in milliseconds.",
+        run: psetex,
+    },
+    Spec {
+        name: "getset",
+        arity: 3,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Sets a key and returns its old value.",
+        run: getset,
+    },
+    Spec {
+        name: "getdel",
+        arity: 2,
+        flags: &["write", "fast"],
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Returns a key's value and deletes it.",
+        run: getdel,
+    },
+    Spec {
+        name: "getex",
+        arity: -2,
+        flags: &["write", "fast"],
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Returns a key's value and changes its expiry.",
+        run: getex,
+    },
+    Spec {
+        name: "mget",
+        arity: -2,
+        flags: RF,
+        keys: (1, -1, 1),
+        group: "string",
+        summary: "Returns the values of keys.",
+        run: mget,
+    },
+    Spec {
+        name: "mset",
+        arity: -3,
+        flags: W,
+        keys: (1, -1, 2),
+        group: "string",
+        summary: "Sets several keys atomically.",
+        run: mset,
+    },
+    Spec {
+        name: "msetnx",
+        arity: -3,
+        flags: W,
+        keys: (1, -1, 2),
+        group: "string",
+        summary: "Sets several keys only if none exists.",
+        run: msetnx,
+    },
+    Spec {
+        name: "incr",
+        arity: 2,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Increments an integer by one.",
+        run: incr,
+    },
+    Spec {
+        name: "decr",
+        arity: 2,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Decrements an integer by one.",
+        run: decr,
+    },
+    Spec {
+        name: "incrby",
+        arity: 3,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Increments an integer.",
+        run: incrby,
+    },
+    Spec {
+        name: "decrby",
+        arity: 3,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Decrements an integer.",
+        run: decrby,
+    },
+    Spec {
+        name: "incrbyfloat",
+        arity: 3,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Increments a floating-point number.",
+        run: incrbyfloat,
+    },
+    Spec {
+        name: "append",
+        arity: 3,
+        flags: WF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Appends to a string.",
+        run: append,
+    },
+    Spec {
+        name: "strlen",
+        arity: 2,
+        flags: RF,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Returns a string's length.",
+        run: strlen,
+    },
+    Spec {
+        name: "getrange",
+        arity: 4,
+        flags: &["readonly"],
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Returns a substring.",
+        run: getrange,
+    },
+    Spec {
+        name: "setrange",
+        arity: 4,
+        flags: W,
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "Overwrites part of a string.",
+        run: setrange,
+    },
+];
+
+/// The string at `key`, or `None`; WRONGTYPE for other types.
+fn string(cx: &mut Ctx, key: &[u8]) -> Res<Option<Meta>> {
+    cx.lookup_kind(key, Kind::String)
+}
+
+/// Stores `value` at `key` (replacing whatever was there) with expiry `expire_at`.
+pub fn put_string(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, value: Vec<u8>, expire_at: u64) -> Res<()> {
+    let max = cx.st.shared.max_bulk();
+    if value.len() > max {
+        return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
+    }
+    let new = Meta { expire_at, ..Meta::string(value) };
+    cx.write_meta(key, old, &new)
+}
+
+fn get(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let m = string(cx, &a[1])?;
+    if m.is_some() {
+        cx.st.stats.hits += 1;
+    } else {
+        cx.st.stats.misses += 1;
+    }
+    Ok(m.map_or(Reply::Nil, |m| Reply::Bulk(m.value)))
+}
+
+/// An absolute expiry from SET/GETEX-style options.
+fn expiry_from(cx: &Ctx, unit: &[u8], n: &[u8], cmd: &str) -> Res<u64> {
+    let v = int(n)?;
+    let bad = || CmdError::err(format!("invalid expire time in '{cmd}' command"));
+    if v <= 0 {
+        return Err(bad());
+    }
+    let v = v as u64;
+    let at = if is(unit, "EX") {
+        v.checked_mul(1000).and_then(|ms| ms.checked_add(cx.now))
+    } else if is(unit, "PX") {
+        v.checked_add(cx.now)
+    } else if is(unit, "EXAT") {
+        v.checked_mul(1000)
+    } else {
+        Some(v)
+    };
+    at.filter(|&t| t < i64::MAX as u64).ok_or_else(bad)
+}
+
+fn set(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
+    let mut expire: Option<u64> = None;
+    let mut i = 3;
+    while i < a.len() {
+        let o = &a[i];
+        if is(o, "NX") && !xx {
+            nx = true;
+        } else if is(o, "XX") && !nx {
+            xx = true;
+        } else if is(o, "GET") {
+            get = true;
+        } else if is(o, "KEEPTTL") && expire.is_none() {
+            keepttl = true;
+        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|u| is(o, u))
+            && expire.is_none()
+            && !keepttl
+            && i + 1 < a.len()
+        {
+            expire = Some(expiry_from(cx, o, &a[i + 1], "set")?);
+            i += 1;
+        } else {
+            return Err(CmdError::syntax());
+        }
+        i += 1;
+    }
+    let old = cx.lookup(&a[1])?;
+    if get && old.as_ref().is_some_and(|m| m.kind != Kind::String) {
+        return Err(CmdError::wrongtype());
+    }
+    let old_reply = || if get { old.as_ref().map_or(Reply::Nil, |m| Reply::bulk(&m.value)) } else { Reply::Nil };
+    if (nx && old.is_some()) || (xx && old.is_none()) {
+        return Ok(old_reply());
+    }
+    let exp = match expire {
+        Some(t) => t,
+        None if keepttl => old.as_ref().map_or(0, |m| m.expire_at),
+        None => 0,
+    };
+    put_string(cx, &a[1], old.as_ref(), a[2].clone(), exp)?;
+    Ok(if get { old_reply() } else { Reply::ok() })
+}
+
+fn setnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if cx.lookup(&a[1])?.is_some() {
+        return Ok(Reply::Int(0));
+    }
+    put_string(cx, &a[1], None, a[2].clone(), 0)?;
+    Ok(Reply::Int(1))
+}
+
+fn setex_unit(cx: &mut Ctx, a: &[Vec<u8>], unit: &str, cmd: &str) -> CmdResult {
+    let at = expiry_from(cx, unit.as_bytes(), &a[2], cmd)?;
+    let old = cx.lookup(&a[1])?;
+    put_string(cx, &a[1], old.as_ref(), a[3].clone(), at)?;
+    Ok(Reply::ok())
+}
+
+fn setex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    setex_unit(cx, a, "EX", "setex")
+}
+
+fn psetex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    setex_unit(cx, a, "PX", "psetex")
+}
+
+fn getset(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let old = string(cx, &a[1])?;
+    put_string(cx, &a[1], old.as_ref(), a[2].clone(), 0)?;
+    Ok(old.map_or(Reply::Nil, |m| Reply::Bulk(m.value)))
+}
+
+fn getdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let Some(old) = string(cx, &a[1])? else { return Ok(Reply::Nil) };
+    cx.remove(&a[1], &old);
+    Ok(Reply::Bulk(old.value))
+}
+
+fn getex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let mut expire: Option<u64> = None;
+    let mut persist = false;
+    let mut i = 2;
+    while i < a.len() {
+        if ["EX", "PX", "EXAT", "PXAT"].iter().any(|u| is(&a[i], u)) && expire.is_none() && !persist && i + 1 < a.len()
+        {
+            expire = Some(expiry_from(cx, &a[i], &a[i + 1], "getex")?);
+            i += 2;
+        } else if is(&a[i], "PERSIST") && expire.is_none() {
+            persist = true;
+            i += 1;
+        } else {
+            return Err(CmdError::syntax());
+        }
+    }
+    let Some(old) = string(cx, &a[1])? else { return Ok(Reply::Nil) };
+    let value = old.value.clone();
+    if let Some(at) = expire {
+        if at <= cx.now {
+            cx.remove(&a[1], &old);
+        } else {
+            let new = Meta { expire_at: at, ..old.clone() };
+            cx.write_meta(&a[1], Some(&old), &new)?;
+        }
+    } else if persist && old.expire_at != 0 {
+        let new = Meta { expire_at: 0, ..old.clone() };
+        cx.write_meta(&a[1], Some(&old), &new)?;
+    }
+    Ok(Reply::Bulk(value))
+}
+
+fn mget(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let mut out = Vec::with_capacity(a.len() - 1);
+    for key in &a[1..] {
+        out.push(match cx.lookup(key)? {
+            Some(m) if m.kind == Kind::String => Reply::Bulk(m.value),
+            _ => Reply::Nil,
+        });
+    }
+    Ok(Reply::Array(out))
+}
+
+fn mset(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if a.len() % 2 == 0 {
+        return Err(CmdError::arity("mset"));
+    }
+    for pair in a[1..].chunks(2) {
+        let old = cx.lookup(&pair[0])?;
+        put_string(cx, &pair[0], old.as_ref(), pair[1].clone(), 0)?;
+    }
+    Ok(Reply::ok())
+}
+
+fn msetnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if a.len() % 2 == 0 {
+        return Err(CmdError::arity("msetnx"));
+    }
+    for pair in a[1..].chunks(2) {
+        if cx.lookup(&pair[0])?.is_some() {
+            return Ok(Reply::Int(0));
+        }
+    }
+    for pair in a[1..].chunks(2) {
+        let old = cx.lookup(&pair[0])?;
+        put_string(cx, &pair[0], old.as_ref(), pair[1].clone(), 0)?;
+    }
+    Ok(Reply::Int(1))
+}
+
+/// Adds `by` to the integer at `key` (0 if missing), keeping its expiry.
+fn add(cx: &mut Ctx, key: &[u8], by: i64) -> CmdResult {
+    let old = string(cx, key)?;
+    let cur = match &old {
+        Some(m) => int(&m.value)?,
+        None => 0,
+    };
+    let new = cur.checked_add(by).ok_or_else(|| CmdError::err("increment or decrement would overflow"))?;
+    let exp = old.as_ref().map_or(0, |m| m.expire_at);
+    put_string(cx, key, old.as_ref(), new.to_string().into_bytes(), exp)?;
+    Ok(Reply::Int(new))
+}
+
+fn incr(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    add(cx, &a[1], 1)
+}
+
+fn decr(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    add(cx, &a[1], -1)
+}
+
+fn incrby(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    add(cx, &a[1], int(&a[2])?)
+}
+
+fn decrby(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let by = int(&a[2])?;
+    let neg = by.checked_neg().ok_or_else(|| CmdError::err("decrement would overflow"))?;
+    add(cx, &a[1], neg)
+}
+
+fn incrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let by = float(&a[2])?;
+    let old = string(cx, &a[1])?;
+    let cur = match &old {
+        Some(m) => super::args::parse_float(&m.value).ok_or_else(CmdError::not_float)?,
+        None => 0.0,
+    };
+    let new = cur + by;
+    if !new.is_finite() {
+        return Err(CmdError::err("increment would produce NaN or Infinity"));
+    }
+    let text = format_incr_float(new);
+    let exp = old.as_ref().map_or(0, |m| m.expire_at);
+    put_string(cx, &a[1], old.as_ref(), text.clone().into_bytes(), exp)?;
+    Ok(Reply::Bulk(text.into_bytes()))
+}
+
+/// INCRBYFLOAT's result text: plain decimal, no exponent, no trailing zeros.
+pub fn format_incr_float(v: f64) -> String {
+    let s = format_double(v);
+    if s.contains('e') {
+        // format! with {} never uses an exponent for f64.
+        format!("{v}")
+    } else {
+        s
+    }
+}
+
+fn append(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let old = string(cx, &a[1])?;
+    let mut v = old.as_ref().map_or_else(Vec::new, |m| m.value.clone());
+    v.extend_from_slice(&a[2]);
+    let len = v.len();
+    let exp = old.as_ref().map_or(0, |m| m.expire_at);
+    put_string(cx, &a[1], old.as_ref(), v, exp)?;
+    Ok(Reply::Int(len as i64))
+}
+
+fn strlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Int(string(cx, &a[1])?.map_or(0, |m| m.value.len() as i64)))
+}
+
+fn getrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let (start, end) = (int(&a[2])?, int(&a[3])?);
+    let v = string(cx, &a[1])?.map_or_else(Vec::new, |m| m.value);
+    if start < 0 && end < 0 && start > end {
+        return Ok(Reply::bulk(b""));
+    }
+    Ok(match range(start, end, v.len() as i64) {
+        Some((s, e)) => Reply::bulk(&v[s as usize..=e as usize]),
+        None => Reply::bulk(b""),
+    })
+}
+
+fn setrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let offset = int(&a[2])?;
+    if offset < 0 {
+        return Err(CmdError::err("offset is out of range"));
+    }
+    let old = string(cx, &a[1])?;
+    let mut v = old.as_ref().map_or_else(Vec::new, |m| m.value.clone());
+    if a[3].is_empty() {
+        return Ok(Reply::Int(v.len() as i64));
+    }
+    let end = offset as usize + a[3].len();
+    if end > cx.st.shared.max_bulk() {
+        return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
+    }
+    if v.len() < end {
+        v.resize(end, 0);
+    }
+    v[offset as usize..end].copy_from_slice(&a[3]);
+    let len = v.len() as i64;
+    let exp = old.as_ref().map_or(0, |m| m.expire_at);
+    put_string(cx, &a[1], old.as_ref(), v, exp)?;
+    Ok(Reply::Int(len))
+}

@@ -1,0 +1,117 @@
+//! Transactions: MULTI EXEC DISCARD WATCH UNWATCH.
+//!
+//! EXEC runs the queued commands back to back in the executor, so nothing
+//! interleaves, and their writes join the current commit group: they become
+//! durable together with one batch or not at all (stronger than Redis,
+//! whose AOF can hold half a transaction after a crash).
+
+use super::{run, table, CmdError, CmdResult, Spec};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "multi",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast"],
+        keys: (0, 0, 0),
+        group: "transactions",
+        summary: "Starts a transaction.",
+        run: multi,
+    },
+    Spec {
+        name: "exec",
+        arity: 1,
+        flags: &["noscript", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "transactions",
+        summary: "Runs the queued commands atomically; durable as one batch.",
+        run: exec,
+    },
+    Spec {
+        name: "discard",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast"],
+        keys: (0, 0, 0),
+        group: "transactions",
+        summary: "Discards the queued commands.",
+        run: discard,
+    },
+    Spec {
+        name: "watch",
+        arity: -2,
+        flags: &["noscript", "loading", "stale", "fast"],
+        keys: (1, -1, 1),
+        group: "transactions",
+        summary: "Makes the next EXEC fail if any of the keys changes.",
+        run: watch,
+    },
+    Spec {
+        name: "unwatch",
+        arity: 1,
+        flags: &["noscript", "loading", "stale", "fast"],
+        keys: (0, 0, 0),
+        group: "transactions",
+        summary: "Forgets the watched keys.",
+        run: unwatch,
+    },
+];
+
+fn multi(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    if cx.client.multi.is_some() {
+        return Err(CmdError::err("MULTI calls can not be nested"));
+    }
+    cx.client.multi = Some(Vec::new());
+    cx.client.multi_error = false;
+    Ok(Reply::ok())
+}
+
+fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    let Some(queue) = cx.client.multi.take() else { return Err(CmdError::err("EXEC without MULTI")) };
+    let aborted = std::mem::take(&mut cx.client.multi_error);
+    let dirty = cx.client.watch_dirty;
+    cx.st.unwatch(cx.client);
+    if aborted {
+        return Err(CmdError("EXECABORT Transaction discarded because of previous errors.".into()));
+    }
+    if dirty {
+        return Ok(Reply::NilArray);
+    }
+    let mut replies = Vec::with_capacity(queue.len());
+    for args in queue {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
+        let spec = table()[name.as_str()];
+        replies.push(run(cx.st, cx.client, spec, &args));
+    }
+    Ok(Reply::Array(replies))
+}
+
+fn discard(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    if cx.client.multi.take().is_none() {
+        return Err(CmdError::err("DISCARD without MULTI"));
+    }
+    cx.client.multi_error = false;
+    cx.st.unwatch(cx.client);
+    Ok(Reply::ok())
+}
+
+fn watch(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if cx.client.multi.is_some() {
+        return Err(CmdError::err("WATCH inside MULTI is not allowed"));
+    }
+    let db = cx.db();
+    for key in &a[1..] {
+        let entry = (db, key.clone());
+        if cx.client.watching.contains(&entry) {
+            continue;
+        }
+        cx.st.watchers.entry(entry.clone()).or_default().push(cx.client.id);
+        cx.client.watching.push(entry);
+    }
+    Ok(Reply::ok())
+}
+
+fn unwatch(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+    cx.st.unwatch(cx.client);
+    Ok(Reply::ok())
+}

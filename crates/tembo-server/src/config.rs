@@ -1,0 +1,125 @@
+//! Server settings: defaults, the TOML config file, and what CONFIG GET/SET expose.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Where `tembo serve` keeps its pool when none is given.
+pub const DEFAULT_POOL: &str = "tembo-data/tembo.pool";
+
+/// Everything `tembo serve` can be told.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on.
+    pub bind: String,
+    /// TCP port.
+    pub port: u16,
+    /// The pool file (created on first run).
+    pub pool: PathBuf,
+    /// Size of a new pool in bytes.
+    pub pool_size: u64,
+    /// Largest size the pool may grow to (bytes; 0: the engine's default).
+    pub pool_max_size: u64,
+    /// Password clients must give (AUTH / HELLO AUTH); empty: none.
+    pub requirepass: String,
+    /// Most simultaneous clients.
+    pub maxclients: usize,
+    /// Number of databases (SELECT 0..databases-1).
+    pub databases: usize,
+    /// error, warn, info, debug.
+    pub loglevel: String,
+    /// Allow listening on a non-loopback address without a password.
+    pub allow_unprotected: bool,
+    /// Largest bulk argument a client may send (bytes).
+    pub proto_max_bulk_len: usize,
+    /// Largest unparsed input a client may have buffered (bytes).
+    pub client_query_buffer_limit: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            pool: PathBuf::from(DEFAULT_POOL),
+            pool_size: 256 << 20,
+            pool_max_size: 0,
+            requirepass: String::new(),
+            maxclients: 10_000,
+            databases: 16,
+            loglevel: "info".into(),
+            allow_unprotected: false,
+            proto_max_bulk_len: 512 << 20,
+            client_query_buffer_limit: 1 << 30,
+        }
+    }
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file cannot be read or parsed.
+    #[error("config file {path}: {why}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+    /// A value out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl Config {
+    /// Reads a TOML file (keys as in [`Config`], e.g. `port = 7000`).
+    pub fn from_file(path: &std::path::Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::File { path: path.to_path_buf(), why: e.to_string() })?;
+        toml::from_str(&text).map_err(|e| ConfigError::File { path: path.to_path_buf(), why: e.to_string() })
+    }
+
+    /// Checks ranges and the protected-mode rule.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.databases == 0 || self.databases > crate::exec::MAX_DATABASES {
+            return Err(ConfigError::Invalid(format!(
+                "databases must be between 1 and {}, not {}",
+                crate::exec::MAX_DATABASES,
+                self.databases
+            )));
+        }
+        if self.maxclients == 0 {
+            return Err(ConfigError::Invalid("maxclients must be at least 1".into()));
+        }
+        if !["error", "warn", "warning", "info", "notice", "debug", "verbose"].contains(&self.loglevel.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "loglevel must be one of error, warn, info, debug (not {:?})",
+                self.loglevel
+            )));
+        }
+        let ip: IpAddr = self
+            .bind
+            .parse()
+            .map_err(|_| ConfigError::Invalid(format!("bind {:?} is not an IP address", self.bind)))?;
+        if !ip.is_loopback() && self.requirepass.is_empty() && !self.allow_unprotected {
+            return Err(ConfigError::Invalid(format!(
+                "refusing to listen on {ip} without a password: anyone who can reach it could read and \
+                 change every key. Set requirepass (--requirepass), bind to 127.0.0.1, or pass \
+                 --allow-unprotected if the network is trusted"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The `log` level filter for `loglevel`.
+    pub fn level(&self) -> log::LevelFilter {
+        match self.loglevel.as_str() {
+            "error" => log::LevelFilter::Error,
+            "warn" | "warning" => log::LevelFilter::Warn,
+            "debug" | "verbose" => log::LevelFilter::Debug,
+            _ => log::LevelFilter::Info,
+        }
+    }
+}

@@ -1,0 +1,314 @@
+//! How Redis keys become ordered keys in one [`Db`](tembo_store::Db).
+//!
+//! Every Redis key has one **metadata** record; collections add one ordered
+//! **sub-key** per element, scoped by a per-collection *version*:
+//!
+//! ```text
+//! M db key                                  -> Meta (type, expiry, version, size; a string's bytes)
+//! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
+//! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
+//! E expire-at db key                        -> ""   (expiry index, ordered by time)
+//! G name                                    -> server globals (the version high-water mark)
+//! ```
+//!
+//! Deleting or overwriting a collection removes only its metadata record:
+//! its sub-keys carry the old version, which no metadata names any more, so
+//! no reader can reach them, and the reclaimer deletes them in the
+//! background (the lazy deletion of Apache Kvrocks). A recreated key gets a
+//! fresh version, so stale elements never reappear.
+//!
+//! All integers in keys are big-endian so that byte order is numeric
+//! order; scores use the order-preserving transform of IEEE-754 doubles.
+
+/// Redis value types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A string (its bytes live in the metadata record).
+    String = 1,
+    /// A hash: field -> value sub-keys.
+    Hash = 2,
+    /// A list: index -> element sub-keys, between `head` and `head + size`.
+    List = 3,
+    /// A set: member -> "" sub-keys.
+    Set = 4,
+    /// A sorted set: member -> score sub-keys plus the score index.
+    ZSet = 5,
+}
+
+impl Kind {
+    fn from_byte(b: u8) -> Option<Kind> {
+        Some(match b {
+            1 => Kind::String,
+            2 => Kind::Hash,
+            3 => Kind::List,
+            4 => Kind::Set,
+            5 => Kind::ZSet,
+            _ => return None,
+        })
+    }
+
+    /// The name TYPE replies with.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
+        }
+    }
+
+    /// The encoding OBJECT ENCODING reports (the closest Redis name).
+    pub fn encoding(self) -> &'static str {
+        match self {
+            Kind::String => "raw",
+            Kind::Hash => "hashtable",
+            Kind::List => "quicklist",
+            Kind::Set => "hashtable",
+            Kind::ZSet => "skiplist",
+        }
+    }
+}
+
+/// Prefix of metadata keys.
+pub const META: u8 = b'M';
+/// Prefix of collection sub-keys.
+pub const SUB: u8 = b'S';
+/// Prefix of the sorted-set score index.
+pub const ZIDX: u8 = b'Z';
+/// Prefix of the expiry index.
+pub const EXPIRES: u8 = b'E';
+/// Prefix of server globals.
+pub const GLOBAL: u8 = b'G';
+
+/// The list index of a new list's first element: lists grow both ways.
+pub const LIST_MID: u64 = 1 << 63;
+
+/// A Redis key's metadata record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Meta {
+    /// The type.
+    pub kind: Kind,
+    /// Absolute expiry in Unix milliseconds; 0 = none.
+    pub expire_at: u64,
+    /// The collection's version (scopes its sub-keys); 0 for strings.
+    pub version: u64,
+    /// Number of elements (collections).
+    pub size: u64,
+    /// Index of the first element (lists).
+    pub head: u64,
+    /// The value (strings).
+    pub value: Vec<u8>,
+}
+
+impl Meta {
+    /// A string's metadata.
+    pub fn string(value: Vec<u8>) -> Meta {
+        Meta { kind: Kind::String, expire_at: 0, version: 0, size: 0, head: 0, value }
+    }
+
+    /// An empty collection's metadata.
+    pub fn collection(kind: Kind, version: u64) -> Meta {
+        Meta { kind, expire_at: 0, version, size: 0, head: LIST_MID, value: Vec::new() }
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(9 + self.value.len().max(24));
+        out.push(self.kind as u8);
+        out.extend_from_slice(&self.expire_at.to_be_bytes());
+        match self.kind {
+            Kind::String => out.extend_from_slice(&self.value),
+            _ => {
+                out.extend_from_slice(&self.version.to_be_bytes());
+                out.extend_from_slice(&self.size.to_be_bytes());
+                if self.kind == Kind::List {
+                    out.extend_from_slice(&self.head.to_be_bytes());
+                }
+            }
+        }
+        out
+    }
+
+    /// Reads a record; `None` if it is not one this layout writes.
+    pub fn decode(b: &[u8]) -> Option<Meta> {
+        let kind = Kind::from_byte(*b.first()?)?;
+        let expire_at = be64(b.get(1..9)?);
+        let mut m = Meta { kind, expire_at, version: 0, size: 0, head: 0, value: Vec::new() };
+        match kind {
+            Kind::String => m.value = b[9..].to_vec(),
+            Kind::List => {
+                m.version = be64(b.get(9..17)?);
+                m.size = be64(b.get(17..25)?);
+                m.head = be64(b.get(25..33)?);
+            }
+            _ => {
+                m.version = be64(b.get(9..17)?);
+                m.size = be64(b.get(17..25)?);
+            }
+        }
+        Some(m)
+    }
+
+    /// Whether the key has expired at `now_ms`.
+    pub fn expired(&self, now_ms: u64) -> bool {
+        self.expire_at != 0 && self.expire_at <= now_ms
+    }
+}
+
+/// Reads 8 big-endian bytes (the caller has checked the length).
+pub fn be64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+/// `M db key`.
+pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + key.len());
+    k.push(META);
+    k.push(db);
+    k.extend_from_slice(key);
+    k
+}
+
+/// The prefix of every metadata key of database `db`.
+pub fn meta_prefix(db: u8) -> Vec<u8> {
+    vec![META, db]
+}
+
+/// `tag db len(key) key version`: the prefix of a collection's sub-keys (`tag` = SUB or ZIDX).
+pub fn sub_prefix(tag: u8, db: u8, key: &[u8], version: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + 4 + key.len() + 8 + 16);
+    k.push(tag);
+    k.push(db);
+    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    k.extend_from_slice(key);
+    k.extend_from_slice(&version.to_be_bytes());
+    k
+}
+
+/// A collection's sub-key for `field`.
+pub fn sub_key(db: u8, key: &[u8], version: u64, field: &[u8]) -> Vec<u8> {
+    let mut k = sub_prefix(SUB, db, key, version);
+    k.extend_from_slice(field);
+    k
+}
+
+/// Splits a `SUB`/`ZIDX` key into (db, user key, version, rest).
+pub fn split_sub(k: &[u8]) -> Option<(u8, &[u8], u64, &[u8])> {
+    let db = *k.get(1)?;
+    let len = u32::from_be_bytes(k.get(2..6)?.try_into().ok()?) as usize;
+    let key = k.get(6..6 + len)?;
+    let version = be64(k.get(6 + len..14 + len)?);
+    Some((db, key, version, &k[14 + len..]))
+}
+
+/// The order-preserving bytes of a score: byte order equals numeric order.
+pub fn score_bytes(score: f64) -> [u8; 8] {
+    let bits = score.to_bits();
+    let ordered = if bits >> 63 == 1 { !bits } else { bits | (1 << 63) };
+    ordered.to_be_bytes()
+}
+
+/// The inverse of [`score_bytes`].
+pub fn score_from_bytes(b: &[u8]) -> f64 {
+    let ordered = be64(b);
+    let bits = if ordered >> 63 == 1 { ordered & !(1 << 63) } else { !ordered };
+    f64::from_bits(bits)
+}
+
+/// A sorted set's index key for (score, member).
+pub fn zidx_key(db: u8, key: &[u8], version: u64, score: f64, member: &[u8]) -> Vec<u8> {
+    let mut k = sub_prefix(ZIDX, db, key, version);
+    k.extend_from_slice(&score_bytes(normalize_zero(score)));
+    k.extend_from_slice(member);
+    k
+}
+
+/// -0.0 and 0.0 are one score in Redis; one byte form keeps them one index entry.
+pub fn normalize_zero(s: f64) -> f64 {
+    if s == 0.0 {
+        0.0
+    } else {
+        s
+    }
+}
+
+/// A sorted-set member's sub-key value: its score.
+pub fn score_value(score: f64) -> Vec<u8> {
+    normalize_zero(score).to_be_bytes().to_vec()
+}
+
+/// The score a [`score_value`] holds.
+pub fn score_of_value(v: &[u8]) -> Option<f64> {
+    Some(f64::from_be_bytes(v.get(..8)?.try_into().ok()?))
+}
+
+/// `E expire-at db key`.
+pub fn expire_key(at: u64, db: u8, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(10 + key.len());
+    k.push(EXPIRES);
+    k.extend_from_slice(&at.to_be_bytes());
+    k.push(db);
+    k.extend_from_slice(key);
+    k
+}
+
+/// The smallest key strictly greater than every key starting with `prefix`
+/// (`None`: no such key, the prefix is all 0xff).
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn score_order_is_numeric(a in proptest::num::f64::NORMAL | proptest::num::f64::ZERO | proptest::num::f64::INFINITE,
+                                  b in proptest::num::f64::NORMAL | proptest::num::f64::ZERO | proptest::num::f64::INFINITE) {
+            let (a, b) = (normalize_zero(a), normalize_zero(b));
+            prop_assert_eq!(score_from_bytes(&score_bytes(a)), a);
+            prop_assert_eq!(a.partial_cmp(&b).unwrap(), score_bytes(a).cmp(&score_bytes(b)));
+        }
+
+        #[test]
+        fn meta_round_trips(kind in 1u8..=5, exp in any::<u64>(), ver in any::<u64>(), size in any::<u64>(), head in any::<u64>(), value in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let kind = Kind::from_byte(kind).unwrap();
+            let m = match kind {
+                Kind::String => Meta { expire_at: exp, ..Meta::string(value) },
+                Kind::List => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
+                _ => Meta { expire_at: exp, size, head: 0, ..Meta::collection(kind, ver) },
+            };
+            prop_assert_eq!(Meta::decode(&m.encode()), Some(m));
+        }
+
+        #[test]
+        fn sub_keys_split_back(db in any::<u8>(), key in proptest::collection::vec(any::<u8>(), 0..40), ver in any::<u64>(), field in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let k = sub_key(db, &key, ver, &field);
+            prop_assert_eq!(split_sub(&k), Some((db, &key[..], ver, &field[..])));
+            prop_assert!(k.starts_with(&sub_prefix(SUB, db, &key, ver)));
+        }
+    }
+
+    #[test]
+    fn a_key_is_not_a_prefix_of_another_keys_elements() {
+        // "a" and "ab" must not share sub-key ranges: the length prefix sees to it.
+        let a = sub_prefix(SUB, 0, b"a", 1);
+        let ab = sub_key(0, b"ab", 1, b"x");
+        assert!(!ab.starts_with(&a));
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff"), None);
+        assert!(Meta::decode(b"\x09").is_none());
+    }
+}

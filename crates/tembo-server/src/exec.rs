@@ -1,0 +1,385 @@
+//! The executor: one thread that runs every command, in arrival order, and
+//! commits in groups.
+//!
+//! Like Redis, commands run one at a time, so each is atomic and sees every
+//! earlier one. Unlike Redis, no reply leaves before its writes are durable:
+//! the executor takes every request waiting in its inbox (up to
+//! [`MAX_GROUP`] messages), runs them against the [`Store`]'s overlay,
+//! commits the overlay with one `WriteBatch`, and only then hands the
+//! replies to the connections (group commit). A commit that fails (the pool
+//! is full) loses nothing acknowledged: the group is rolled back and its
+//! requests run again one command per commit, so that only the commands
+//! whose own writes cannot be stored get an error.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use tembo_store::{Db, DbError};
+
+use crate::client::{Client, Out};
+use crate::cmd::{self, CmdError};
+use crate::config::Config;
+use crate::encoding::{self, Meta};
+use crate::resp::Reply;
+use crate::stats::Stats;
+use crate::store::Store;
+
+/// Most inbox messages one commit group takes.
+pub const MAX_GROUP: usize = 512;
+/// How often the expire cycle and the reclaimer run.
+const CRON_EVERY: Duration = Duration::from_millis(100);
+/// Number of databases SELECT accepts (`databases`).
+pub const MAX_DATABASES: usize = 256;
+
+/// What connections send the executor.
+#[derive(Debug)]
+pub enum Msg {
+    /// A client connected.
+    Connect(Box<Client>),
+    /// Requests parsed from one read, to run in order.
+    Requests {
+        /// Client id.
+        id: u64,
+        /// The requests.
+        reqs: Vec<Vec<Vec<u8>>>,
+    },
+    /// A client went away.
+    Disconnect(u64),
+    /// SIGTERM or SIGINT: shut down cleanly.
+    Shutdown,
+}
+
+/// Everything the executor owns.
+#[derive(Debug)]
+pub struct State {
+    /// The database and the pending writes.
+    pub store: Store,
+    /// Settings (CONFIG SET changes some).
+    pub cfg: Config,
+    /// Connected clients other than the one running a command.
+    pub clients: HashMap<u64, Client>,
+    /// Keys per database, committed.
+    pub keys: Vec<i64>,
+    /// Keys with an expiry per database, committed.
+    pub expires: Vec<i64>,
+    /// Changes to `keys` and `expires` made by the pending writes.
+    pub pending_counts: Vec<(i64, i64)>,
+    /// WATCHed keys and who watches them.
+    pub watchers: HashMap<(u8, Vec<u8>), Vec<u64>>,
+    /// Counters INFO reports.
+    pub stats: Stats,
+    /// SCAN-family cursors: cursor number -> where to resume.
+    pub cursors: crate::cursor::Cursors,
+    /// Limits shared with the network side.
+    pub shared: Arc<crate::net::Shared>,
+    /// Compatibility settings CONFIG accepts and shows (see `cmd::server::INERT`).
+    pub inert: Vec<(String, String)>,
+    /// INFO run_id.
+    pub run_id: String,
+    /// INFO config_file.
+    pub config_file: String,
+    /// Set by SHUTDOWN or a signal.
+    pub shutdown: bool,
+    /// Where the background reclaimer resumes (empty: between passes).
+    pub reclaim_from: Vec<u8>,
+    /// When the reclaimer has work.
+    pub reclaim: ReclaimEpochs,
+    /// Unix seconds of the last commit (LASTSAVE).
+    pub last_commit: u64,
+}
+
+/// Counts collection drops so that the reclaimer runs only when one happened.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReclaimEpochs {
+    /// Collections dropped (deleted, overwritten, expired) so far.
+    pub dropped: u64,
+    /// The value of `dropped` when the current or last pass began.
+    pub pass_began_at: u64,
+}
+
+/// One command's view: the state and the client running it.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    /// Executor state.
+    pub st: &'a mut State,
+    /// The client.
+    pub client: &'a mut Client,
+    /// Wall-clock time of the command, Unix ms (one value for a whole command, as in Redis).
+    pub now: u64,
+}
+
+/// Unix time in milliseconds.
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl State {
+    /// Opens the executor on a database, counting its keys.
+    pub fn new(db: Arc<Db>, cfg: Config, shared: Arc<crate::net::Shared>) -> Result<State, DbError> {
+        let store = Store::new(db)?;
+        let n = cfg.databases;
+        let mut st = State {
+            store,
+            cfg,
+            clients: HashMap::new(),
+            keys: vec![0; n],
+            expires: vec![0; n],
+            pending_counts: vec![(0, 0); n],
+            watchers: HashMap::new(),
+            stats: Stats::new(),
+            cursors: crate::cursor::Cursors::default(),
+            shutdown: false,
+            shared,
+            inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            run_id: (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect(),
+            config_file: String::new(),
+            reclaim_from: Vec::new(),
+            // One pass after start: a crash or an older build may have left garbage.
+            reclaim: ReclaimEpochs { dropped: 1, pass_began_at: 0 },
+            last_commit: now_ms() / 1000,
+        };
+        st.count_keys()?;
+        Ok(st)
+    }
+
+    fn count_keys(&mut self) -> Result<(), DbError> {
+        let mut it = self.store.scan_prefix(&[encoding::META], false);
+        let mut counts = vec![(0i64, 0i64); MAX_DATABASES];
+        for kv in &mut it {
+            let (k, v) = kv?;
+            let db = k.get(1).copied().unwrap_or(0) as usize;
+            counts[db].0 += 1;
+            if Meta::decode(&v).is_some_and(|m| m.expire_at != 0) {
+                counts[db].1 += 1;
+            }
+        }
+        drop(it);
+        for (i, (k, e)) in counts.into_iter().enumerate().take(self.keys.len()) {
+            self.keys[i] = k;
+            self.expires[i] = e;
+        }
+        Ok(())
+    }
+
+    /// Runs the executor until shutdown; returns the database to close.
+    pub fn run(mut self, inbox: Receiver<Msg>) -> Arc<Db> {
+        let mut next_cron = Instant::now() + CRON_EVERY;
+        loop {
+            let wait = next_cron.saturating_duration_since(Instant::now());
+            let first = match inbox.recv_timeout(wait) {
+                Ok(m) => Some(m),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            if let Some(first) = first {
+                let mut group = vec![first];
+                while group.len() < MAX_GROUP {
+                    match inbox.try_recv() {
+                        Ok(m) => group.push(m),
+                        Err(_) => break,
+                    }
+                }
+                self.run_group(group);
+            }
+            if Instant::now() >= next_cron {
+                self.cron();
+                next_cron = Instant::now() + CRON_EVERY;
+            }
+            if self.shutdown {
+                break;
+            }
+        }
+        if let Err(e) = self.commit() {
+            log::error!("final commit failed: {e}");
+        }
+        for c in self.clients.values() {
+            let _ = c.out.send(Out::Replies { bytes: Vec::new(), close: true });
+        }
+        self.store.db().clone()
+    }
+
+    fn run_group(&mut self, group: Vec<Msg>) {
+        let saved: Vec<Client> = group
+            .iter()
+            .filter_map(|m| match m {
+                Msg::Requests { id, .. } => self.clients.get(id).cloned(),
+                _ => None,
+            })
+            .collect();
+        let mut outputs = Vec::new();
+        for msg in &group {
+            match msg {
+                Msg::Connect(c) => {
+                    self.stats.connections += 1;
+                    let mut c = (**c).clone();
+                    c.authed = self.cfg.requirepass.is_empty();
+                    self.clients.insert(c.id, c);
+                }
+                Msg::Disconnect(id) => self.disconnect(*id),
+                Msg::Shutdown => self.shutdown = true,
+                Msg::Requests { id, reqs } => outputs.push(self.process(*id, reqs, false)),
+            }
+        }
+        if let Err(e) = self.commit() {
+            log::warn!("group commit of {} requests failed ({e}); running them one command per commit", outputs.len());
+            self.discard();
+            for c in saved {
+                if let Some(slot) = self.clients.get_mut(&c.id) {
+                    *slot = c;
+                }
+            }
+            outputs.clear();
+            for msg in &group {
+                if let Msg::Requests { id, reqs } = msg {
+                    outputs.push(self.process(*id, reqs, true));
+                }
+            }
+        }
+        for (id, bytes, close) in outputs {
+            if let Some(c) = self.clients.get(&id) {
+                let _ = c.out.send(Out::Replies { bytes, close });
+            }
+        }
+    }
+
+    fn disconnect(&mut self, id: u64) {
+        if let Some(mut c) = self.clients.remove(&id) {
+            self.unwatch(&mut c);
+        }
+    }
+
+    /// Removes `c` from every watcher list.
+    pub fn unwatch(&mut self, c: &mut Client) {
+        for key in c.watching.drain(..) {
+            if let Some(list) = self.watchers.get_mut(&key) {
+                list.retain(|&w| w != c.id);
+                if list.is_empty() {
+                    self.watchers.remove(&key);
+                }
+            }
+        }
+        c.watch_dirty = false;
+    }
+
+    /// Runs one client's requests; returns (id, encoded replies, close).
+    fn process(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], commit_each: bool) -> (u64, Vec<u8>, bool) {
+        let Some(mut client) = self.clients.remove(&id) else { return (id, Vec::new(), true) };
+        let mut out = Vec::new();
+        for args in reqs {
+            if args.is_empty() {
+                continue;
+            }
+            let mut reply = cmd::dispatch(self, &mut client, args);
+            if self.shutdown {
+                // SHUTDOWN answers by closing the connection, as Redis does.
+                client.close = true;
+                break;
+            }
+            if commit_each {
+                if let Err(e) = self.commit() {
+                    self.discard();
+                    reply = Reply::Error(CmdError::from_commit(&e).0);
+                }
+            }
+            reply.encode(client.proto, &mut out);
+            if client.close || self.shutdown {
+                break;
+            }
+        }
+        let close = client.close;
+        self.clients.insert(id, client);
+        (id, out, close)
+    }
+
+    /// Commits the pending writes and the key counts that go with them.
+    pub fn commit(&mut self) -> Result<(), DbError> {
+        if !self.store.is_dirty() {
+            return Ok(());
+        }
+        let n = self.store.pending();
+        self.store.commit()?;
+        for (i, (dk, de)) in self.pending_counts.iter_mut().enumerate() {
+            self.keys[i] += *dk;
+            self.expires[i] += *de;
+            *dk = 0;
+            *de = 0;
+        }
+        self.stats.commits += 1;
+        self.stats.committed_writes += n as u64;
+        self.last_commit = now_ms() / 1000;
+        Ok(())
+    }
+
+    fn discard(&mut self) {
+        self.store.discard();
+        self.pending_counts.iter_mut().for_each(|c| *c = (0, 0));
+    }
+
+    /// Committed plus pending key count of `db`.
+    pub fn key_count(&self, db: usize) -> i64 {
+        self.keys[db] + self.pending_counts[db].0
+    }
+
+    /// Committed plus pending count of keys with an expiry in `db`.
+    pub fn expire_count(&self, db: usize) -> i64 {
+        self.expires[db] + self.pending_counts[db].1
+    }
+
+    /// Marks every client watching `key` of `db`.
+    pub fn touch(&mut self, db: u8, key: &[u8], current: &mut Client) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        if let Some(list) = self.watchers.get(&(db, key.to_vec())) {
+            for id in list {
+                if *id == current.id {
+                    current.watch_dirty = true;
+                } else if let Some(c) = self.clients.get_mut(id) {
+                    c.watch_dirty = true;
+                }
+            }
+        }
+    }
+
+    /// Marks every client watching any key of `db` (FLUSHDB), or of any db.
+    pub fn touch_all(&mut self, db: Option<u8>, current: &mut Client) {
+        let ids: Vec<u64> = self
+            .watchers
+            .iter()
+            .filter(|((d, _), _)| db.map_or(true, |x| x == *d))
+            .flat_map(|(_, l)| l.clone())
+            .collect();
+        for id in ids {
+            if id == current.id {
+                current.watch_dirty = true;
+            } else if let Some(c) = self.clients.get_mut(&id) {
+                c.watch_dirty = true;
+            }
+        }
+    }
+
+    /// Background work: expire keys whose time has come, reclaim the
+    /// elements of deleted collections; one commit.
+    fn cron(&mut self) {
+        let now = now_ms();
+        let expired = crate::background::expire_cycle(self, now, 1000);
+        let reclaimed = crate::background::reclaim_step(self, 2000);
+        match (expired, reclaimed) {
+            (Ok(e), Ok(r)) => {
+                self.stats.expired_keys += e;
+                self.stats.reclaimed += r;
+                if let Err(err) = self.commit() {
+                    log::warn!("background commit failed: {err}");
+                    self.discard();
+                }
+            }
+            (Err(err), _) | (_, Err(err)) => {
+                log::warn!("background work failed: {err}");
+                self.discard();
+            }
+        }
+        self.cursors.expire_old();
+    }
+}

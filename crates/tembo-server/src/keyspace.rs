@@ -1,0 +1,165 @@
+//! Key-level operations every command uses: look a key up (expiring it
+//! lazily), write or remove its metadata (keeping the expiry index, the key
+//! counts and WATCH in step), and read or write a collection's elements.
+
+use std::ops::Bound;
+
+use crate::cmd::CmdError;
+use crate::encoding::{self, expire_key, meta_key, sub_key, sub_prefix, Kind, Meta, SUB};
+use crate::exec::Ctx;
+
+/// Result of a command step.
+pub type Res<T> = Result<T, CmdError>;
+
+impl Ctx<'_> {
+    /// The selected database.
+    pub fn db(&self) -> u8 {
+        self.client.db
+    }
+
+    /// The metadata of `key`, or `None` if it does not exist or has expired
+    /// (an expired key is deleted on the way, as Redis does).
+    pub fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        let raw = self.st.store.get(&meta_key(self.db(), key))?;
+        let Some(raw) = raw else { return Ok(None) };
+        let meta = Meta::decode(&raw).ok_or_else(|| CmdError::corrupt(key))?;
+        if meta.expired(self.now) {
+            self.remove(key, &meta);
+            self.st.stats.expired_keys += 1;
+            return Ok(None);
+        }
+        Ok(Some(meta))
+    }
+
+    /// Like [`lookup`](Self::lookup), but a key of another type is a WRONGTYPE error.
+    pub fn lookup_kind(&mut self, key: &[u8], kind: Kind) -> Res<Option<Meta>> {
+        match self.lookup(key)? {
+            Some(m) if m.kind != kind => Err(CmdError::wrongtype()),
+            other => Ok(other),
+        }
+    }
+
+    /// Stores `new` as the metadata of `key`, which had `old`.
+    pub fn write_meta(&mut self, key: &[u8], old: Option<&Meta>, new: &Meta) -> Res<()> {
+        let db = self.db();
+        let old_exp = old.map_or(0, |m| m.expire_at);
+        if old_exp != new.expire_at {
+            if old_exp != 0 {
+                self.st.store.delete(expire_key(old_exp, db, key));
+            }
+            if new.expire_at != 0 {
+                self.st.store.put(expire_key(new.expire_at, db, key), Vec::new())?;
+            }
+            let delta = (new.expire_at != 0) as i64 - (old_exp != 0) as i64;
+            self.st.pending_counts[db as usize].1 += delta;
+        }
+        if old.is_none() {
+            self.st.pending_counts[db as usize].0 += 1;
+        }
+        if old.is_some_and(|o| o.kind != Kind::String && o.version != new.version) {
+            self.st.reclaim.dropped += 1;
+        }
+        self.st.store.put(meta_key(db, key), new.encode())?;
+        self.st.touch(db, key, self.client);
+        Ok(())
+    }
+
+    /// Deletes `key` (metadata and expiry entry). O(1) whatever its size:
+    /// a collection's elements are left to the background reclaimer.
+    pub fn remove(&mut self, key: &[u8], old: &Meta) {
+        let db = self.db();
+        self.st.store.delete(meta_key(db, key));
+        if old.expire_at != 0 {
+            self.st.store.delete(expire_key(old.expire_at, db, key));
+            self.st.pending_counts[db as usize].1 -= 1;
+        }
+        self.st.pending_counts[db as usize].0 -= 1;
+        if old.kind != Kind::String {
+            self.st.reclaim.dropped += 1;
+        }
+        self.st.touch(db, key, self.client);
+    }
+
+    /// Writes `meta` back, or removes the key if the collection became empty.
+    pub fn save_collection(&mut self, key: &[u8], old: Option<&Meta>, meta: &Meta) -> Res<()> {
+        if meta.size == 0 {
+            if let Some(old) = old {
+                self.remove(key, old);
+            }
+            Ok(())
+        } else {
+            self.write_meta(key, old, meta)
+        }
+    }
+
+    /// Metadata for a new, empty collection of `kind`.
+    pub fn new_collection(&mut self, kind: Kind) -> Meta {
+        Meta::collection(kind, self.st.store.new_version())
+    }
+
+    /// The element `field` of collection `key`.
+    pub fn sub_get(&self, key: &[u8], meta: &Meta, field: &[u8]) -> Res<Option<Vec<u8>>> {
+        Ok(self.st.store.get(&sub_key(self.db(), key, meta.version, field))?)
+    }
+
+    /// Stores element `field` of collection `key`.
+    pub fn sub_put(&mut self, key: &[u8], meta: &Meta, field: &[u8], value: Vec<u8>) -> Res<()> {
+        self.st.store.put(sub_key(self.db(), key, meta.version, field), value)?;
+        self.st.touch(self.client.db, key, self.client);
+        Ok(())
+    }
+
+    /// Deletes element `field` of collection `key`.
+    pub fn sub_del(&mut self, key: &[u8], meta: &Meta, field: &[u8]) {
+        self.st.store.delete(sub_key(self.db(), key, meta.version, field));
+        self.st.touch(self.client.db, key, self.client);
+    }
+
+    /// Elements (field, value) of a collection with `tag` SUB or ZIDX, in
+    /// field order (reversed if `rev`), starting at `from` (a field bound),
+    /// at most `limit`.
+    pub fn sub_range(
+        &self,
+        tag: u8,
+        key: &[u8],
+        meta: &Meta,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        rev: bool,
+        limit: usize,
+    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = sub_prefix(tag, self.db(), key, meta.version);
+        let with = |f: &[u8]| {
+            let mut k = prefix.clone();
+            k.extend_from_slice(f);
+            k
+        };
+        let lo = match from {
+            Bound::Included(f) => Bound::Included(with(f)),
+            Bound::Excluded(f) => Bound::Excluded(with(f)),
+            Bound::Unbounded => Bound::Included(prefix.clone()),
+        };
+        let hi = match to {
+            Bound::Included(f) => Bound::Included(with(f)),
+            Bound::Excluded(f) => Bound::Excluded(with(f)),
+            Bound::Unbounded => match encoding::prefix_end(&prefix) {
+                Some(e) => Bound::Excluded(e),
+                None => Bound::Unbounded,
+            },
+        };
+        let mut out = Vec::new();
+        for kv in self.st.store.scan(lo, hi, rev) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = kv?;
+            out.push((k[prefix.len()..].to_vec(), v));
+        }
+        Ok(out)
+    }
+
+    /// Every element of a collection (SUB entries), in field order.
+    pub fn sub_all(&self, key: &[u8], meta: &Meta) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.sub_range(SUB, key, meta, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)
+    }
+}

@@ -1,0 +1,196 @@
+//! # tembo-server — a Redis-compatible server on the Tembo store
+//!
+//! `tembo serve` speaks RESP2 and RESP3 to unmodified Redis clients and
+//! keeps every key in one [`tembo_store::Db`]: a Redis key is a metadata
+//! record plus, for hashes, lists, sets and sorted sets, one ordered key per
+//! element (see [`encoding`]). Writes are durable before their reply: the
+//! executor commits each group of requests that arrived together with one
+//! engine batch (group commit) and only then answers them; MULTI/EXEC is
+//! inside one batch, all or nothing across crashes.
+//!
+//! ## Shape
+//! - `net`: tokio accept loop and connection tasks (parse, forward, write back).
+//! - `exec`: the single executor thread (command order, group commit, background work).
+//! - `cmd`: the command table and one module per family.
+//! - `store`: committed state plus the group's pending writes.
+//! - `encoding`, `keyspace`: Redis types as ordered keys.
+//! - `resp`: protocol parser and reply encoder.
+//!
+//! ## What it promises
+//! - A reply to a write is sent only after the write is durable in the mode
+//!   the pool reports (INFO persistence says which).
+//! - A malformed or oversized request closes that connection with a
+//!   protocol error; other clients are not affected.
+//! - A full pool fails the commands whose writes cannot be stored (an OOM
+//!   error reply) and loses nothing acknowledged.
+//!
+//! ## What it does not do (yet)
+//! Pub/sub, blocking list commands, scripting, streams, replication,
+//! cluster, ACL users other than `default`.
+
+#![forbid(unsafe_code)]
+
+mod background;
+mod client;
+mod cmd;
+mod config;
+mod cursor;
+pub mod encoding;
+mod exec;
+mod info;
+mod keyspace;
+mod net;
+pub mod resp;
+mod size;
+mod stats;
+mod store;
+
+use std::net::TcpListener as StdListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+pub use config::{Config, ConfigError, DEFAULT_POOL};
+use tembo_store::{Db, DbError, Options};
+
+/// The Redis version whose semantics the server follows (reported by HELLO and INFO).
+pub const REDIS_VERSION: &str = "7.0.15";
+
+/// Why the server could not start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Bad settings.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The pool could not be opened, created or closed.
+    #[error("pool {path}: {source}")]
+    Pool {
+        /// The pool.
+        path: PathBuf,
+        /// What failed.
+        #[source]
+        source: DbError,
+    },
+    /// The address could not be bound, or the runtime could not start.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::max_level()
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            let ms = exec::now_ms();
+            eprintln!("{}:M {}.{:03} {} {}", std::process::id(), ms / 1000, ms % 1000, r.level(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+/// Runs the server until SHUTDOWN, SIGTERM or SIGINT; the pool is closed
+/// cleanly (its clean-shutdown flag set) before this returns.
+pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError> {
+    cfg.validate()?;
+    let _ = log::set_logger(&StderrLog);
+    log::set_max_level(cfg.level());
+    let io = |what: String| move |source| ServeError::Io { what, source };
+    if let Some(dir) = cfg.pool.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
+    }
+    let opts = Options {
+        size: cfg.pool_size,
+        max_size: (cfg.pool_max_size > 0).then_some(cfg.pool_max_size),
+        ..Options::default()
+    };
+    let pool_err = |source| ServeError::Pool { path: cfg.pool.clone(), source };
+    let db = Db::open_or_create(&cfg.pool, &opts).map_err(pool_err)?;
+    let report = db.recovery_report().clone();
+    if report.ran {
+        log::warn!(
+            "the pool was not closed cleanly: recovered ({} nodes repaired, {} leaked blocks freed)",
+            report.nodes_repaired,
+            report.leaks_freed
+        );
+    }
+    let mode = db.mode();
+    let db = Arc::new(db);
+    let addr = format!("{}:{}", cfg.bind, cfg.port);
+    let listener = StdListener::bind(&addr).map_err(io(format!("binding {addr}")))?;
+    listener.set_nonblocking(true).map_err(io("listener".into()))?;
+    let shared = Arc::new(net::Shared::new(&cfg));
+    let mut state = exec::State::new(db, cfg.clone(), shared.clone()).map_err(pool_err)?;
+    state.config_file = config_file.map(|p| p.display().to_string()).unwrap_or_default();
+    log::info!(
+        "Tembo {} (Redis {REDIS_VERSION} protocol) on {addr}, pool {} ({mode}: {}), {} keys",
+        env!("CARGO_PKG_VERSION"),
+        cfg.pool.display(),
+        mode.guarantee(),
+        state.keys.iter().sum::<i64>()
+    );
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let executor = std::thread::Builder::new()
+        .name("tembo-exec".into())
+        .spawn(move || {
+            let db = state.run(rx);
+            let _ = done_tx.send(());
+            db
+        })
+        .map_err(io("starting the executor".into()))?;
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .map_err(io("starting the runtime".into()))?;
+    rt.block_on(async {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                log::error!("listener: {e}");
+                let _ = tx.send(exec::Msg::Shutdown);
+                return;
+            }
+        };
+        log::info!("Ready to accept connections tcp");
+        let accept = tokio::spawn(net::accept_loop(listener, tx.clone(), shared));
+        let signals = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => "SIGTERM",
+            }
+        };
+        let mut done_rx = done_rx;
+        tokio::select! {
+            sig = signals => {
+                log::info!("received {sig}: shutting down");
+                let _ = tx.send(exec::Msg::Shutdown);
+                let _ = (&mut done_rx).await;
+            }
+            _ = &mut done_rx => {}
+        }
+        accept.abort();
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    let db = executor.join().map_err(|_| ServeError::Io {
+        what: "executor".into(),
+        source: std::io::Error::other("the executor thread panicked; the pool will be recovered at next start"),
+    })?;
+    let db = Arc::try_unwrap(db).map_err(|_| ServeError::Io {
+        what: "closing the pool".into(),
+        source: std::io::Error::other("the database is still in use"),
+    })?;
+    db.close().map_err(|source| ServeError::Pool { path: cfg.pool.clone(), source })?;
+    log::info!("pool closed cleanly; bye");
+    Ok(())
+}

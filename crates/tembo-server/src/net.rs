@@ -1,0 +1,184 @@
+//! Sockets: the accept loop and one task per connection.
+//!
+//! A connection task only moves bytes: it parses every complete request in
+//! what it has read, sends them to the executor as one message, writes the
+//! replies when they come back, and does not read more while it waits, so a
+//! client's unanswered input is bounded by what one read brought plus the
+//! query-buffer limit. A malformed request gets Redis's protocol error and
+//! closes that connection only.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc::unbounded_channel;
+
+use crate::client::{Client, Out};
+use crate::exec::Msg;
+use crate::resp::{self, ParseLimits, Reply};
+
+/// Limits the network side enforces, changeable by CONFIG SET.
+#[derive(Debug)]
+pub struct Shared {
+    maxclients: AtomicUsize,
+    max_bulk: AtomicUsize,
+    query_limit: AtomicUsize,
+    connected: AtomicUsize,
+    next_id: AtomicU64,
+}
+
+impl Shared {
+    /// From the config.
+    pub fn new(cfg: &crate::Config) -> Shared {
+        Shared {
+            maxclients: AtomicUsize::new(cfg.maxclients),
+            max_bulk: AtomicUsize::new(cfg.proto_max_bulk_len),
+            query_limit: AtomicUsize::new(cfg.client_query_buffer_limit),
+            connected: AtomicUsize::new(0),
+            next_id: AtomicU64::new(1),
+        }
+    }
+    /// maxclients.
+    pub fn maxclients(&self) -> usize {
+        self.maxclients.load(Ordering::Relaxed)
+    }
+    /// Sets maxclients.
+    pub fn set_maxclients(&self, n: usize) {
+        self.maxclients.store(n, Ordering::Relaxed)
+    }
+    /// proto-max-bulk-len.
+    pub fn max_bulk(&self) -> usize {
+        self.max_bulk.load(Ordering::Relaxed)
+    }
+    /// Sets proto-max-bulk-len.
+    pub fn set_max_bulk(&self, n: usize) {
+        self.max_bulk.store(n, Ordering::Relaxed)
+    }
+    /// client-query-buffer-limit.
+    pub fn query_limit(&self) -> usize {
+        self.query_limit.load(Ordering::Relaxed)
+    }
+    /// Sets client-query-buffer-limit.
+    pub fn set_query_limit(&self, n: usize) {
+        self.query_limit.store(n, Ordering::Relaxed)
+    }
+    /// Connections open now.
+    pub fn connected(&self) -> usize {
+        self.connected.load(Ordering::Relaxed)
+    }
+}
+
+/// Accepts connections until the task is dropped.
+pub async fn accept_loop(listener: TcpListener, inbox: Sender<Msg>, shared: Arc<Shared>) {
+    loop {
+        let (sock, peer) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                // Out of file descriptors and the like: wait instead of spinning.
+                log::warn!("accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if shared.connected() >= shared.maxclients() {
+            let mut sock = sock;
+            let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+            continue;
+        }
+        shared.connected.fetch_add(1, Ordering::Relaxed);
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (inbox, shared) = (inbox.clone(), shared.clone());
+        tokio::spawn(async move {
+            connection(sock, peer, id, &inbox, &shared).await;
+            let _ = inbox.send(Msg::Disconnect(id));
+            shared.connected.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+fn protocol_error(e: &dyn std::fmt::Display) -> Vec<u8> {
+    let mut out = Vec::new();
+    Reply::Error(format!("ERR {e}")).encode(2, &mut out);
+    out
+}
+
+async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<Msg>, shared: &Shared) {
+    let _ = sock.set_nodelay(true);
+    let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let (tx, mut rx) = unbounded_channel();
+    if inbox.send(Msg::Connect(Box::new(Client::new(id, peer.to_string(), local, false, tx)))).is_err() {
+        return;
+    }
+    let (mut rd, mut wr) = sock.into_split();
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut waiting = false;
+    let mut fatal: Option<Vec<u8>> = None;
+    loop {
+        tokio::select! {
+            r = rd.read_buf(&mut buf), if !waiting && fatal.is_none() => {
+                match r {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                let limits = ParseLimits { max_bulk: shared.max_bulk() };
+                let mut reqs = Vec::new();
+                let mut used = 0;
+                loop {
+                    match resp::parse(&buf[used..], &limits) {
+                        Ok(Some((args, n))) => {
+                            used += n;
+                            if !args.is_empty() {
+                                reqs.push(args);
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            fatal = Some(protocol_error(&e));
+                            break;
+                        }
+                    }
+                }
+                buf.drain(..used);
+                if fatal.is_none() && buf.len() > shared.query_limit() {
+                    log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
+                    fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
+                }
+                if buf.capacity() - buf.len() < 4096 {
+                    buf.reserve(buf.len().clamp(16 * 1024, 1 << 20));
+                }
+                if !reqs.is_empty() {
+                    if inbox.send(Msg::Requests { id, reqs }).is_err() {
+                        return;
+                    }
+                    waiting = true;
+                } else if let Some(err) = fatal.take() {
+                    let _ = wr.write_all(&err).await;
+                    return;
+                }
+            }
+            out = rx.recv() => {
+                match out {
+                    None => return,
+                    Some(Out::Push(bytes)) => {
+                        if wr.write_all(&bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                    Some(Out::Replies { bytes, close }) => {
+                        if wr.write_all(&bytes).await.is_err() || close {
+                            return;
+                        }
+                        waiting = false;
+                        if let Some(err) = fatal.take() {
+                            let _ = wr.write_all(&err).await;
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,435 @@
+//! The Redis wire protocol: request parsing (multibulk and inline) and
+//! reply encoding for RESP2 and RESP3.
+//!
+//! The parser is incremental and allocation-bounded: it never reads past a
+//! declared length before the bytes are there, it refuses counts and
+//! lengths over the configured limits as soon as their header arrives, and
+//! it reports malformed input with Redis's own words ("Protocol error: …")
+//! so that the connection can answer and close. It has no state of its own:
+//! a caller keeps unparsed bytes and calls again when more arrive.
+
+use std::fmt::Write as _;
+
+/// Redis refuses a header line (`*N` / `$N`) or an inline command longer than this.
+pub const MAX_INLINE: usize = 64 * 1024;
+/// Redis refuses a multibulk count over this many arguments.
+pub const MAX_MULTIBULK: i64 = 1024 * 1024;
+
+/// What a request may declare before the parser refuses it.
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    /// Largest bulk argument (`proto-max-bulk-len`, default 512 MiB).
+    pub max_bulk: usize,
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        ParseLimits { max_bulk: 512 * 1024 * 1024 }
+    }
+}
+
+/// A malformed or oversized request; the text follows "-ERR ".
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("Protocol error: {0}")]
+pub struct ProtocolError(pub String);
+
+/// One parsed request: its arguments and how many bytes it used.
+pub type Frame = (Vec<Vec<u8>>, usize);
+
+/// Parses one request from the front of `buf`.
+///
+/// `Ok(None)`: more bytes are needed. `Ok(Some((args, used)))`: a request of
+/// `used` bytes; `args` is empty for the empty requests Redis skips (`*0`,
+/// a blank inline line). Errors are fatal for the connection.
+pub fn parse(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, ProtocolError> {
+    match buf.first() {
+        None => Ok(None),
+        Some(b'*') => parse_multibulk(buf, limits),
+        Some(_) => parse_inline(buf),
+    }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let hay = buf.get(from..)?;
+    let mut at = 0;
+    while let Some(i) = hay[at..].iter().position(|&b| b == b'\r') {
+        let pos = at + i;
+        match hay.get(pos + 1) {
+            Some(b'\n') => return Some(from + pos),
+            Some(_) => at = pos + 1,
+            None => return None,
+        }
+    }
+    None
+}
+
+/// Parses the decimal in a header line the way Redis's `string2ll` does.
+fn parse_count(line: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(line).ok()?;
+    if s.is_empty() || s.starts_with('+') || (s.len() > 1 && s.starts_with('0')) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn header(buf: &[u8], at: usize, what: &str) -> Result<Option<(i64, usize)>, ProtocolError> {
+    match find_crlf(buf, at) {
+        None if buf.len() - at > MAX_INLINE => Err(ProtocolError(format!("too big {what} count string"))),
+        None => Ok(None),
+        Some(end) => {
+            let n = parse_count(&buf[at + 1..end]);
+            match n {
+                Some(n) => Ok(Some((n, end + 2))),
+                None if what == "mbulk" => Err(ProtocolError("invalid multibulk length".into())),
+                None => Err(ProtocolError("invalid bulk length".into())),
+            }
+        }
+    }
+}
+
+fn parse_multibulk(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, ProtocolError> {
+    let Some((count, mut at)) = header(buf, 0, "mbulk")? else { return Ok(None) };
+    if count > MAX_MULTIBULK {
+        return Err(ProtocolError("invalid multibulk length".into()));
+    }
+    if count <= 0 {
+        return Ok(Some((Vec::new(), at)));
+    }
+    // Checked before allocating anything the request declares.
+    let mut args = Vec::with_capacity((count as usize).min(1024));
+    for _ in 0..count {
+        match buf.get(at) {
+            None => return Ok(None),
+            Some(b'$') => {}
+            Some(&c) => return Err(ProtocolError(format!("expected '$', got '{}'", c as char))),
+        }
+        let Some((len, start)) = header(buf, at, "bulk")? else { return Ok(None) };
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return Err(ProtocolError("invalid bulk length".into()));
+        }
+        let end = start + len as usize;
+        if buf.len() < end + 2 {
+            return Ok(None);
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Err(ProtocolError("expected CRLF after bulk data".into()));
+        }
+        args.push(buf[start..end].to_vec());
+        at = end + 2;
+    }
+    Ok(Some((args, at)))
+}
+
+fn parse_inline(buf: &[u8]) -> Result<Option<Frame>, ProtocolError> {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > MAX_INLINE {
+            return Err(ProtocolError("too big inline request".into()));
+        }
+        return Ok(None);
+    };
+    let line = buf[..nl].strip_suffix(b"\r").unwrap_or(&buf[..nl]);
+    let args = split_args(line).ok_or_else(|| ProtocolError("unbalanced quotes in request".into()))?;
+    Ok(Some((args, nl + 1)))
+}
+
+/// Splits an inline command like Redis's `sdssplitargs`: blanks separate
+/// arguments; "double quotes" take \n \r \t \b \a \\ \" and \xHH escapes;
+/// 'single quotes' take \' only; a closing quote must be followed by a blank.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut args = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            return Some(args);
+        }
+        let mut cur = Vec::new();
+        match line[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    let c = *line.get(i)?;
+                    if c == b'\\'
+                        && i + 3 < line.len()
+                        && line[i + 1] == b'x'
+                        && hex(line[i + 2]).is_some()
+                        && hex(line[i + 3]).is_some()
+                    {
+                        cur.push(hex(line[i + 2])? * 16 + hex(line[i + 3])?);
+                        i += 4;
+                    } else if c == b'\\' && i + 1 < line.len() {
+                        cur.push(match line[i + 1] {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 8,
+                            b'a' => 7,
+                            other => other,
+                        });
+                        i += 2;
+                    } else if c == b'"' {
+                        i += 1;
+                        if i < line.len() && !line[i].is_ascii_whitespace() {
+                            return None;
+                        }
+                        break;
+                    } else {
+                        cur.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            b'\'' => {
+                i += 1;
+                loop {
+                    let c = *line.get(i)?;
+                    if c == b'\\' && line.get(i + 1) == Some(&b'\'') {
+                        cur.push(b'\'');
+                        i += 2;
+                    } else if c == b'\'' {
+                        i += 1;
+                        if i < line.len() && !line[i].is_ascii_whitespace() {
+                            return None;
+                        }
+                        break;
+                    } else {
+                        cur.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            _ => {
+                while i < line.len() && !line[i].is_ascii_whitespace() {
+                    cur.push(line[i]);
+                    i += 1;
+                }
+            }
+        }
+        args.push(cur);
+    }
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// A reply, encoded for the protocol version the client speaks.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reply {
+    /// `+text`
+    Simple(String),
+    /// `-CODE text` (the text includes the code, e.g. "ERR syntax error").
+    Error(String),
+    /// `:n`
+    Int(i64),
+    /// `$len` bytes
+    Bulk(Vec<u8>),
+    /// RESP2 `$-1`, RESP3 `_`.
+    Nil,
+    /// RESP2 `*-1`, RESP3 `_`.
+    NilArray,
+    /// `*n`
+    Array(Vec<Reply>),
+    /// RESP3 `%n`; RESP2 a flat array of 2n.
+    Map(Vec<(Reply, Reply)>),
+    /// RESP3 `~n`; RESP2 an array.
+    Set(Vec<Reply>),
+    /// RESP3 `,d`; RESP2 a bulk string.
+    Double(f64),
+    /// RESP3 `#t`/`#f`; RESP2 `:1`/`:0`.
+    Bool(bool),
+    /// RESP3 `=len\r\ntxt:…`; RESP2 a bulk string.
+    Verbatim(String),
+}
+
+impl Reply {
+    /// `+OK`.
+    pub fn ok() -> Reply {
+        Reply::Simple("OK".into())
+    }
+
+    /// A bulk string from anything byte-like.
+    pub fn bulk(b: impl AsRef<[u8]>) -> Reply {
+        Reply::Bulk(b.as_ref().to_vec())
+    }
+
+    /// An array of bulk strings.
+    pub fn bulks<I, B>(items: I) -> Reply
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
+        Reply::Array(items.into_iter().map(Reply::bulk).collect())
+    }
+
+    /// Whether this is an error reply.
+    pub fn is_error(&self) -> bool {
+        matches!(self, Reply::Error(_))
+    }
+
+    /// Appends the encoding for protocol `proto` (2 or 3) to `out`.
+    pub fn encode(&self, proto: u8, out: &mut Vec<u8>) {
+        let resp3 = proto >= 3;
+        match self {
+            Reply::Simple(s) => line(out, b'+', s),
+            Reply::Error(s) => line(out, b'-', s),
+            Reply::Int(n) => {
+                out.push(b':');
+                let _ = write!(Buf(out), "{n}\r\n");
+            }
+            Reply::Bulk(b) => bulk(out, b'$', b),
+            Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
+            Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
+            Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
+            Reply::Array(items) => {
+                agg(out, b'*', items.len());
+                items.iter().for_each(|r| r.encode(proto, out));
+            }
+            Reply::Set(items) => {
+                agg(out, if resp3 { b'~' } else { b'*' }, items.len());
+                items.iter().for_each(|r| r.encode(proto, out));
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    agg(out, b'%', pairs.len());
+                } else {
+                    agg(out, b'*', pairs.len() * 2);
+                }
+                for (k, v) in pairs {
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+            }
+            Reply::Double(d) if resp3 => {
+                out.push(b',');
+                out.extend_from_slice(format_double(*d).as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Double(d) => bulk(out, b'$', format_double(*d).as_bytes()),
+            Reply::Bool(b) if resp3 => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
+            Reply::Bool(b) => out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
+            Reply::Verbatim(s) if resp3 => {
+                let mut body = b"txt:".to_vec();
+                body.extend_from_slice(s.as_bytes());
+                bulk(out, b'=', &body);
+            }
+            Reply::Verbatim(s) => bulk(out, b'$', s.as_bytes()),
+        }
+    }
+}
+
+struct Buf<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Buf<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+fn line(out: &mut Vec<u8>, tag: u8, s: &str) {
+    out.push(tag);
+    // A simple string or error cannot carry a line break; Redis replaces them too.
+    out.extend(s.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+    out.extend_from_slice(b"\r\n");
+}
+
+fn agg(out: &mut Vec<u8>, tag: u8, n: usize) {
+    out.push(tag);
+    let _ = write!(Buf(out), "{n}\r\n");
+}
+
+fn bulk(out: &mut Vec<u8>, tag: u8, b: &[u8]) {
+    agg(out, tag, b.len());
+    out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Formats a double the way Redis 7 replies with one: the shortest text
+/// that reads back to the same value, `inf`/`-inf`, integers without a
+/// fraction, and C-style exponents (`1e+300`) for very large or small ones.
+pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let a = d.abs();
+    if a != 0.0 && !(1e-5..1e17).contains(&a) {
+        let s = format!("{d:e}");
+        let (mant, exp) = s.split_once('e').unwrap_or((&s, "0"));
+        let (sign, digits) = match exp.strip_prefix('-') {
+            Some(rest) => ('-', rest),
+            None => ('+', exp),
+        };
+        return format!("{mant}e{sign}{digits:0>2}");
+    }
+    if d == 0.0 {
+        return "0".into();
+    }
+    format!("{d}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(b: &[u8]) -> Result<Option<Frame>, ProtocolError> {
+        parse(b, &ParseLimits::default())
+    }
+
+    #[test]
+    fn multibulk_and_partial() {
+        let req = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        assert_eq!(p(req).unwrap(), Some((vec![b"GET".to_vec(), b"k".to_vec()], req.len())));
+        for cut in 0..req.len() {
+            assert_eq!(p(&req[..cut]).unwrap(), None, "prefix of {cut} bytes");
+        }
+    }
+
+    #[test]
+    fn inline_with_quotes() {
+        let (args, used) = p(b"SET \"a b\" 'c\\'d' \"\\x41\\n\"\r\nrest").unwrap().unwrap();
+        assert_eq!(args, vec![b"SET".to_vec(), b"a b".to_vec(), b"c'd".to_vec(), b"A\n".to_vec()]);
+        assert_eq!(used, 27);
+        assert!(p(b"SET \"abc\r\n").is_err());
+        assert_eq!(p(b"\r\n").unwrap(), Some((vec![], 2)));
+    }
+
+    #[test]
+    fn limits_and_errors() {
+        let small = ParseLimits { max_bulk: 10 };
+        assert_eq!(parse(b"*1\r\n$11\r\n", &small).unwrap_err().0, "invalid bulk length");
+        assert_eq!(p(b"*1\r\n$abc\r\n").unwrap_err().0, "invalid bulk length");
+        assert_eq!(p(b"*x\r\n").unwrap_err().0, "invalid multibulk length");
+        assert_eq!(p(b"*2000000\r\n").unwrap_err().0, "invalid multibulk length");
+        assert_eq!(p(b"*1\r\n:1\r\n").unwrap_err().0, "expected '$', got ':'");
+        assert!(p(&vec![b'a'; MAX_INLINE + 1]).is_err());
+        assert!(p(b"*1\r\n$1\r\nab\r\n").is_err());
+    }
+
+    #[test]
+    fn encodings() {
+        let enc = |r: &Reply, v| {
+            let mut o = Vec::new();
+            r.encode(v, &mut o);
+            String::from_utf8(o).unwrap()
+        };
+        let m = Reply::Map(vec![(Reply::bulk("a"), Reply::Int(1))]);
+        assert_eq!(enc(&m, 2), "*2\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&m, 3), "%1\r\n$1\r\na\r\n:1\r\n");
+        assert_eq!(enc(&Reply::Nil, 2), "$-1\r\n");
+        assert_eq!(enc(&Reply::Nil, 3), "_\r\n");
+        assert_eq!(enc(&Reply::Double(1.5), 3), ",1.5\r\n");
+        assert_eq!(enc(&Reply::Error("ERR a\r\nb".into()), 2), "-ERR a  b\r\n");
+        assert_eq!(format_double(3.0), "3");
+        assert_eq!(format_double(1e300), "1e+300");
+        assert_eq!(format_double(-5.94971599e8), "-594971599");
+        assert_eq!(format_double(1.5e-7), "1.5e-07");
+        assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+    }
+}

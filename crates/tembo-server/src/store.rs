@@ -1,0 +1,222 @@
+//! The executor's view of the database: committed state plus the writes of
+//! the current commit group.
+//!
+//! Commands run one at a time against this view. Their writes go to an
+//! in-memory overlay that later commands in the same group read through
+//! (read-your-writes), and the whole overlay becomes durable with one
+//! [`WriteBatch`] — one persisted version store in the engine — before any
+//! reply of the group is sent (group commit). [`Store::discard`] forgets a
+//! group that could not commit.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::iter::Peekable;
+use std::ops::Bound;
+use std::sync::Arc;
+
+use tembo_store::{Db, DbError, WriteBatch};
+
+use crate::encoding::{be64, GLOBAL};
+
+/// Versions are reserved in blocks so that creating a collection rarely writes the high-water mark.
+const VERSION_BLOCK: u64 = 4096;
+
+/// Committed database plus pending writes.
+#[derive(Debug)]
+pub struct Store {
+    db: Arc<Db>,
+    overlay: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    next_version: u64,
+    version_limit: u64,
+    persisted_limit: u64,
+    max_key: usize,
+    max_value: usize,
+}
+
+/// A write refused before it reached the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The engine failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// A key over the engine's limit.
+    #[error("key of {0} bytes exceeds the limit of {1} bytes")]
+    KeyTooLarge(usize, usize),
+    /// A value over the engine's limit.
+    #[error("value of {0} bytes exceeds the limit of {1} bytes")]
+    ValueTooLarge(usize, usize),
+}
+
+fn version_key() -> Vec<u8> {
+    let mut k = vec![GLOBAL];
+    k.extend_from_slice(b"version-limit");
+    k
+}
+
+impl Store {
+    /// Wraps an open database, reading the version high-water mark.
+    pub fn new(db: Arc<Db>) -> Result<Store, DbError> {
+        let limit = match db.get(&version_key())? {
+            Some(v) if v.len() == 8 => be64(&v),
+            _ => 1,
+        };
+        let limits = db.limits();
+        Ok(Store {
+            db,
+            overlay: BTreeMap::new(),
+            next_version: limit,
+            version_limit: limit,
+            persisted_limit: limit,
+            max_key: limits.max_key_bytes,
+            max_value: limits.max_value_bytes,
+        })
+    }
+
+    /// The database underneath.
+    pub fn db(&self) -> &Arc<Db> {
+        &self.db
+    }
+
+    /// The value of `key`, pending writes included.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, DbError> {
+        match self.overlay.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.db.get(key),
+        }
+    }
+
+    /// Stages a put; refuses keys and values over the engine's limits now
+    /// rather than failing the whole group at commit.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), StoreError> {
+        if key.len() > self.max_key {
+            return Err(StoreError::KeyTooLarge(key.len(), self.max_key));
+        }
+        if value.len() > self.max_value {
+            return Err(StoreError::ValueTooLarge(value.len(), self.max_value));
+        }
+        self.overlay.insert(key, Some(value));
+        Ok(())
+    }
+
+    /// Stages a delete.
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.overlay.insert(key, None);
+    }
+
+    /// A fresh collection version, never handed out before (also across restarts).
+    pub fn new_version(&mut self) -> u64 {
+        if self.next_version >= self.version_limit {
+            self.version_limit = self.next_version + VERSION_BLOCK;
+            self.overlay.insert(version_key(), Some(self.version_limit.to_be_bytes().to_vec()));
+        }
+        self.next_version += 1;
+        self.next_version - 1
+    }
+
+    /// Whether writes are pending.
+    pub fn is_dirty(&self) -> bool {
+        !self.overlay.is_empty()
+    }
+
+    /// Number of pending writes.
+    pub fn pending(&self) -> usize {
+        self.overlay.len()
+    }
+
+    /// Makes every pending write durable with one batch.
+    pub fn commit(&mut self) -> Result<(), DbError> {
+        if self.overlay.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::with_capacity(self.overlay.len());
+        for (k, v) in std::mem::take(&mut self.overlay) {
+            match v {
+                Some(v) => batch.put(k, v),
+                None => batch.delete(k),
+            };
+        }
+        match self.db.write(&batch) {
+            Ok(_) => {
+                self.persisted_limit = self.version_limit;
+                Ok(())
+            }
+            Err(e) => {
+                self.version_limit = self.persisted_limit;
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets every pending write.
+    pub fn discard(&mut self) {
+        self.overlay.clear();
+        self.version_limit = self.persisted_limit;
+    }
+
+    /// Keys and values in `[lo, hi)` bounds order (descending if `rev`), pending writes included.
+    pub fn scan(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, rev: bool) -> Merged<'_> {
+        let range = (lo, hi);
+        let mut pending: Vec<_> = self.overlay.range(range.clone()).collect();
+        if !rev {
+            pending.reverse();
+        }
+        let db = if rev { self.db.scan_rev(range) } else { self.db.scan(range) };
+        Merged { db: db.peekable(), pending, rev }
+    }
+
+    /// Everything starting with `prefix`.
+    pub fn scan_prefix(&self, prefix: &[u8], rev: bool) -> Merged<'_> {
+        let hi = match crate::encoding::prefix_end(prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+        self.scan(Bound::Included(prefix.to_vec()), hi, rev)
+    }
+}
+
+/// Committed entries merged with pending ones (pending wins; pending deletes hide).
+#[derive(Debug)]
+pub struct Merged<'a> {
+    db: Peekable<tembo_store::Iter<'a>>,
+    /// Pending entries of the range, the next one last.
+    pending: Vec<(&'a Vec<u8>, &'a Option<Vec<u8>>)>,
+    rev: bool,
+}
+
+impl Iterator for Merged<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>), DbError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let next_pending = self.pending.last().map(|(k, _)| k.as_slice());
+            let next_db = match self.db.peek() {
+                Some(Ok((k, _))) => Some(k.as_slice()),
+                Some(Err(_)) => return self.db.next(),
+                None => None,
+            };
+            let (take_pending, shadows) = match (next_pending, next_db) {
+                (None, None) => return None,
+                (Some(_), None) => (true, false),
+                (None, Some(_)) => (false, false),
+                (Some(p), Some(d)) => {
+                    let ord = if self.rev { d.cmp(p) } else { p.cmp(d) };
+                    match ord {
+                        Ordering::Less => (true, false),
+                        Ordering::Equal => (true, true),
+                        Ordering::Greater => (false, false),
+                    }
+                }
+            };
+            if !take_pending {
+                return self.db.next();
+            }
+            if shadows {
+                self.db.next();
+            }
+            let (k, v) = self.pending.pop()?;
+            if let Some(v) = v {
+                return Some(Ok((k.clone(), v.clone())));
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! `tembo serve`: the Redis-compatible server.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tembo_server::Config;
+
+/// Options of `tembo serve`; each overrides the config file.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, requirepass,
+    /// maxclients, databases, loglevel, allow_unprotected, proto_max_bulk_len,
+    /// client_query_buffer_limit)
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1]
+    #[arg(long)]
+    bind: Option<String>,
+    /// TCP port [default: 6379]
+    #[arg(long, short = 'p')]
+    port: Option<u16>,
+    /// Pool file, created on first run [default: tembo-data/tembo.pool]
+    #[arg(long)]
+    pool: Option<PathBuf>,
+    /// Size of a new pool, e.g. 256M, 4G [default: 256M]
+    #[arg(long, value_parser = crate::size::parse_size)]
+    pool_size: Option<u64>,
+    /// Largest size the pool may grow to [default: 16 x pool size, at least 1G]
+    #[arg(long, value_parser = crate::size::parse_size)]
+    pool_max_size: Option<u64>,
+    /// Password clients must give with AUTH or HELLO
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Most simultaneous clients [default: 10000]
+    #[arg(long)]
+    maxclients: Option<usize>,
+    /// Number of databases (SELECT 0..N-1) [default: 16]
+    #[arg(long)]
+    databases: Option<usize>,
+    /// error, warn, info or debug [default: info]
+    #[arg(long)]
+    loglevel: Option<String>,
+    /// Allow a non-loopback --bind without --requirepass (only on a trusted network)
+    #[arg(long)]
+    allow_unprotected: bool,
+}
+
+/// Runs the server in the foreground.
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let mut cfg = match &args.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(v) = args.bind {
+        cfg.bind = v;
+    }
+    if let Some(v) = args.port {
+        cfg.port = v;
+    }
+    if let Some(v) = args.pool {
+        cfg.pool = v;
+    }
+    if let Some(v) = args.pool_size {
+        cfg.pool_size = v;
+    }
+    if let Some(v) = args.pool_max_size {
+        cfg.pool_max_size = v;
+    }
+    if let Some(v) = args.requirepass {
+        cfg.requirepass = v;
+    }
+    if let Some(v) = args.maxclients {
+        cfg.maxclients = v;
+    }
+    if let Some(v) = args.databases {
+        cfg.databases = v;
+    }
+    if let Some(v) = args.loglevel {
+        cfg.loglevel = v;
+    }
+    cfg.allow_unprotected |= args.allow_unprotected;
+    tembo_server::serve(cfg, args.config).context("tembo serve")?;
+    Ok(ExitCode::SUCCESS)
+}
