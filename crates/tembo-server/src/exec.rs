@@ -312,7 +312,8 @@ impl State {
         Ok(())
     }
 
-    fn discard(&mut self) {
+    /// Forgets the pending writes and the count changes that go with them.
+    pub fn discard(&mut self) {
         self.store.discard();
         self.pending_counts.iter_mut().for_each(|c| *c = (0, 0));
     }
@@ -362,7 +363,7 @@ impl State {
 
     /// Background work: expire keys whose time has come, reclaim the
     /// elements of deleted collections; one commit.
-    fn cron(&mut self) {
+    pub fn cron(&mut self) {
         let now = now_ms();
         let expired = crate::background::expire_cycle(self, now, 1000);
         let reclaimed = crate::background::reclaim_step(self, 2000);

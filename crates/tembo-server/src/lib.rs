@@ -41,6 +41,7 @@ mod info;
 mod keyspace;
 mod net;
 pub mod resp;
+mod session;
 mod size;
 mod stats;
 mod store;
@@ -50,6 +51,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use config::{Config, ConfigError, DEFAULT_POOL};
+pub use session::Session;
 use tembo_store::{Db, DbError, Options};
 
 /// The Redis version whose semantics the server follows (reported by HELLO and INFO).

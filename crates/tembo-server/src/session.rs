@@ -1,0 +1,69 @@
+//! An in-process session: run commands against a database without a
+//! socket, exactly as a connected client would (same dispatch, same group
+//! commit, one command per group). Tests use it to check every type against
+//! a model; embedders can use it to speak Redis commands to a `Db`.
+
+use std::sync::Arc;
+
+use tembo_store::{Db, DbError};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::client::{Client, Out};
+use crate::cmd::{self, CmdError};
+use crate::exec::State;
+use crate::resp::{split_args, Reply};
+use crate::Config;
+
+/// One client's session on a database.
+#[derive(Debug)]
+pub struct Session {
+    st: State,
+    client: Client,
+    _out: UnboundedReceiver<Out>,
+}
+
+impl Session {
+    /// A session on `db` with default settings.
+    pub fn new(db: Arc<Db>) -> Result<Session, DbError> {
+        let cfg = Config::default();
+        let shared = Arc::new(crate::net::Shared::new(&cfg));
+        let st = State::new(db, cfg, shared)?;
+        let (tx, rx) = unbounded_channel();
+        let client = Client::new(1, "127.0.0.1:1".into(), "127.0.0.1:0".into(), true, tx);
+        Ok(Session { st, client, _out: rx })
+    }
+
+    /// Runs one command and commits its writes before returning its reply.
+    pub fn call<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Reply {
+        if args.is_empty() {
+            return Reply::Error("ERR empty command".into());
+        }
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        let reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
+        match self.st.commit() {
+            Ok(()) => reply,
+            Err(e) => {
+                self.st.discard();
+                Reply::Error(CmdError::from_commit(&e).0)
+            }
+        }
+    }
+
+    /// Runs a command written as redis-cli would take it (`SET k "a b"`).
+    pub fn call_line(&mut self, line: &str) -> Reply {
+        match split_args(line.as_bytes()) {
+            Some(args) => self.call(&args),
+            None => Reply::Error("ERR Protocol error: unbalanced quotes in request".into()),
+        }
+    }
+
+    /// Runs the background work (expiry, reclaiming deleted collections) once.
+    pub fn background(&mut self) {
+        self.st.cron();
+    }
+
+    /// The database.
+    pub fn db(&self) -> &Arc<Db> {
+        self.st.store.db()
+    }
+}

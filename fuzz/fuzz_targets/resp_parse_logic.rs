@@ -1,0 +1,45 @@
+// The `resp_parse` fuzz target's logic, shared with
+// `crates/tembo-server/tests/fuzz_smoke.rs`.
+
+use tembo_server::resp::{parse, ParseLimits, Reply};
+
+/// Parses `data` as a client's byte stream and checks what must hold:
+/// no panic; every frame consumes at least one byte and no more than is
+/// there; an error only ends the stream; a frame's args re-encoded as a
+/// multibulk parse back to the same args; and feeding the stream in two
+/// pieces (at `split`) gives the same frames as feeding it whole.
+pub fn resp_parse(data: &[u8]) {
+    let limits = ParseLimits { max_bulk: 1 << 20 };
+    let whole = frames(data, &limits, data.len());
+    let split = if data.is_empty() { 0 } else { data[0] as usize % (data.len() + 1) };
+    let pieces = frames(data, &limits, split);
+    assert_eq!(whole, pieces, "split at {split}");
+    for args in whole.0.iter().filter(|a| !a.is_empty()) {
+        let mut enc = Vec::new();
+        Reply::Array(args.iter().map(|a| Reply::Bulk(a.clone())).collect()).encode(2, &mut enc);
+        let (again, used) = parse(&enc, &limits).expect("re-encoded frame parses").expect("complete");
+        assert_eq!(&again, args);
+        assert_eq!(used, enc.len());
+    }
+}
+
+type Frames = (Vec<Vec<Vec<u8>>>, bool);
+
+/// Frames of `data` when only `data[..avail]` is there at first and the rest comes later.
+fn frames(data: &[u8], limits: &ParseLimits, avail: usize) -> Frames {
+    let mut out = Vec::new();
+    let mut at = 0;
+    let mut have = avail;
+    loop {
+        match parse(&data[at..have], limits) {
+            Ok(Some((args, used))) => {
+                assert!(used > 0 && at + used <= have, "used {used} of {}", have - at);
+                at += used;
+                out.push(args);
+            }
+            Ok(None) if have < data.len() => have = data.len(),
+            Ok(None) => return (out, false),
+            Err(_) => return (out, true),
+        }
+    }
+}
