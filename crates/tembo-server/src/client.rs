@@ -50,7 +50,7 @@ pub struct Client {
     /// Connection time.
     pub since: Instant,
     /// Name of the last command run.
-    pub last_cmd: String,
+    pub last_cmd: &'static str,
     /// Where replies go.
     pub out: UnboundedSender<Out>,
     /// Close the connection once this batch's replies are written.
@@ -75,7 +75,7 @@ impl Client {
             watch_dirty: false,
             monitor: false,
             since: Instant::now(),
-            last_cmd: "NULL".into(),
+            last_cmd: "NULL",
             out,
             close: false,
         }

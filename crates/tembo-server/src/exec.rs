@@ -80,6 +80,8 @@ pub struct State {
     pub run_id: String,
     /// INFO config_file.
     pub config_file: String,
+    /// Clients in MONITOR mode.
+    pub monitors: Vec<u64>,
     /// Set by SHUTDOWN or a signal.
     pub shutdown: bool,
     /// Where the background reclaimer resumes (empty: between passes).
@@ -131,6 +133,7 @@ impl State {
             stats: Stats::new(),
             cursors: crate::cursor::Cursors::default(),
             shutdown: false,
+            monitors: Vec::new(),
             shared,
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             run_id: (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect(),
@@ -248,6 +251,7 @@ impl State {
         if let Some(mut c) = self.clients.remove(&id) {
             self.unwatch(&mut c);
         }
+        self.monitors.retain(|&m| m != id);
     }
 
     /// Removes `c` from every watcher list.

@@ -24,7 +24,7 @@ pub struct Stats {
     /// Commands processed.
     pub commands: u64,
     /// Per command.
-    pub per_command: BTreeMap<String, CommandStat>,
+    pub per_command: BTreeMap<&'static str, CommandStat>,
     /// Commit groups made durable.
     pub commits: u64,
     /// Keys written by those commits.

@@ -191,6 +191,8 @@ fn reset(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     cx.client.db = 0;
     cx.client.proto = 2;
     cx.client.monitor = false;
+    let id = cx.client.id;
+    cx.st.monitors.retain(|&m| m != id);
     cx.client.name = None;
     cx.client.authed = cx.st.cfg.requirepass.is_empty();
     Ok(Reply::Simple("RESET".into()))

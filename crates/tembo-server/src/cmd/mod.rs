@@ -184,7 +184,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
 /// Runs a command already checked (EXEC calls this for queued commands).
 pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
     feed_monitors(st, client, args);
-    client.last_cmd = spec.name.to_string();
+    client.last_cmd = spec.name;
     let started = Instant::now();
     let reply = {
         let mut ctx = Ctx { st, client, now: now_ms() };
@@ -192,7 +192,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     };
     let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
     st.stats.commands += 1;
-    let stat = st.stats.per_command.entry(spec.name.to_string()).or_default();
+    let stat = st.stats.per_command.entry(spec.name).or_default();
     stat.calls += 1;
     stat.usec += started.elapsed().as_micros() as u64;
     if reply.is_error() {
@@ -203,7 +203,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
 }
 
 fn feed_monitors(st: &mut State, client: &Client, args: &[Vec<u8>]) {
-    if !st.clients.values().any(|c| c.monitor) {
+    if st.monitors.is_empty() {
         return;
     }
     let now = now_ms();
@@ -223,7 +223,9 @@ fn feed_monitors(st: &mut State, client: &Client, args: &[Vec<u8>]) {
         line.push('"');
     }
     line.push_str("\r\n");
-    for c in st.clients.values().filter(|c| c.monitor) {
-        let _ = c.out.send(Out::Push(line.clone().into_bytes()));
+    for id in &st.monitors {
+        if let Some(c) = st.clients.get(id) {
+            let _ = c.out.send(Out::Push(line.clone().into_bytes()));
+        }
     }
 }

@@ -411,5 +411,8 @@ fn debug(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn monitor(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     cx.client.monitor = true;
+    if !cx.st.monitors.contains(&cx.client.id) {
+        cx.st.monitors.push(cx.client.id);
+    }
     Ok(Reply::ok())
 }

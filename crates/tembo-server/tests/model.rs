@@ -1,0 +1,346 @@
+//! Every Redis type's encoding against a model: random command sequences
+//! on a small key space run through an in-process [`Session`] and on plain
+//! Rust collections; every reply that reads state must match. Deleted and
+//! overwritten collections must never show old elements, and the background
+//! reclaimer must leave no element of a deleted collection behind.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tembo_server::resp::Reply;
+use tembo_server::Session;
+use tembo_store::{Db, Options};
+
+#[derive(Clone, Debug)]
+enum Val {
+    Str(Vec<u8>),
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    Set(BTreeSet<Vec<u8>>),
+    List(VecDeque<Vec<u8>>),
+    ZSet(BTreeMap<Vec<u8>, i64>),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Set(u8, u8),
+    Del(u8),
+    HSet(u8, u8, u8),
+    HDel(u8, u8),
+    SAdd(u8, u8),
+    SRem(u8, u8),
+    LPush(u8, u8),
+    RPush(u8, u8),
+    LPop(u8),
+    RPop(u8),
+    LRem(u8, i8, u8),
+    LTrim(u8, i8, i8),
+    LSet(u8, i8, u8),
+    ZAdd(u8, i8, u8),
+    ZRem(u8, u8),
+    Rename(u8, u8),
+    Background,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let k = 0u8..4;
+    let f = 0u8..6;
+    prop_oneof![
+        (k.clone(), f.clone()).prop_map(|(k, v)| Op::Set(k, v)),
+        k.clone().prop_map(Op::Del),
+        (k.clone(), f.clone(), f.clone()).prop_map(|(k, f, v)| Op::HSet(k, f, v)),
+        (k.clone(), f.clone()).prop_map(|(k, f)| Op::HDel(k, f)),
+        (k.clone(), f.clone()).prop_map(|(k, f)| Op::SAdd(k, f)),
+        (k.clone(), f.clone()).prop_map(|(k, f)| Op::SRem(k, f)),
+        (k.clone(), f.clone()).prop_map(|(k, f)| Op::LPush(k, f)),
+        (k.clone(), f.clone()).prop_map(|(k, f)| Op::RPush(k, f)),
+        k.clone().prop_map(Op::LPop),
+        k.clone().prop_map(Op::RPop),
+        (k.clone(), -2i8..3, f.clone()).prop_map(|(k, c, v)| Op::LRem(k, c, v)),
+        (k.clone(), -4i8..4, -4i8..4).prop_map(|(k, a, b)| Op::LTrim(k, a, b)),
+        (k.clone(), -4i8..4, f.clone()).prop_map(|(k, i, v)| Op::LSet(k, i, v)),
+        (k.clone(), -3i8..4, f.clone()).prop_map(|(k, s, m)| Op::ZAdd(k, s, m)),
+        (k.clone(), f.clone()).prop_map(|(k, m)| Op::ZRem(k, m)),
+        (k.clone(), k).prop_map(|(a, b)| Op::Rename(a, b)),
+        Just(Op::Background),
+    ]
+}
+
+fn key(k: u8) -> Vec<u8> {
+    format!("key{k}").into_bytes()
+}
+
+fn val(v: u8) -> Vec<u8> {
+    format!("v{v}").into_bytes()
+}
+
+fn bulks(items: impl IntoIterator<Item = Vec<u8>>) -> Vec<Reply> {
+    items.into_iter().map(Reply::Bulk).collect()
+}
+
+/// Flattens maps and sets so RESP2 and RESP3 shapes compare alike.
+fn flat(r: Reply) -> Vec<Reply> {
+    match r {
+        Reply::Array(v) | Reply::Set(v) => v.into_iter().flat_map(flat).collect(),
+        Reply::Map(v) => v.into_iter().flat_map(|(a, b)| [flat(a), flat(b)].concat()).collect(),
+        Reply::Double(d) => vec![Reply::Bulk(tembo_server::resp::format_double(d).into_bytes())],
+        other => vec![other],
+    }
+}
+
+const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+fn check_state(s: &mut Session, model: &HashMap<Vec<u8>, Val>) {
+    for k in 0..4u8 {
+        let kb = key(k);
+        let name = String::from_utf8(kb.clone()).unwrap();
+        let ty = s.call(&["TYPE", &name]);
+        match model.get(&kb) {
+            None => assert_eq!(ty, Reply::Simple("none".into()), "{name}"),
+            Some(Val::Str(v)) => assert_eq!(s.call(&["GET", &name]), Reply::Bulk(v.clone())),
+            Some(Val::Hash(h)) => {
+                let got = flat(s.call(&["HGETALL", &name]));
+                let want: Vec<Reply> = h.iter().flat_map(|(f, v)| bulks([f.clone(), v.clone()])).collect();
+                assert_eq!(sorted_pairs(got), sorted_pairs(want), "HGETALL {name}");
+                assert_eq!(s.call(&["HLEN", &name]), Reply::Int(h.len() as i64));
+            }
+            Some(Val::Set(m)) => {
+                let mut got = flat(s.call(&["SMEMBERS", &name]));
+                got.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+                assert_eq!(got, bulks(m.iter().cloned()), "SMEMBERS {name}");
+                assert_eq!(s.call(&["SCARD", &name]), Reply::Int(m.len() as i64));
+            }
+            Some(Val::List(l)) => {
+                assert_eq!(flat(s.call(&["LRANGE", &name, "0", "-1"])), bulks(l.iter().cloned()), "LRANGE {name}");
+                assert_eq!(s.call(&["LLEN", &name]), Reply::Int(l.len() as i64));
+            }
+            Some(Val::ZSet(z)) => {
+                let mut want: Vec<(i64, Vec<u8>)> = z.iter().map(|(m, s)| (*s, m.clone())).collect();
+                want.sort();
+                let want: Vec<Reply> = want
+                    .into_iter()
+                    .flat_map(|(sc, m)| [Reply::Bulk(m), Reply::Bulk(sc.to_string().into_bytes())])
+                    .collect();
+                assert_eq!(flat(s.call(&["ZRANGE", &name, "0", "-1", "WITHSCORES"])), want, "ZRANGE {name}");
+                assert_eq!(s.call(&["ZCARD", &name]), Reply::Int(z.len() as i64));
+            }
+        }
+    }
+    assert_eq!(s.call(&["DBSIZE"]), Reply::Int(model.len() as i64));
+}
+
+fn sorted_pairs(v: Vec<Reply>) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = v.chunks(2).map(|c| (format!("{:?}", c[0]), format!("{:?}", c[1]))).collect();
+    p.sort();
+    p
+}
+
+fn run(ops: Vec<Op>) {
+    let db = Arc::new(Db::in_memory(&Options::with_size(64 << 20)).unwrap());
+    let mut s = Session::new(db.clone()).unwrap();
+    let mut model: HashMap<Vec<u8>, Val> = HashMap::new();
+    for op in ops {
+        apply(&mut s, &mut model, &op);
+        check_state(&mut s, &model);
+    }
+    // Everything deleted: after enough background steps no element remains.
+    s.call(&["FLUSHALL"]);
+    for _ in 0..20 {
+        s.background();
+    }
+    let left: Vec<_> = db.iter().map(|kv| kv.unwrap().0).filter(|k| k[0] == b'S' || k[0] == b'Z').collect();
+    assert!(left.is_empty(), "elements of deleted collections left behind: {left:?}");
+}
+
+fn apply(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
+    let name = |k: u8| String::from_utf8(key(k)).unwrap();
+    let sv = |v: u8| String::from_utf8(val(v)).unwrap();
+    match *op {
+        Op::Set(k, v) => {
+            assert_eq!(s.call(&["SET", &name(k), &sv(v)]), Reply::Simple("OK".into()));
+            model.insert(key(k), Val::Str(val(v)));
+        }
+        Op::Del(k) => {
+            let r = s.call(&["DEL", &name(k)]);
+            assert_eq!(r, Reply::Int(model.remove(&key(k)).is_some() as i64));
+        }
+        Op::Background => s.background(),
+        Op::Rename(a, b) => {
+            let r = s.call(&["RENAME", &name(a), &name(b)]);
+            match model.remove(&key(a)) {
+                None => assert!(matches!(r, Reply::Error(_)), "{r:?}"),
+                Some(v) => {
+                    assert_eq!(r, Reply::Simple("OK".into()));
+                    model.insert(key(b), v);
+                }
+            }
+        }
+        _ => apply_typed(s, model, op, &name, &sv),
+    }
+}
+
+fn apply_typed(
+    s: &mut Session,
+    model: &mut HashMap<Vec<u8>, Val>,
+    op: &Op,
+    name: &dyn Fn(u8) -> String,
+    sv: &dyn Fn(u8) -> String,
+) {
+    let k = match *op {
+        Op::HSet(k, ..)
+        | Op::HDel(k, ..)
+        | Op::SAdd(k, ..)
+        | Op::SRem(k, ..)
+        | Op::LPush(k, ..)
+        | Op::RPush(k, ..)
+        | Op::LPop(k)
+        | Op::RPop(k)
+        | Op::LRem(k, ..)
+        | Op::LTrim(k, ..)
+        | Op::LSet(k, ..)
+        | Op::ZAdd(k, ..)
+        | Op::ZRem(k, ..) => k,
+        _ => unreachable!(),
+    };
+    let kb = key(k);
+    let want_kind = match op {
+        Op::HSet(..) | Op::HDel(..) => 1,
+        Op::SAdd(..) | Op::SRem(..) => 2,
+        Op::ZAdd(..) | Op::ZRem(..) => 4,
+        _ => 3,
+    };
+    let kind_of = |v: &Val| match v {
+        Val::Hash(_) => 1,
+        Val::Set(_) => 2,
+        Val::List(_) => 3,
+        Val::ZSet(_) => 4,
+        Val::Str(_) => 0,
+    };
+    let args: Vec<String> = match *op {
+        Op::HSet(_, f, v) => vec!["HSET".into(), name(k), sv(f), sv(v)],
+        Op::HDel(_, f) => vec!["HDEL".into(), name(k), sv(f)],
+        Op::SAdd(_, m) => vec!["SADD".into(), name(k), sv(m)],
+        Op::SRem(_, m) => vec!["SREM".into(), name(k), sv(m)],
+        Op::LPush(_, v) => vec!["LPUSH".into(), name(k), sv(v)],
+        Op::RPush(_, v) => vec!["RPUSH".into(), name(k), sv(v)],
+        Op::LPop(_) => vec!["LPOP".into(), name(k)],
+        Op::RPop(_) => vec!["RPOP".into(), name(k)],
+        Op::LRem(_, c, v) => vec!["LREM".into(), name(k), c.to_string(), sv(v)],
+        Op::LTrim(_, a, b) => vec!["LTRIM".into(), name(k), a.to_string(), b.to_string()],
+        Op::LSet(_, i, v) => vec!["LSET".into(), name(k), i.to_string(), sv(v)],
+        Op::ZAdd(_, sc, m) => vec!["ZADD".into(), name(k), sc.to_string(), sv(m)],
+        Op::ZRem(_, m) => vec!["ZREM".into(), name(k), sv(m)],
+        _ => unreachable!(),
+    };
+    let r = s.call(&args);
+    if let Some(v) = model.get(&kb) {
+        if kind_of(v) != want_kind {
+            assert_eq!(r, Reply::Error(WRONGTYPE.into()), "{args:?}");
+            return;
+        }
+    }
+    let entry = model.entry(kb.clone());
+    let v = entry.or_insert_with(|| match want_kind {
+        1 => Val::Hash(BTreeMap::new()),
+        2 => Val::Set(BTreeSet::new()),
+        4 => Val::ZSet(BTreeMap::new()),
+        _ => Val::List(VecDeque::new()),
+    });
+    let want: Reply = match (op, v) {
+        (Op::HSet(_, f, x), Val::Hash(h)) => Reply::Int(h.insert(val(*f), val(*x)).is_none() as i64),
+        (Op::HDel(_, f), Val::Hash(h)) => Reply::Int(h.remove(&val(*f)).is_some() as i64),
+        (Op::SAdd(_, m), Val::Set(st)) => Reply::Int(st.insert(val(*m)) as i64),
+        (Op::SRem(_, m), Val::Set(st)) => Reply::Int(st.remove(&val(*m)) as i64),
+        (Op::LPush(_, x), Val::List(l)) => {
+            l.push_front(val(*x));
+            Reply::Int(l.len() as i64)
+        }
+        (Op::RPush(_, x), Val::List(l)) => {
+            l.push_back(val(*x));
+            Reply::Int(l.len() as i64)
+        }
+        (Op::LPop(_), Val::List(l)) => l.pop_front().map_or(Reply::Nil, Reply::Bulk),
+        (Op::RPop(_), Val::List(l)) => l.pop_back().map_or(Reply::Nil, Reply::Bulk),
+        (Op::LRem(_, c, x), Val::List(l)) => Reply::Int(lrem(l, *c as i64, &val(*x))),
+        (Op::LTrim(_, a, b), Val::List(l)) => {
+            ltrim(l, *a as i64, *b as i64);
+            Reply::Simple("OK".into())
+        }
+        (Op::LSet(_, i, x), Val::List(l)) => {
+            let n = l.len() as i64;
+            let idx = if *i < 0 { n + *i as i64 } else { *i as i64 };
+            if n == 0 {
+                Reply::Error("ERR no such key".into())
+            } else if idx < 0 || idx >= n {
+                Reply::Error("ERR index out of range".into())
+            } else {
+                l[idx as usize] = val(*x);
+                Reply::Simple("OK".into())
+            }
+        }
+        (Op::ZAdd(_, sc, m), Val::ZSet(z)) => Reply::Int(z.insert(val(*m), *sc as i64).is_none() as i64),
+        (Op::ZRem(_, m), Val::ZSet(z)) => Reply::Int(z.remove(&val(*m)).is_some() as i64),
+        _ => unreachable!(),
+    };
+    assert_eq!(r, want, "{args:?}");
+    let empty = match model.get(&kb) {
+        Some(Val::Hash(h)) => h.is_empty(),
+        Some(Val::Set(s)) => s.is_empty(),
+        Some(Val::List(l)) => l.is_empty(),
+        Some(Val::ZSet(z)) => z.is_empty(),
+        _ => false,
+    };
+    if empty {
+        model.remove(&kb);
+    }
+}
+
+fn lrem(l: &mut VecDeque<Vec<u8>>, count: i64, x: &[u8]) -> i64 {
+    let mut removed = 0;
+    let limit = if count == 0 { i64::MAX } else { count.abs() };
+    let idx: Vec<usize> = if count >= 0 { (0..l.len()).collect() } else { (0..l.len()).rev().collect() };
+    let mut gone = BTreeSet::new();
+    for i in idx {
+        if removed < limit && l[i] == x {
+            gone.insert(i);
+            removed += 1;
+        }
+    }
+    let kept: VecDeque<Vec<u8>> = l.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, v)| v.clone()).collect();
+    *l = kept;
+    removed
+}
+
+fn ltrim(l: &mut VecDeque<Vec<u8>>, a: i64, b: i64) {
+    let n = l.len() as i64;
+    let s = if a < 0 { (n + a).max(0) } else { a };
+    let e = if b < 0 { n + b } else { b.min(n - 1) };
+    if s > e || s >= n {
+        l.clear();
+    } else {
+        *l = l.iter().skip(s as usize).take((e - s + 1) as usize).cloned().collect();
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn redis_types_match_the_model(ops in proptest::collection::vec(op(), 1..120)) {
+        run(ops);
+    }
+}
+
+#[test]
+fn a_recreated_collection_shows_no_old_elements() {
+    let db = Arc::new(Db::in_memory(&Options::with_size(64 << 20)).unwrap());
+    let mut s = Session::new(db).unwrap();
+    let fields: Vec<String> = (0..5000).flat_map(|i| [format!("f{i}"), "x".to_string()]).collect();
+    let mut args = vec!["HSET".to_string(), "h".into()];
+    args.extend(fields);
+    assert_eq!(s.call(&args), Reply::Int(5000));
+    assert_eq!(s.call(&["DEL", "h"]), Reply::Int(1));
+    assert_eq!(s.call(&["HSET", "h", "a", "b"]), Reply::Int(1));
+    assert_eq!(s.call(&["HLEN", "h"]), Reply::Int(1));
+    assert_eq!(flat(s.call(&["HGETALL", "h"])), bulks([b"a".to_vec(), b"b".to_vec()]));
+}
