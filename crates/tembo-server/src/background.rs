@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use tembo_store::DbError;
 
-use crate::encoding::{self, be64, meta_key, split_sub, Meta, EXPIRES, SUB, ZIDX};
+use crate::encoding::{be64, meta_key, split_sub, sub_prefix, Kind, Meta, EXPIRES, GARBAGE, SUB, ZIDX};
 use crate::exec::State;
 
 /// Deletes up to `limit` keys whose expiry time is at or before `now`;
@@ -34,11 +34,15 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
         let Some(raw) = st.store.get(&mk)? else { continue };
         // The index entry may be stale (the expiry changed in a group not yet
         // reflected here); only a matching expiry deletes the key.
-        if Meta::decode(&raw).is_some_and(|m| m.expire_at == at) && (db as usize) < st.keys.len() {
+        let Some(m) = Meta::decode(&raw) else { continue };
+        if m.expire_at == at && (db as usize) < st.keys.len() {
             st.store.delete(mk);
+            if m.kind != Kind::String {
+                // Cannot fail: the record is no longer than the collection's element keys.
+                let _ = st.store.put(sub_prefix(GARBAGE, db, key, m.version), Vec::new());
+            }
             st.pending_counts[db as usize].0 -= 1;
             st.pending_counts[db as usize].1 -= 1;
-            st.reclaim.dropped += 1;
             touch_others(st, db, key);
             n += 1;
         }
@@ -56,51 +60,44 @@ fn touch_others(st: &mut State, db: u8, key: &[u8]) {
     }
 }
 
-/// Visits up to `budget` collection elements from where the last step
-/// stopped and deletes those whose collection version no metadata names
-/// (the key was deleted, overwritten or recreated); returns how many.
+/// Deletes up to `budget` elements of dropped collections (those recorded
+/// under `R`), and each `R` record once its collection has no element left;
+/// returns how many elements.
 pub fn reclaim_step(st: &mut State, budget: usize) -> Result<u64, DbError> {
-    if st.reclaim_from.is_empty() {
-        // A pass starts only if a collection was dropped since the last one began.
-        if st.reclaim.dropped == st.reclaim.pass_began_at {
-            return Ok(0);
+    let records: Vec<Vec<u8>> = st
+        .store
+        .scan_prefix(&[GARBAGE], false)
+        .take(64)
+        .map(|kv| kv.map(|(k, _)| k))
+        .collect::<Result<_, _>>()?;
+    let mut deleted = 0u64;
+    for rec in records {
+        let Some((db, key, version, _)) = split_sub(&rec) else {
+            st.store.delete(rec);
+            continue;
+        };
+        let mut done = true;
+        for tag in [SUB, ZIDX] {
+            let prefix = sub_prefix(tag, db, key, version);
+            let left = budget.saturating_sub(deleted as usize);
+            let doomed: Vec<Vec<u8>> = st
+                .store
+                .scan_prefix(&prefix, false)
+                .take(left + 1)
+                .map(|kv| kv.map(|(k, _)| k))
+                .collect::<Result<_, _>>()?;
+            if doomed.len() > left {
+                done = false;
+            }
+            for k in doomed.into_iter().take(left) {
+                st.store.delete(k);
+                deleted += 1;
+            }
         }
-        st.reclaim.pass_began_at = st.reclaim.dropped;
-    }
-    let start = if st.reclaim_from.is_empty() { vec![SUB] } else { st.reclaim_from.clone() };
-    let mut deleted = 0;
-    let mut seen = 0;
-    let mut live: Option<(Vec<u8>, bool)> = None; // (sub prefix, is live) of the group being visited
-    let mut doomed = Vec::new();
-    let mut resume = None;
-    let hi = encoding::prefix_end(&[ZIDX]).map_or(Bound::Unbounded, Bound::Excluded);
-    for kv in st.store.scan(Bound::Included(start), hi, false) {
-        let (k, _) = kv?;
-        seen += 1;
-        if seen > budget {
-            resume = Some(k);
+        if !done {
             break;
         }
-        if k[0] != SUB && k[0] != ZIDX {
-            // Keys between the two prefixes (none today) are not ours.
-            continue;
-        }
-        let Some((db, key, version, rest)) = split_sub(&k) else { continue };
-        let group_len = k.len() - rest.len();
-        let same = live.as_ref().is_some_and(|(p, _)| p.as_slice() == &k[..group_len]);
-        if !same {
-            let m = st.store.get(&meta_key(db, key))?.and_then(|raw| Meta::decode(&raw));
-            let is_live = m.is_some_and(|m| m.kind != encoding::Kind::String && m.version == version);
-            live = Some((k[..group_len].to_vec(), is_live));
-        }
-        if live.as_ref().is_some_and(|(_, l)| !l) {
-            doomed.push(k);
-        }
+        st.store.delete(rec);
     }
-    for k in doomed {
-        st.store.delete(k);
-        deleted += 1;
-    }
-    st.reclaim_from = resume.unwrap_or_default();
     Ok(deleted)
 }

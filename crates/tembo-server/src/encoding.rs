@@ -8,14 +8,18 @@
 //! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
 //! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
+//! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
 //! G name                                    -> server globals (the version high-water mark)
 //! ```
 //!
-//! Deleting or overwriting a collection removes only its metadata record:
-//! its sub-keys carry the old version, which no metadata names any more, so
-//! no reader can reach them, and the reclaimer deletes them in the
-//! background (the lazy deletion of Apache Kvrocks). A recreated key gets a
-//! fresh version, so stale elements never reappear.
+//! Deleting or overwriting a collection removes only its metadata record
+//! and, in the same batch, records the dropped (key, version) under `R`: its
+//! sub-keys carry a version no metadata names any more, so no reader can
+//! reach them, and the background reclaimer deletes them range by range,
+//! then the `R` record (the lazy deletion of Apache Kvrocks, made
+//! O(garbage) instead of a scan of all data). A recreated key gets a fresh
+//! version, so stale elements never reappear; a crash keeps the `R` record
+//! and the work resumes.
 //!
 //! All integers in keys are big-endian so that byte order is numeric
 //! order; scores use the order-preserving transform of IEEE-754 doubles.
@@ -78,6 +82,8 @@ pub const SUB: u8 = b'S';
 pub const ZIDX: u8 = b'Z';
 /// Prefix of the expiry index.
 pub const EXPIRES: u8 = b'E';
+/// Prefix of dropped collections awaiting reclaim.
+pub const GARBAGE: u8 = b'R';
 /// Prefix of server globals.
 pub const GLOBAL: u8 = b'G';
 

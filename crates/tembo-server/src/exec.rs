@@ -84,21 +84,8 @@ pub struct State {
     pub monitors: Vec<u64>,
     /// Set by SHUTDOWN or a signal.
     pub shutdown: bool,
-    /// Where the background reclaimer resumes (empty: between passes).
-    pub reclaim_from: Vec<u8>,
-    /// When the reclaimer has work.
-    pub reclaim: ReclaimEpochs,
     /// Unix seconds of the last commit (LASTSAVE).
     pub last_commit: u64,
-}
-
-/// Counts collection drops so that the reclaimer runs only when one happened.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ReclaimEpochs {
-    /// Collections dropped (deleted, overwritten, expired) so far.
-    pub dropped: u64,
-    /// The value of `dropped` when the current or last pass began.
-    pub pass_began_at: u64,
 }
 
 /// One command's view: the state and the client running it.
@@ -138,9 +125,6 @@ impl State {
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             run_id: (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect(),
             config_file: String::new(),
-            reclaim_from: Vec::new(),
-            // One pass after start: a crash or an older build may have left garbage.
-            reclaim: ReclaimEpochs { dropped: 1, pass_began_at: 0 },
             last_commit: now_ms() / 1000,
         };
         st.count_keys()?;

@@ -56,8 +56,8 @@ impl Ctx<'_> {
         if old.is_none() {
             self.st.pending_counts[db as usize].0 += 1;
         }
-        if old.is_some_and(|o| o.kind != Kind::String && o.version != new.version) {
-            self.st.reclaim.dropped += 1;
+        if let Some(o) = old.filter(|o| o.kind != Kind::String && o.version != new.version) {
+            self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
         self.st.store.put(meta_key(db, key), new.encode())?;
         self.st.touch(db, key, self.client);
@@ -75,7 +75,8 @@ impl Ctx<'_> {
         }
         self.st.pending_counts[db as usize].0 -= 1;
         if old.kind != Kind::String {
-            self.st.reclaim.dropped += 1;
+            // Cannot fail: the record is no longer than the collection's element keys.
+            let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
         }
         self.st.touch(db, key, self.client);
     }

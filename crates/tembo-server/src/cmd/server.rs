@@ -212,8 +212,7 @@ fn dbsize(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
 /// expiry entries now, collection elements by the background reclaimer.
 fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
     let prefix = db.map_or(vec![encoding::META], meta_prefix);
-    let metas: Vec<Vec<u8>> =
-        cx.st.store.scan_prefix(&prefix, false).map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+    let metas: Vec<(Vec<u8>, Vec<u8>)> = cx.st.store.scan_prefix(&prefix, false).collect::<Result<_, _>>()?;
     let expiries: Vec<Vec<u8>> = cx
         .st
         .store
@@ -224,7 +223,11 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
             Err(e) => Some(Err(e)),
         })
         .collect::<Result<_, _>>()?;
-    for k in metas {
+    for (k, v) in metas {
+        if let Some(m) = encoding::Meta::decode(&v).filter(|m| m.kind != encoding::Kind::String) {
+            let garbage = encoding::sub_prefix(encoding::GARBAGE, k[1], &k[2..], m.version);
+            cx.st.store.put(garbage, Vec::new())?;
+        }
         cx.st.store.delete(k);
     }
     for k in expiries {
@@ -236,7 +239,6 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
             *de = -cx.st.expires[i];
         }
     }
-    cx.st.reclaim.dropped += 1;
     cx.st.touch_all(db, cx.client);
     Ok(Reply::ok())
 }
