@@ -64,12 +64,8 @@ fn touch_others(st: &mut State, db: u8, key: &[u8]) {
 /// under `R`), and each `R` record once its collection has no element left;
 /// returns how many elements.
 pub fn reclaim_step(st: &mut State, budget: usize) -> Result<u64, DbError> {
-    let records: Vec<Vec<u8>> = st
-        .store
-        .scan_prefix(&[GARBAGE], false)
-        .take(64)
-        .map(|kv| kv.map(|(k, _)| k))
-        .collect::<Result<_, _>>()?;
+    let records: Vec<Vec<u8>> =
+        st.store.scan_prefix(&[GARBAGE], false).take(64).map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
     let mut deleted = 0u64;
     for rec in records {
         let Some((db, key, version, _)) = split_sub(&rec) else {

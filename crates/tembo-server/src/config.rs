@@ -22,6 +22,9 @@ pub struct Config {
     pub pool_size: u64,
     /// Largest size the pool may grow to (bytes; 0: the engine's default).
     pub pool_max_size: u64,
+    /// Durability mode: auto (dax if MAP_SYNC, emulated on tmpfs, else
+    /// msync), dax, emulated (survives process crashes only), msync.
+    pub mode: String,
     /// Password clients must give (AUTH / HELLO AUTH); empty: none.
     pub requirepass: String,
     /// Most simultaneous clients.
@@ -46,6 +49,7 @@ impl Default for Config {
             pool: PathBuf::from(DEFAULT_POOL),
             pool_size: 256 << 20,
             pool_max_size: 0,
+            mode: "auto".into(),
             requirepass: String::new(),
             maxclients: 10_000,
             databases: 16,
@@ -90,6 +94,7 @@ impl Config {
                 self.databases
             )));
         }
+        self.mode_request()?;
         if self.maxclients == 0 {
             return Err(ConfigError::Invalid("maxclients must be at least 1".into()));
         }
@@ -111,6 +116,11 @@ impl Config {
             )));
         }
         Ok(())
+    }
+
+    /// The pool mode asked for.
+    pub fn mode_request(&self) -> Result<tembo_store::ModeRequest, ConfigError> {
+        self.mode.parse().map_err(|e| ConfigError::Invalid(format!("mode: {e}")))
     }
 
     /// The `log` level filter for `loglevel`.

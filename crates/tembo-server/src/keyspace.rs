@@ -119,6 +119,8 @@ impl Ctx<'_> {
     /// Elements (field, value) of a collection with `tag` SUB or ZIDX, in
     /// field order (reversed if `rev`), starting at `from` (a field bound),
     /// at most `limit`.
+    // Bounds, direction and limit are exactly what callers vary; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub fn sub_range(
         &self,
         tag: u8,

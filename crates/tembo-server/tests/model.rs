@@ -306,7 +306,8 @@ fn lrem(l: &mut VecDeque<Vec<u8>>, count: i64, x: &[u8]) -> i64 {
             removed += 1;
         }
     }
-    let kept: VecDeque<Vec<u8>> = l.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, v)| v.clone()).collect();
+    let kept: VecDeque<Vec<u8>> =
+        l.iter().enumerate().filter(|(i, _)| !gone.contains(i)).map(|(_, v)| v.clone()).collect();
     *l = kept;
     removed
 }

@@ -30,6 +30,11 @@ pub struct ServeArgs {
     /// Largest size the pool may grow to [default: 16 x pool size, at least 1G]
     #[arg(long, value_parser = crate::size::parse_size)]
     pool_max_size: Option<u64>,
+    /// Durability mode: auto (dax where MAP_SYNC works, emulated on tmpfs, else msync),
+    /// dax, emulated (process crashes only; fastest on a disk file), msync (power
+    /// failure; an msync per fence) [default: auto]
+    #[arg(long)]
+    mode: Option<String>,
     /// Password clients must give with AUTH or HELLO
     #[arg(long)]
     requirepass: Option<String>,
@@ -67,6 +72,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if let Some(v) = args.pool_max_size {
         cfg.pool_max_size = v;
+    }
+    if let Some(v) = args.mode {
+        cfg.mode = v;
     }
     if let Some(v) = args.requirepass {
         cfg.requirepass = v;

@@ -16,15 +16,6 @@ pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
     s.parse().map_err(|_| CmdError::not_int())
 }
 
-/// A non-negative integer with a custom error text.
-pub fn count(arg: &[u8], what: &str) -> Result<u64, CmdError> {
-    match int(arg) {
-        Ok(n) if n >= 0 => Ok(n as u64),
-        Ok(_) => Err(CmdError::err(format!("{what} must be positive"))),
-        Err(e) => Err(e),
-    }
-}
-
 /// A double as Redis accepts it (`inf`, `-inf`, `+inf` included; NaN refused).
 pub fn float(arg: &[u8]) -> Result<f64, CmdError> {
     parse_float(arg).ok_or_else(CmdError::not_float)
@@ -43,11 +34,6 @@ pub fn parse_float(arg: &[u8]) -> Option<f64> {
         _ => s.parse().ok()?,
     };
     Some(v)
-}
-
-/// Formats an integer reply body.
-pub fn int_bytes(n: i64) -> Vec<u8> {
-    n.to_string().into_bytes()
 }
 
 /// Resolves Redis's inclusive `[start, stop]` with negative indices against

@@ -112,13 +112,6 @@ pub struct Spec {
     pub run: Handler,
 }
 
-impl Spec {
-    /// Whether the command may write.
-    pub fn writes(&self) -> bool {
-        self.flags.contains(&"write")
-    }
-}
-
 /// Every command, by lower-case name.
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
