@@ -4,7 +4,7 @@
 //! **sub-key** per element, scoped by a per-collection *version*:
 //!
 //! ```text
-//! M db key                                  -> Meta (type, expiry, version, size; a string's bytes)
+//! M db hash(key) key                        -> Meta (type, expiry, version, size; a string's bytes)
 //! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
 //! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
@@ -20,6 +20,14 @@
 //! O(garbage) instead of a scan of all data). A recreated key gets a fresh
 //! version, so stale elements never reappear; a crash keeps the `R` record
 //! and the work resumes.
+//!
+//! Metadata keys start with a 32-bit hash of the Redis key (FNV-1a) so that
+//! their first eight bytes — the prefix the engine keeps in each slot and
+//! compares before dereferencing a record — differ between keys even when
+//! users name them `user:000001`, `user:000002`…; without it nearly every
+//! comparison of a lookup is a cache miss into a record. Key iteration
+//! (SCAN, KEYS) is therefore in hash order, which Redis does not promise
+//! anything about either.
 //!
 //! All integers in keys are big-endian so that byte order is numeric
 //! order; scores use the order-preserving transform of IEEE-754 doubles.
@@ -169,13 +177,27 @@ pub fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(a)
 }
 
-/// `M db key`.
+/// Bytes before the Redis key in a metadata key: tag, db, hash.
+pub const META_HEAD: usize = 6;
+
+/// The layout's key hash: 32-bit FNV-1a (fixed forever: it is part of the pool format).
+pub fn key_hash(key: &[u8]) -> u32 {
+    key.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ b as u32).wrapping_mul(0x0100_0193))
+}
+
+/// `M db hash(key) key`.
 pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(2 + key.len());
+    let mut k = Vec::with_capacity(META_HEAD + key.len());
     k.push(META);
     k.push(db);
+    k.extend_from_slice(&key_hash(key).to_be_bytes());
     k.extend_from_slice(key);
     k
+}
+
+/// The Redis key of a metadata key (`None` if too short to be one).
+pub fn meta_user_key(k: &[u8]) -> Option<&[u8]> {
+    k.get(META_HEAD..)
 }
 
 /// The prefix of every metadata key of database `db`.

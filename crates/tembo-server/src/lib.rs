@@ -149,7 +149,8 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
             db
         })
         .map_err(io("starting the executor".into()))?;
-    let workers = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8);
+    // The executor thread is busy too: leave it a core.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() / 2).clamp(1, 8);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .enable_all()

@@ -205,31 +205,20 @@ fn type_(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Simple(cx.lookup(&a[1])?.map_or("none", |m| m.kind.name()).to_string()))
 }
 
-/// The literal start of a glob pattern (up to the first special character).
-fn literal_prefix(pattern: &[u8]) -> &[u8] {
-    let end = pattern.iter().position(|c| b"*?[\\".contains(c)).unwrap_or(pattern.len());
-    &pattern[..end]
-}
-
 /// Visits live keys of the current database from `start` (a full meta key,
 /// inclusive) in order; `f` returns false to stop. Returns the last meta key
 /// visited (the one `f` stopped at, if it stopped).
-fn walk_keys(
-    cx: &mut Ctx,
-    start: Option<Vec<u8>>,
-    prefix: &[u8],
-    mut f: impl FnMut(&[u8], &Meta) -> bool,
-) -> Res<Option<Vec<u8>>> {
-    let mut full_prefix = meta_prefix(cx.db());
-    full_prefix.extend_from_slice(prefix);
+fn walk_keys(cx: &mut Ctx, start: Option<Vec<u8>>, mut f: impl FnMut(&[u8], &Meta) -> bool) -> Res<Option<Vec<u8>>> {
+    let full_prefix = meta_prefix(cx.db());
     let lo = Bound::Included(start.unwrap_or_else(|| full_prefix.clone()));
     let hi = encoding::prefix_end(&full_prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let now = cx.now;
     let mut last = None;
     for kv in cx.st.store.scan(lo, hi, false) {
         let (k, v) = kv?;
-        let meta = Meta::decode(&v).ok_or_else(|| CmdError::corrupt(&k[2..]))?;
-        let go_on = meta.expired(now) || f(&k[2..], &meta);
+        let user_key = encoding::meta_user_key(&k).ok_or_else(|| CmdError::corrupt(&k))?;
+        let meta = Meta::decode(&v).ok_or_else(|| CmdError::corrupt(user_key))?;
+        let go_on = meta.expired(now) || f(user_key, &meta);
         last = Some(k);
         if !go_on {
             break;
@@ -241,7 +230,7 @@ fn walk_keys(
 fn keys(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let pattern = a[1].clone();
     let mut out = Vec::new();
-    walk_keys(cx, None, literal_prefix(&pattern), |k, _| {
+    walk_keys(cx, None, |k, _| {
         if glob(&pattern, k, false) {
             out.push(Reply::bulk(k));
         }
@@ -298,7 +287,7 @@ fn scan(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut out = Vec::new();
     let mut seen = 0;
     let mut more = false;
-    let last = walk_keys(cx, start, b"", |k, m| {
+    let last = walk_keys(cx, start, |k, m| {
         if seen >= o.count {
             more = true;
             return false;
@@ -468,18 +457,17 @@ fn randomkey(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     if cx.st.key_count(cx.db() as usize) <= 0 {
         return Ok(Reply::Nil);
     }
-    // A random point in key space, then the first live key at or after it
-    // (wrapping around): cheap, though keys after long gaps are likelier.
+    // A random point in hash space, then the first live key at or after it
+    // (wrapping around): cheap and close to uniform, as keys are ordered by hash.
     let mut probe = meta_prefix(cx.db());
-    let len = rand::thread_rng().gen_range(1..=8);
-    probe.extend((0..len).map(|_| rand::thread_rng().gen::<u8>()));
+    probe.extend_from_slice(&rand::thread_rng().gen::<u32>().to_be_bytes());
     let mut found = None;
-    walk_keys(cx, Some(probe), b"", |k, _| {
+    walk_keys(cx, Some(probe), |k, _| {
         found = Some(k.to_vec());
         false
     })?;
     if found.is_none() {
-        walk_keys(cx, None, b"", |k, _| {
+        walk_keys(cx, None, |k, _| {
             found = Some(k.to_vec());
             false
         })?;

@@ -225,7 +225,8 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
         .collect::<Result<_, _>>()?;
     for (k, v) in metas {
         if let Some(m) = encoding::Meta::decode(&v).filter(|m| m.kind != encoding::Kind::String) {
-            let garbage = encoding::sub_prefix(encoding::GARBAGE, k[1], &k[2..], m.version);
+            let user_key = encoding::meta_user_key(&k).unwrap_or_default();
+            let garbage = encoding::sub_prefix(encoding::GARBAGE, k[1], user_key, m.version);
             cx.st.store.put(garbage, Vec::new())?;
         }
         cx.st.store.delete(k);
