@@ -10,7 +10,7 @@
 //!
 //! ## Shape
 //! - `net`: tokio accept loop and connection tasks (parse, forward, write back).
-//! - `exec`: the single executor thread (command order, group commit, background work).
+//! - `exec`: the executor task (command order, group commit, background work).
 //! - `cmd`: the command table and one module per family.
 //! - `store`: committed state plus the group's pending writes.
 //! - `encoding`, `keyspace`: Redis types as ordered keys.
@@ -139,30 +139,21 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
         mode.guarantee(),
         state.keys.iter().sum::<i64>()
     );
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-    let executor = std::thread::Builder::new()
-        .name("tembo-exec".into())
-        .spawn(move || {
-            let db = state.run(rx);
-            let _ = done_tx.send(());
-            db
-        })
-        .map_err(io("starting the executor".into()))?;
-    // The executor thread is busy too: leave it a core.
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get() / 2).clamp(1, 8);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    // One thread for sockets and the executor, as in Redis: the executor is
+    // CPU-bound on the engine and a hand-off between threads per commit
+    // group cost more than the parallelism gave on two cores.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(io("starting the runtime".into()))?;
-    rt.block_on(async {
+    let db = rt.block_on(async {
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
             Err(e) => {
                 log::error!("listener: {e}");
                 let _ = tx.send(exec::Msg::Shutdown);
-                return;
+                return state.run(rx).await;
             }
         };
         log::info!("Ready to accept connections tcp");
@@ -174,22 +165,20 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
                 _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => "SIGTERM",
             }
         };
-        let mut done_rx = done_rx;
-        tokio::select! {
+        let executor = state.run(rx);
+        tokio::pin!(executor);
+        let db = tokio::select! {
+            db = &mut executor => db,
             sig = signals => {
                 log::info!("received {sig}: shutting down");
                 let _ = tx.send(exec::Msg::Shutdown);
-                let _ = (&mut done_rx).await;
+                executor.await
             }
-            _ = &mut done_rx => {}
-        }
+        };
         accept.abort();
+        db
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(1));
-    let db = executor.join().map_err(|_| ServeError::Io {
-        what: "executor".into(),
-        source: std::io::Error::other("the executor thread panicked; the pool will be recovered at next start"),
-    })?;
     let db = Arc::try_unwrap(db).map_err(|_| ServeError::Io {
         what: "closing the pool".into(),
         source: std::io::Error::other("the database is still in use"),
