@@ -360,7 +360,7 @@ impl State {
     pub fn cron(&mut self) {
         let now = now_ms();
         let expired = crate::background::expire_cycle(self, now, 1000);
-        let reclaimed = crate::background::reclaim_step(self, 2000);
+        let reclaimed = crate::background::reclaim_step(self, 500);
         match (expired, reclaimed) {
             (Ok(e), Ok(r)) => {
                 self.stats.expired_keys += e;

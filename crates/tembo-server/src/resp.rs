@@ -348,10 +348,40 @@ fn bulk(out: &mut Vec<u8>, tag: u8, b: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Formats a double the way Redis 7 replies with one: the shortest text
-/// that reads back to the same value, `inf`/`-inf`, integers without a
-/// fraction, and C-style exponents (`1e+300`) for very large or small ones.
+/// Formats a double the way Redis 7.0 replies with one (ZSCORE, WITHSCORES,
+/// RESP3 doubles): C's `%.17g` — 17 significant digits, trailing zeros
+/// dropped, `inf`/`-inf`, C-style exponents (`1e+300`) outside 1e-4..1e17.
 pub fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "nan".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    let sci = format!("{d:.16e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |s: &str| {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if (-4..17).contains(&exp) {
+        trim(&format!("{:.*}", (16 - exp) as usize, d))
+    } else {
+        format!("{}e{}{:02}", trim(mant), if exp < 0 { '-' } else { '+' }, exp.abs())
+    }
+}
+
+/// The shortest text that reads back to the same double, with C-style
+/// exponents for very large or small values (Redis 7.2's double format;
+/// INCRBYFLOAT's results are built on it).
+pub fn format_shortest(d: f64) -> String {
     if d.is_nan() {
         return "nan".into();
     }
@@ -427,9 +457,14 @@ mod tests {
         assert_eq!(enc(&Reply::Double(1.5), 3), ",1.5\r\n");
         assert_eq!(enc(&Reply::Error("ERR a\r\nb".into()), 2), "-ERR a  b\r\n");
         assert_eq!(format_double(3.0), "3");
-        assert_eq!(format_double(1e300), "1e+300");
+        assert_eq!(format_double(1.5), "1.5");
+        assert_eq!(format_double(0.1), "0.10000000000000001");
+        assert_eq!(format_double(1e300), "1.0000000000000001e+300");
         assert_eq!(format_double(-5.94971599e8), "-594971599");
-        assert_eq!(format_double(1.5e-7), "1.5e-07");
+        assert_eq!(format_double(1.5e-7), "1.4999999999999999e-07");
         assert_eq!(format_double(f64::NEG_INFINITY), "-inf");
+        assert_eq!(format_shortest(0.1), "0.1");
+        assert_eq!(format_shortest(1e300), "1e+300");
+        assert_eq!(format_shortest(1.5e-7), "1.5e-07");
     }
 }

@@ -27,18 +27,23 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let s = Server { child, port };
+        let mut s = Server { child, port };
         let deadline = Instant::now() + Duration::from_secs(20);
+        let pid = format!("process_id:{}", s.child.id());
         while Instant::now() < deadline {
+            // Another test may have been handed the same free port: make sure
+            // the server answering is ours (its pid), and that ours still runs.
+            assert!(s.child.try_wait().unwrap().is_none(), "tembo serve exited at start (port {port} taken?)");
             if let Ok(mut c) = s.try_connect() {
-                let r = c.call(&["PING"]);
-                if r == R::Simple("PONG".into()) || r == R::Err("NOAUTH Authentication required.".into()) {
-                    return s;
+                match c.call(&["INFO", "server"]) {
+                    R::Bulk(Some(text)) if String::from_utf8_lossy(&text).contains(&pid) => return s,
+                    R::Err(e) if e.starts_with("NOAUTH") => return s,
+                    _ => {}
                 }
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("server did not answer PING");
+        panic!("server did not answer");
     }
 
     fn try_connect(&self) -> std::io::Result<Conn> {
@@ -265,6 +270,58 @@ fn kill9_keeps_every_acknowledged_write() {
         killer.join().unwrap();
     }
     assert!(acked.len() > 10, "the load wrote too little ({}) to mean anything", acked.len());
+}
+
+#[test]
+fn a_full_pool_fails_writes_with_oom_and_loses_nothing() {
+    let dir = tempfile_dir("full");
+    let srv = Server::start(&dir, &["--pool", "p.pool", "--pool-size", "4M", "--pool-max-size", "4M"]);
+    let mut c = srv.connect();
+    let value = "x".repeat(4000);
+    let mut stored = 0;
+    let mut oom = None;
+    for i in 0..5000 {
+        match c.call(&["SET", &format!("k{i}"), &value]) {
+            R::Simple(s) if s == "OK" => stored += 1,
+            R::Err(e) => {
+                oom = Some(e);
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let oom = oom.expect("a 4 MiB pool must fill up");
+    assert!(oom.starts_with("OOM"), "{oom}");
+    assert!(stored > 10, "only {stored} keys fit");
+    // Everything acknowledged is there and reads still work.
+    assert_eq!(c.call(&["GET", "k0"]), bulk(&value));
+    assert_eq!(c.call(&["GET", &format!("k{}", stored - 1)]), bulk(&value));
+    assert_eq!(c.call(&["DBSIZE"]), R::Int(stored));
+    // A pipeline into the full pool: small writes may still fit, large ones
+    // fail alone with OOM, and nothing is half-done.
+    let mut batch = Vec::new();
+    for i in 0..200 {
+        let v = if i % 2 == 0 { "s".to_string() } else { value.clone() };
+        batch.extend(encode(&["SET", &format!("p{i}"), &v]));
+    }
+    c.send_raw(&batch);
+    let replies: Vec<R> = (0..200).map(|_| c.read().unwrap()).collect();
+    assert!(replies.iter().all(|r| *r == R::Simple("OK".into()) || matches!(r, R::Err(e) if e.starts_with("OOM"))));
+    assert!(replies.iter().any(|r| *r != R::Simple("OK".into())), "a full pool took 200 more SETs");
+    drop(c);
+    srv.kill9();
+    let srv = Server::start(&dir, &["--pool", "p.pool"]);
+    let mut c = srv.connect();
+    assert_eq!(c.call(&["GET", &format!("k{}", stored - 1)]), bulk(&value));
+    for (i, r) in replies.iter().enumerate() {
+        let got = c.call(&["GET", &format!("p{i}")]);
+        if *r == R::Simple("OK".into()) {
+            let v = if i % 2 == 0 { "s".to_string() } else { value.clone() };
+            assert_eq!(got, bulk(&v), "acknowledged p{i} lost");
+        } else {
+            assert_eq!(got, R::Bulk(None), "failed SET p{i} left a value");
+        }
+    }
 }
 
 fn tempfile_dir(tag: &str) -> std::path::PathBuf {

@@ -277,7 +277,9 @@ pub fn scan_opts(a: &[Vec<u8>], allow_type: bool) -> Res<ScanOpts> {
 
 /// Parses a SCAN cursor.
 pub fn parse_cursor(arg: &[u8]) -> Res<u64> {
-    std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok()).ok_or_else(|| CmdError::err("invalid cursor"))
+    // Redis reads cursors with strtoull, so "-1" is a (huge) cursor, not an error.
+    let s = std::str::from_utf8(arg).map_err(|_| CmdError::err("invalid cursor"))?;
+    s.parse::<u64>().or_else(|_| s.parse::<i64>().map(|v| v as u64)).map_err(|_| CmdError::err("invalid cursor"))
 }
 
 fn scan(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

@@ -189,7 +189,7 @@ fn info_of(s: &Spec) -> Reply {
         Reply::Int(s.keys.0 as i64),
         Reply::Int(s.keys.1 as i64),
         Reply::Int(s.keys.2 as i64),
-        Reply::Set(vec![Reply::Simple(format!("@{}", s.group))]),
+        Reply::Set(vec![Reply::Simple(format!("@{}", s.group.replace('-', "")))]),
         Reply::Set(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),

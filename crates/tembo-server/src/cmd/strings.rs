@@ -6,7 +6,7 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
-use crate::resp::{format_double, Reply};
+use crate::resp::{format_shortest, Reply};
 
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];
@@ -438,7 +438,7 @@ fn incrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 /// INCRBYFLOAT's result text: plain decimal, no exponent, no trailing zeros.
 pub fn format_incr_float(v: f64) -> String {
-    let s = format_double(v);
+    let s = format_shortest(v);
     if s.contains('e') {
         // format! with {} never uses an exponent for f64.
         format!("{v}")
