@@ -43,21 +43,11 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
             }
             st.pending_counts[db as usize].0 -= 1;
             st.pending_counts[db as usize].1 -= 1;
-            touch_others(st, db, key);
+            st.touch(db, key, None);
             n += 1;
         }
     }
     Ok(n)
-}
-
-fn touch_others(st: &mut State, db: u8, key: &[u8]) {
-    if let Some(list) = st.watchers.get(&(db, key.to_vec())) {
-        for id in list.clone() {
-            if let Some(c) = st.clients.get_mut(&id) {
-                c.watch_dirty = true;
-            }
-        }
-    }
 }
 
 /// Deletes up to `budget` elements of dropped collections (those recorded

@@ -272,9 +272,8 @@ impl State {
                 break;
             }
             if commit_each {
-                if let Err(e) = self.commit() {
-                    self.discard();
-                    reply = Reply::Error(CmdError::from_commit(&e).0);
+                if let Err(failed) = self.commit_or_discard() {
+                    reply = failed;
                 }
             }
             reply.encode(client.proto, &mut out);
@@ -322,20 +321,33 @@ impl State {
         self.expires[db] + self.pending_counts[db].1
     }
 
-    /// Marks every client watching `key` of `db`.
-    pub fn touch(&mut self, db: u8, key: &[u8], current: &mut Client) {
+    /// Marks every client watching `key` of `db`; `current` is the client
+    /// running a command (not in `clients` meanwhile), if any.
+    pub fn touch(&mut self, db: u8, key: &[u8], mut current: Option<&mut Client>) {
         if self.watchers.is_empty() {
             return;
         }
         if let Some(list) = self.watchers.get(&(db, key.to_vec())) {
             for id in list {
-                if *id == current.id {
-                    current.watch_dirty = true;
-                } else if let Some(c) = self.clients.get_mut(id) {
-                    c.watch_dirty = true;
+                match current.as_deref_mut() {
+                    Some(c) if c.id == *id => c.watch_dirty = true,
+                    _ => {
+                        if let Some(c) = self.clients.get_mut(id) {
+                            c.watch_dirty = true;
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// Commits the pending writes; if that fails, forgets them and returns
+    /// the error reply the commands they came from must get instead.
+    pub fn commit_or_discard(&mut self) -> Result<(), Reply> {
+        self.commit().map_err(|e| {
+            self.discard();
+            Reply::Error(CmdError::from_commit(&e).0)
+        })
     }
 
     /// Marks every client watching any key of `db` (FLUSHDB), or of any db.

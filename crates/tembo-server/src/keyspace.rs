@@ -60,7 +60,7 @@ impl Ctx<'_> {
             self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
         self.st.store.put(meta_key(db, key), new.encode())?;
-        self.st.touch(db, key, self.client);
+        self.st.touch(db, key, Some(&mut *self.client));
         Ok(())
     }
 
@@ -78,7 +78,7 @@ impl Ctx<'_> {
             // Cannot fail: the record is no longer than the collection's element keys.
             let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
         }
-        self.st.touch(db, key, self.client);
+        self.st.touch(db, key, Some(&mut *self.client));
     }
 
     /// Writes `meta` back, or removes the key if the collection became empty.
@@ -106,14 +106,14 @@ impl Ctx<'_> {
     /// Stores element `field` of collection `key`.
     pub fn sub_put(&mut self, key: &[u8], meta: &Meta, field: &[u8], value: Vec<u8>) -> Res<()> {
         self.st.store.put(sub_key(self.db(), key, meta.version, field), value)?;
-        self.st.touch(self.client.db, key, self.client);
+        self.st.touch(self.client.db, key, Some(&mut *self.client));
         Ok(())
     }
 
     /// Deletes element `field` of collection `key`.
     pub fn sub_del(&mut self, key: &[u8], meta: &Meta, field: &[u8]) {
         self.st.store.delete(sub_key(self.db(), key, meta.version, field));
-        self.st.touch(self.client.db, key, self.client);
+        self.st.touch(self.client.db, key, Some(&mut *self.client));
     }
 
     /// Elements (field, value) of a collection with `tag` SUB or ZIDX, in

@@ -9,7 +9,7 @@ use tembo_store::{Db, DbError};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::client::{Client, Out};
-use crate::cmd::{self, CmdError};
+use crate::cmd;
 use crate::exec::State;
 use crate::resp::{split_args, Reply};
 use crate::Config;
@@ -40,13 +40,7 @@ impl Session {
         }
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
         let reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
-        match self.st.commit() {
-            Ok(()) => reply,
-            Err(e) => {
-                self.st.discard();
-                Reply::Error(CmdError::from_commit(&e).0)
-            }
-        }
+        self.st.commit_or_discard().map_or_else(|failed| failed, |()| reply)
     }
 
     /// Runs a command written as redis-cli would take it (`SET k "a b"`).

@@ -131,6 +131,16 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     })
 }
 
+/// The command named `name`, in any letter case. Names are short, so the
+/// lower-casing happens in a stack buffer, not a new string per command.
+pub fn spec(name: &[u8]) -> Option<&'static Spec> {
+    let mut buf = [0u8; 32];
+    let lower = buf.get_mut(..name.len())?;
+    lower.copy_from_slice(name);
+    lower.make_ascii_lowercase();
+    table().get(std::str::from_utf8(lower).ok()?).copied()
+}
+
 /// Commands allowed before AUTH.
 const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
 /// Commands that run at once inside MULTI instead of being queued.
@@ -138,9 +148,7 @@ const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "rese
 
 /// Runs one request for `client` and returns its reply.
 pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply {
-    let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-    let spec = table().get(name.as_str()).copied();
-    let Some(spec) = spec else {
+    let Some(spec) = spec(&args[0]) else {
         let shown: Vec<String> =
             args[1..].iter().take(8).map(|a| format!("'{}'", String::from_utf8_lossy(a))).collect();
         let e = CmdError::err(format!(

@@ -153,19 +153,14 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             let wanted: Vec<&Spec> = if a.len() == 2 {
                 names.iter().map(|n| t[**n]).collect()
             } else {
-                a[2..]
-                    .iter()
-                    .filter_map(|n| t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str()).copied())
-                    .collect()
+                a[2..].iter().filter_map(|n| super::spec(n)).collect()
             };
             Ok(Reply::Map(wanted.into_iter().map(|s| (Reply::bulk(s.name), docs_of(s))).collect()))
         }
         Some("getkeys") => {
             let args = &a[2..];
-            let spec = args
-                .first()
-                .and_then(|n| t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str()).copied())
-                .ok_or_else(|| CmdError::err("Invalid command specified"))?;
+            let spec =
+                args.first().and_then(|n| super::spec(n)).ok_or_else(|| CmdError::err("Invalid command specified"))?;
             let (first, last, step) = spec.keys;
             if first == 0 {
                 return Err(CmdError::err("The command has no key arguments"));

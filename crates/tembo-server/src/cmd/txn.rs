@@ -5,7 +5,7 @@
 //! durable together with one batch or not at all (stronger than Redis,
 //! whose AOF can hold half a transaction after a crash).
 
-use super::{run, table, CmdError, CmdResult, Spec};
+use super::{run, spec, CmdError, CmdResult, Spec};
 use crate::exec::Ctx;
 use crate::resp::Reply;
 
@@ -79,8 +79,8 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     }
     let mut replies = Vec::with_capacity(queue.len());
     for args in queue {
-        let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
-        let spec = table()[name.as_str()];
+        // Queued commands were looked up when they were queued.
+        let Some(spec) = spec(&args[0]) else { continue };
         replies.push(run(cx.st, cx.client, spec, &args));
     }
     Ok(Reply::Array(replies))
