@@ -17,11 +17,22 @@
 //! - `region` (private): page-aligned buffers, anonymous or mapped shared
 //!   from a file; with `flush`, the only `unsafe` of the crate.
 //! - [`summary`]: medians and percentiles.
+//! - [`targets`]: the systems measured (Tembo's engines, `BTreeMap`, and
+//!   with the `peers` feature LMDB, RocksDB, SQLite, Berkeley DB, redb and
+//!   PMDK libpmemobj) behind one `Target` trait.
+//! - [`workload`]: the CDDS microbenchmark, YCSB A–F, the ordering study;
+//!   all generated deterministically from a seed.
+//! - [`report`]: runs a workload on every target (interleaved runs, fresh
+//!   instances), medians, HdrHistogram percentiles, tables and JSON;
+//!   [`plot`] draws them.
 
 pub mod flush;
-pub mod kv;
 pub mod machine;
+pub mod plot;
 pub mod progress;
 pub mod recovery;
 mod region;
+pub mod report;
 pub mod summary;
+pub mod targets;
+pub mod workload;

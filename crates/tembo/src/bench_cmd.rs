@@ -35,17 +35,36 @@ pub enum BenchCommand {
         after_help = "Example:\n  tembo bench plot-flush docs/results/flush.json --out docs/results/flush.svg"
     )]
     PlotFlush(PlotFlushArgs),
-    /// Durable put/get/delete throughput of the CDDS tree against BTreeMap, with flushes and fences per op
+    /// The CDDS microbenchmark on Tembo and the peers: put, get, delete N random keys
     #[command(
-        long_about = "Durable put, get and delete throughput of the CDDS B+tree on an emulated pool \
-        (a file in --pool-dir, /dev/shm by default, as the CDDS thesis measured), the same tree with \
-        ordering `none` (volatile CDDS), and std::collections::BTreeMap in the same run. Keys are 25 random \
-        bytes; every key is put once, read once and deleted once, each phase in its own random order. \
-        Reports the median of --runs runs and the cache lines flushed and fences issued per operation.",
-        after_help = "Examples:\n  tembo bench kv --keys 1000000 --value-bytes 256\n  \
-                      tembo bench kv --keys 200000 --value-bytes 2048 --json docs/results/kv-200k-2k.json"
+        alias = "kv",
+        long_about = "The CDDS microbenchmark (thesis §5.3–5.4) on every chosen target in the same run: N \
+        distinct random keys are put once (random order), read once (another random order) and deleted once; \
+        on durable targets every operation is its own durable commit. Targets: Tembo's CDDS tree in each \
+        ordering mode (cdds = fast, cdds-full, cdds-none = volatile), std BTreeMap, and with the `peers` build \
+        feature PMDK libpmemobj, LMDB, RocksDB, SQLite (WAL), Berkeley DB and redb, each durable and volatile, \
+        all with their files in --dir (default /dev/shm). Every get is checked against the value put. Prints \
+        ops/s (median of --runs), latency percentiles (HdrHistogram), and Tembo's flushed lines and fences per \
+        op; --json saves everything with the machine, --plot draws throughput and latency charts (SVG + PNG).",
+        after_help = "Examples:\n  tembo bench micro --keys 1000000 --value-bytes 256 --json docs/results/micro-1m-256.json\n  \
+                      tembo bench micro --keys 200000 --value-bytes 2048 --targets durable,btreemap\n  \
+                      tembo bench micro --keys 10000 --runs 1 --targets tembo,btreemap"
     )]
-    Kv(KvArgs),
+    Micro(crate::bench_targets_cmd::MicroArgs),
+    /// YCSB core workloads A–F (load + run) on Tembo and the peers, generated in-process
+    #[command(
+        long_about = "YCSB 0.17.0's core workloads A–F generated in-process from --seed (YCSB's key \
+        names and load order, operation mixes, scrambled-zipfian and latest request distributions, E's scan \
+        lengths uniform in 1..100, F's read-modify-write), each on a fresh instance of every chosen target: \
+        a load phase of --records inserts, then a run phase of --ops operations, one thread. Writes on \
+        durable targets are each a durable commit. Reports throughput per phase and latency per operation \
+        kind (HdrHistogram).",
+        after_help = "Examples:\n  tembo bench ycsb --records 100000 --ops 100000 --targets durable,btreemap\n  \
+                      tembo bench ycsb --workloads a,f --records 1000000 --json docs/results/ycsb.json --plot docs/results/ycsb"
+    )]
+    Ycsb(crate::bench_targets_cmd::YcsbArgs),
+    /// Draw the charts of a saved micro/ycsb report again (SVG and PNG)
+    Plot(crate::bench_targets_cmd::PlotArgs),
     /// Time from an unclean shutdown to the first answered request, and what recovery did
     #[command(long_about = "Loads --keys keys into a CDDS tree on an emulated pool, copies the pool file \
         while it is open (what kill -9 leaves), opens the copy and times open + recovery + the first get; \
@@ -65,29 +84,6 @@ pub struct RecoveryArgs {
     /// Directory of the pool files
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
     pool_dir: PathBuf,
-    /// Also write the report as JSON to FILE
-    #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
-}
-
-/// Options of `tembo bench kv`.
-#[derive(Debug, Args)]
-pub struct KvArgs {
-    /// Number of keys
-    #[arg(long, default_value_t = 1_000_000)]
-    keys: usize,
-    /// Value size in bytes
-    #[arg(long, default_value_t = 256)]
-    value_bytes: usize,
-    /// Runs per target; medians are reported
-    #[arg(long, default_value_t = 3)]
-    runs: usize,
-    /// Directory of the pool files (a RAM filesystem gives emulated mode)
-    #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
-    pool_dir: PathBuf,
-    /// Seed of keys and orders
-    #[arg(long, default_value_t = 7)]
-    seed: u64,
     /// Also write the report as JSON to FILE
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -139,7 +135,9 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Flush(a) => run_flush(a),
         BenchCommand::PlotFlush(a) => run_plot_flush(a),
-        BenchCommand::Kv(a) => run_kv(a),
+        BenchCommand::Micro(a) => crate::bench_targets_cmd::run_micro(a),
+        BenchCommand::Ycsb(a) => crate::bench_targets_cmd::run_ycsb(a),
+        BenchCommand::Plot(a) => crate::bench_targets_cmd::run_plot(a),
         BenchCommand::Recovery(a) => run_recovery(a),
     }
 }
@@ -204,7 +202,7 @@ fn run_plot_flush(a: PlotFlushArgs) -> Result<()> {
 }
 
 /// Writes `text` to `path`, creating its directory.
-fn write_file(path: &Path, text: &str) -> Result<()> {
+pub(crate) fn write_file(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create directory {}", dir.display()))?;
     }
@@ -218,28 +216,6 @@ fn available_names() -> String {
     } else {
         v.join(", ")
     }
-}
-
-fn run_kv(a: KvArgs) -> Result<()> {
-    require_dir(&a.pool_dir, "pool", "--pool-dir")?;
-    if a.keys == 0 || a.runs == 0 {
-        bail!("--keys and --runs must be at least 1");
-    }
-    let cfg = tembo_bench::kv::KvConfig {
-        keys: a.keys,
-        value_bytes: a.value_bytes,
-        runs: a.runs,
-        pool_dir: a.pool_dir,
-        seed: a.seed,
-    };
-    let report = tembo_bench::kv::run(&cfg, Progress::auto()).context("kv benchmark failed")?;
-    print!("{}", tembo_bench::kv::render_table(&report));
-    if let Some(path) = a.json {
-        std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
-    }
-    Ok(())
 }
 
 fn run_recovery(a: RecoveryArgs) -> Result<()> {

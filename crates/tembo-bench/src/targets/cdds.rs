@@ -1,0 +1,61 @@
+//! Tembo's CDDS engine as a bench target, through the embedded `Db` API a
+//! user calls (so the figures include everything an application pays:
+//! limits checks, the batch, the commit).
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use tembo_pmem::{OrderingMode, WriteStats};
+use tembo_store::{Db, Options};
+
+use super::Target;
+
+pub(super) struct CddsTarget {
+    db: Db,
+}
+
+pub(super) fn open(dir: &Path, size_hint: u64, ordering: OrderingMode) -> Result<Box<dyn Target>> {
+    let path = dir.join("tembo.pool");
+    // Room for the data, the tree's dead entries and copies, and growth.
+    let size = (size_hint * 3 / 2 + (64 << 20)).next_multiple_of(1 << 20);
+    let opts = Options { size, max_size: Some(size * 4), ordering, ..Options::default() };
+    let db = Db::create(&path, &opts).with_context(|| format!("creating {}", path.display()))?;
+    Ok(Box::new(CddsTarget { db }))
+}
+
+impl Target for CddsTarget {
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put(key, value)?)
+    }
+
+    fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+        match self.db.get(key)? {
+            Some(v) => {
+                *buf = v;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn delete(&mut self, key: &[u8]) -> Result<bool> {
+        Ok(self.db.delete(key)?)
+    }
+
+    fn scan(&mut self, start: &[u8], n: usize) -> Result<usize> {
+        let mut count = 0;
+        for pair in self.db.scan(start..).take(n) {
+            std::hint::black_box(pair?);
+            count += 1;
+        }
+        Ok(count)
+    }
+
+    fn write_stats(&self) -> Option<WriteStats> {
+        Some(self.db.pool().write_stats())
+    }
+
+    fn mode(&self) -> String {
+        format!("{} pool, ordering {}", self.db.mode().name(), self.db.pool().ordering().name())
+    }
+}

@@ -1,0 +1,298 @@
+//! The systems `tembo bench` measures, behind one interface.
+//!
+//! Every target is opened in a fresh directory of its own on the same
+//! filesystem (by default `/dev/shm`, the thesis's emulated persistent
+//! memory), so that the only difference between two rows of a report is the
+//! system. A *durable* target acknowledges each put and delete only once it
+//! is durable by its own rules (Tembo: persisted with cache-line flushes;
+//! LMDB, RocksDB, SQLite, Berkeley DB, redb: a committed transaction
+//! synced to the file; PMDK: a committed pmemobj transaction); a
+//! *volatile* target is the same system with that guarantee turned off, and
+//! `std::collections::BTreeMap` is the in-memory reference.
+//!
+//! The peers that come from C libraries (LMDB, RocksDB, Berkeley DB,
+//! libpmemobj) and the Rust peers (SQLite through rusqlite, redb) are built
+//! only with the `peers` feature, which needs Debian's liblmdb-dev,
+//! librocksdb-dev, libdb-dev, libpmemobj-dev and libsqlite3-dev;
+//! `scripts/test` and `bench/peers.sh` install them. Without the feature the
+//! Tembo targets and `BTreeMap` still run.
+
+mod btreemap;
+mod cdds;
+#[cfg(feature = "peers")]
+mod ffi;
+#[cfg(feature = "peers")]
+mod redb_peer;
+#[cfg(feature = "peers")]
+mod sqlite;
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+
+use anyhow::Result;
+use tembo_pmem::WriteStats;
+
+/// One opened system under test.
+pub trait Target {
+    /// Inserts or overwrites `key`; returns once the target's mode makes it durable.
+    fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Copies the value of `key` into `buf`; false when absent.
+    fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool>;
+    /// Removes `key`; false when it was absent.
+    fn delete(&mut self, key: &[u8]) -> Result<bool>;
+    /// Reads up to `n` pairs in key order from the first key `>= start`;
+    /// returns how many it read.
+    fn scan(&mut self, start: &[u8], n: usize) -> Result<usize>;
+    /// Cache lines flushed and fences so far, for targets that count them.
+    fn write_stats(&self) -> Option<WriteStats> {
+        None
+    }
+    /// The durability mode obtained, in words (for reports).
+    fn mode(&self) -> String;
+}
+
+/// Which system, and in which mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TargetKind {
+    /// The CDDS tree through `tembo_store::Db`, ordering `fast` (durable).
+    Cdds,
+    /// The CDDS tree, ordering `full` (durable on 8-byte-atomic hardware).
+    CddsFull,
+    /// The CDDS tree, ordering `none` (volatile: no flushes or fences).
+    CddsNone,
+    /// `std::collections::BTreeMap<Vec<u8>, Vec<u8>>` (volatile reference).
+    BTreeMap,
+    /// PMDK libpmemobj: a B+tree on its undo-log transactions.
+    Pmemobj,
+    /// LMDB, a synced write transaction per operation.
+    Lmdb,
+    /// LMDB with `MDB_NOSYNC`.
+    LmdbNoSync,
+    /// RocksDB, WAL synced per write.
+    RocksDb,
+    /// RocksDB with the WAL disabled.
+    RocksDbNoWal,
+    /// SQLite in WAL mode, `synchronous=FULL`.
+    Sqlite,
+    /// SQLite in WAL mode, `synchronous=OFF`.
+    SqliteNoSync,
+    /// Berkeley DB B-tree, a synced transaction per operation.
+    Bdb,
+    /// Berkeley DB with `DB_TXN_NOSYNC`.
+    BdbNoSync,
+    /// redb, `Durability::Immediate`.
+    Redb,
+    /// redb, `Durability::None`.
+    RedbNoSync,
+}
+
+impl TargetKind {
+    /// Every target, in report order.
+    pub const ALL: [TargetKind; 15] = [
+        TargetKind::Cdds,
+        TargetKind::CddsFull,
+        TargetKind::CddsNone,
+        TargetKind::BTreeMap,
+        TargetKind::Pmemobj,
+        TargetKind::Lmdb,
+        TargetKind::LmdbNoSync,
+        TargetKind::RocksDb,
+        TargetKind::RocksDbNoWal,
+        TargetKind::Sqlite,
+        TargetKind::SqliteNoSync,
+        TargetKind::Bdb,
+        TargetKind::BdbNoSync,
+        TargetKind::Redb,
+        TargetKind::RedbNoSync,
+    ];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            TargetKind::Cdds => "cdds",
+            TargetKind::CddsFull => "cdds-full",
+            TargetKind::CddsNone => "cdds-none",
+            TargetKind::BTreeMap => "btreemap",
+            TargetKind::Pmemobj => "pmemobj",
+            TargetKind::Lmdb => "lmdb",
+            TargetKind::LmdbNoSync => "lmdb-nosync",
+            TargetKind::RocksDb => "rocksdb",
+            TargetKind::RocksDbNoWal => "rocksdb-nowal",
+            TargetKind::Sqlite => "sqlite",
+            TargetKind::SqliteNoSync => "sqlite-nosync",
+            TargetKind::Bdb => "bdb",
+            TargetKind::BdbNoSync => "bdb-nosync",
+            TargetKind::Redb => "redb",
+            TargetKind::RedbNoSync => "redb-nosync",
+        }
+    }
+
+    /// Whether each acknowledged write is durable.
+    pub fn durable(self) -> bool {
+        !matches!(
+            self,
+            TargetKind::CddsNone
+                | TargetKind::BTreeMap
+                | TargetKind::LmdbNoSync
+                | TargetKind::RocksDbNoWal
+                | TargetKind::SqliteNoSync
+                | TargetKind::BdbNoSync
+                | TargetKind::RedbNoSync
+        )
+    }
+
+    /// Whether this is one of Tembo's own engines.
+    pub fn is_tembo(self) -> bool {
+        matches!(self, TargetKind::Cdds | TargetKind::CddsFull | TargetKind::CddsNone)
+    }
+
+    /// Whether this build can open it (peers need the `peers` feature).
+    pub fn available(self) -> bool {
+        self.is_tembo() || self == TargetKind::BTreeMap || cfg!(feature = "peers")
+    }
+
+    /// Opens a fresh instance in the empty directory `dir`, sized for about
+    /// `size_hint` bytes of data.
+    ///
+    /// # Errors
+    /// The system's own open errors, or this build lacking the peer.
+    pub fn open(self, dir: &Path, size_hint: u64) -> Result<Box<dyn Target>> {
+        match self {
+            TargetKind::Cdds => cdds::open(dir, size_hint, tembo_pmem::OrderingMode::Fast),
+            TargetKind::CddsFull => cdds::open(dir, size_hint, tembo_pmem::OrderingMode::Full),
+            TargetKind::CddsNone => cdds::open(dir, size_hint, tembo_pmem::OrderingMode::None),
+            TargetKind::BTreeMap => Ok(Box::new(btreemap::MapTarget::default())),
+            _ => self.open_peer(dir, size_hint),
+        }
+    }
+
+    #[cfg(feature = "peers")]
+    fn open_peer(self, dir: &Path, size_hint: u64) -> Result<Box<dyn Target>> {
+        use ffi::Library;
+        let durable = self.durable();
+        match self {
+            TargetKind::Pmemobj => ffi::open(Library::Pmemobj, dir, true, size_hint),
+            TargetKind::Lmdb | TargetKind::LmdbNoSync => ffi::open(Library::Lmdb, dir, durable, size_hint),
+            TargetKind::RocksDb | TargetKind::RocksDbNoWal => ffi::open(Library::RocksDb, dir, durable, size_hint),
+            TargetKind::Bdb | TargetKind::BdbNoSync => ffi::open(Library::Bdb, dir, durable, size_hint),
+            TargetKind::Sqlite | TargetKind::SqliteNoSync => sqlite::open(dir, durable),
+            TargetKind::Redb | TargetKind::RedbNoSync => redb_peer::open(dir, durable),
+            _ => unreachable!("Tembo targets and BTreeMap are opened by TargetKind::open"),
+        }
+    }
+
+    #[cfg(not(feature = "peers"))]
+    fn open_peer(self, _dir: &Path, _size_hint: u64) -> Result<Box<dyn Target>> {
+        anyhow::bail!(
+            "target `{}` is a peer database and this build has none: rebuild with \
+             `--features peers` (needs liblmdb-dev librocksdb-dev libdb-dev libpmemobj-dev \
+             libsqlite3-dev; bench/peers.sh installs them)",
+            self.name()
+        )
+    }
+}
+
+impl fmt::Display for TargetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for TargetKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        TargetKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
+            let names: Vec<&str> = TargetKind::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown target `{s}`; known: {} (or the groups all, durable, volatile, tembo)", names.join(", "))
+        })
+    }
+}
+
+/// Parses a comma-separated target list; the groups `all`, `durable`,
+/// `volatile` and `tembo` expand to the targets this build can open.
+///
+/// # Errors
+/// An unknown name, with the known ones.
+pub fn parse_list(s: &str) -> Result<Vec<TargetKind>, String> {
+    let mut out = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let group: Vec<TargetKind> = match part.to_ascii_lowercase().as_str() {
+            "all" => TargetKind::ALL.into_iter().filter(|k| k.available()).collect(),
+            "durable" => TargetKind::ALL.into_iter().filter(|k| k.available() && k.durable()).collect(),
+            "volatile" => TargetKind::ALL.into_iter().filter(|k| k.available() && !k.durable()).collect(),
+            "tembo" => TargetKind::ALL.into_iter().filter(|k| k.is_tembo()).collect(),
+            _ => vec![part.parse()?],
+        };
+        for k in group {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("no targets given".into());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_groups_expand() {
+        for k in TargetKind::ALL {
+            assert_eq!(k.name().parse::<TargetKind>(), Ok(k));
+        }
+        assert!("nope".parse::<TargetKind>().unwrap_err().contains("known: cdds"));
+        let tembo = parse_list("tembo").unwrap();
+        assert_eq!(tembo, vec![TargetKind::Cdds, TargetKind::CddsFull, TargetKind::CddsNone]);
+        let l = parse_list("btreemap, cdds,btreemap").unwrap();
+        assert_eq!(l, vec![TargetKind::BTreeMap, TargetKind::Cdds]);
+        assert!(parse_list("").is_err());
+        assert!(parse_list("durable").unwrap().iter().all(|k| k.durable()));
+    }
+
+    /// Every target this build has behaves as a map: the same answers as a
+    /// model for puts, overwrites, gets, deletes and scans.
+    #[test]
+    fn every_available_target_agrees_with_a_model() {
+        let root = std::env::temp_dir().join(format!("tembo-targets-{}", std::process::id()));
+        for kind in TargetKind::ALL.into_iter().filter(|k| k.available()) {
+            let dir = root.join(kind.name());
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut t = kind.open(&dir, 1 << 20).unwrap_or_else(|e| panic!("{kind}: {e:#}"));
+            let mut model = std::collections::BTreeMap::new();
+            let mut buf = Vec::new();
+            let mut x = 7u64;
+            for i in 0..2000u64 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let key = format!("k{:03}", (x >> 33) % 300).into_bytes();
+                match (x >> 20) % 5 {
+                    0 | 1 => {
+                        let v = vec![(i % 251) as u8; ((x >> 40) % 700) as usize];
+                        t.put(&key, &v).unwrap();
+                        model.insert(key, v);
+                    }
+                    2 => {
+                        let found = t.get(&key, &mut buf).unwrap();
+                        assert_eq!(found, model.contains_key(&key), "{kind}: get");
+                        if found {
+                            assert_eq!(&buf, &model[&key], "{kind}: value");
+                        }
+                    }
+                    3 => assert_eq!(t.delete(&key).unwrap(), model.remove(&key).is_some(), "{kind}: delete"),
+                    _ => {
+                        let n = t.scan(&key, 10).unwrap();
+                        assert_eq!(n, model.range(key..).take(10).count(), "{kind}: scan");
+                    }
+                }
+            }
+            drop(t);
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}

@@ -1,0 +1,190 @@
+//! Workloads and the measuring loop they share.
+//!
+//! A workload drives one [`Target`](crate::targets::Target) through named
+//! *phases* (put, get, delete; load, run…). [`PhaseMeter`] times every
+//! operation of a phase (one clock read per operation: the end of one is the
+//! start of the next), keeps an HdrHistogram per kind of operation, and
+//! reads the target's flush and fence counters around the phase. The runner
+//! ([`crate::report::run`]) repeats a workload on a fresh instance of each
+//! target, interleaving targets run by run so a noisy machine hits every
+//! target alike, and reports medians.
+
+pub mod micro;
+pub mod ycsb;
+pub mod ycsb_bench;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use hdrhistogram::Histogram;
+use tembo_pmem::WriteStats;
+
+use crate::targets::Target;
+
+/// Latencies are recorded in nanoseconds, up to an hour, 3 significant digits.
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("constant, valid histogram bounds")
+}
+
+/// What one phase of one run measured.
+#[derive(Clone, Debug)]
+pub struct PhaseSample {
+    /// Phase name ("put", "load", "run", …).
+    pub name: String,
+    /// Operations done.
+    pub ops: u64,
+    /// Wall time of the phase.
+    pub elapsed: Duration,
+    /// Per-kind latency histograms (ns), in first-seen order.
+    pub kinds: Vec<(String, Histogram<u64>)>,
+    /// Flushes and fences during the phase, for targets that count them.
+    pub writes: Option<WriteStats>,
+}
+
+/// Times the operations of one phase.
+#[derive(Debug)]
+pub struct PhaseMeter {
+    name: String,
+    start: Instant,
+    last: Instant,
+    ops: u64,
+    kinds: Vec<(String, Histogram<u64>)>,
+    writes_before: Option<WriteStats>,
+}
+
+impl PhaseMeter {
+    /// Starts a phase now.
+    pub fn start(name: &str, target: &dyn Target) -> PhaseMeter {
+        let writes_before = target.write_stats();
+        let now = Instant::now();
+        PhaseMeter { name: name.to_string(), start: now, last: now, ops: 0, kinds: Vec::new(), writes_before }
+    }
+
+    /// Records that an operation of `kind` just finished.
+    #[inline]
+    pub fn done(&mut self, kind: &'static str) {
+        let now = Instant::now();
+        let ns = now.duration_since(self.last).as_nanos().max(1) as u64;
+        self.last = now;
+        self.ops += 1;
+        let slot = match self.kinds.iter().position(|(k, _)| k == kind) {
+            Some(i) => i,
+            None => {
+                self.kinds.push((kind.to_string(), new_histogram()));
+                self.kinds.len() - 1
+            }
+        };
+        self.kinds[slot].1.saturating_record(ns);
+    }
+
+    /// Leaves out the time since the last operation (setup between
+    /// operations that is not part of any).
+    pub fn skip_gap(&mut self) {
+        let now = Instant::now();
+        self.start += now.duration_since(self.last);
+        self.last = now;
+    }
+
+    /// Ends the phase.
+    pub fn finish(self, target: &dyn Target) -> PhaseSample {
+        let elapsed = self.last.duration_since(self.start);
+        let writes = match (self.writes_before, target.write_stats()) {
+            (Some(a), Some(b)) => Some(b.since(&a)),
+            _ => None,
+        };
+        PhaseSample { name: self.name, ops: self.ops, elapsed, kinds: self.kinds, writes }
+    }
+}
+
+/// A workload: a description for reports, a size hint for targets, and the
+/// phases of one run.
+pub trait Workload {
+    /// Short name ("micro", "ycsb-a", …).
+    fn name(&self) -> String;
+    /// Parameters, for the JSON report.
+    fn params(&self) -> serde_json::Value;
+    /// Bytes of data the targets should expect.
+    fn size_hint(&self) -> u64;
+    /// Runs all phases once on a fresh target.
+    ///
+    /// # Errors
+    /// The target's errors, and wrong answers (a key that must be there is not).
+    fn run(&self, target: &mut dyn Target, run: usize) -> Result<Vec<PhaseSample>>;
+}
+
+/// The deterministic generator all workloads draw from (SplitMix64: tiny,
+/// fast, and the same sequence on every machine for a seed).
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    #[inline]
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    #[inline]
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// A random permutation of `0..n`.
+    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            idx.swap(i, self.below(i as u64 + 1) as usize);
+        }
+        idx
+    }
+}
+
+/// `n` distinct random keys of `len` printable bytes (the CDDS
+/// microbenchmark's keys), deterministic for `seed`.
+pub fn random_keys(n: usize, len: usize, seed: u64) -> Vec<Vec<u8>> {
+    let mut rng = Rng::new(seed);
+    let mut seen = std::collections::HashSet::with_capacity(n);
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let k: Vec<u8> = (0..len).map(|_| b'!' + rng.below(94) as u8).collect();
+        if seen.insert(k.clone()) {
+            out.push(k);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rng_is_deterministic_and_in_range() {
+        let a: Vec<u64> = {
+            let mut r = Rng::new(5);
+            (0..100).map(|_| r.below(10)).collect()
+        };
+        let b: Vec<u64> = {
+            let mut r = Rng::new(5);
+            (0..100).map(|_| r.below(10)).collect()
+        };
+        assert_eq!(a, b);
+        assert!(a.iter().all(|&x| x < 10));
+        let mut p = Rng::new(1).permutation(1000);
+        p.sort_unstable();
+        assert_eq!(p, (0..1000).collect::<Vec<_>>());
+        let ks = random_keys(500, 3, 9);
+        assert_eq!(ks.len(), 500);
+        assert_eq!(ks.iter().collect::<std::collections::HashSet<_>>().len(), 500);
+    }
+}
