@@ -3,9 +3,6 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=c");
-    if std::env::var_os("CARGO_FEATURE_PEERS").is_none() {
-        return;
-    }
     #[cfg(feature = "peers")]
     {
         cc::Build::new()

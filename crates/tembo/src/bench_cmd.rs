@@ -63,6 +63,20 @@ pub enum BenchCommand {
                       tembo bench ycsb --workloads a,f --records 1000000 --json docs/results/ycsb.json --plot docs/results/ycsb"
     )]
     Ycsb(crate::bench_targets_cmd::YcsbArgs),
+    /// The ordering study: insert latency by key order and latency by write ratio, per ordering mode
+    #[command(
+        long_about = "Reproduces nvm-btree-ordering §5.2 with Tembo: (Figure 3) --keys inserts of \
+        8-byte integer keys into an empty tree in each key order — monotonic, uniform, reverse, and YCSB's \
+        scrambled zipfian — and (Figure 4) after loading --keys keys, --ops operations of which 0..100% \
+        (--ratios) insert new keys uniformly and the rest search loaded keys chosen by the zipfian. Run it \
+        on the CDDS tree's ordering modes (the default --targets tembo: cdds = fast, cdds-full, cdds-none) \
+        or any other targets. Reports latency percentiles and flushed lines and fences per operation; \
+        --plot also draws mean latency against write ratio.",
+        after_help = "Example:\n  tembo bench ordering --keys 100000 --json docs/results/ordering.json --plot docs/results/ordering"
+    )]
+    Ordering(crate::bench_targets_cmd::OrderingArgs),
+    /// Every workload at a tiny size on every target: checks the harness, peers and charts in seconds
+    Smoke(crate::bench_targets_cmd::SmokeArgs),
     /// Draw the charts of a saved micro/ycsb report again (SVG and PNG)
     Plot(crate::bench_targets_cmd::PlotArgs),
     /// Time from an unclean shutdown to the first answered request, and what recovery did
@@ -137,6 +151,8 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::PlotFlush(a) => run_plot_flush(a),
         BenchCommand::Micro(a) => crate::bench_targets_cmd::run_micro(a),
         BenchCommand::Ycsb(a) => crate::bench_targets_cmd::run_ycsb(a),
+        BenchCommand::Ordering(a) => crate::bench_targets_cmd::run_ordering(a),
+        BenchCommand::Smoke(a) => crate::bench_targets_cmd::run_smoke(a),
         BenchCommand::Plot(a) => crate::bench_targets_cmd::run_plot(a),
         BenchCommand::Recovery(a) => run_recovery(a),
     }

@@ -17,9 +17,9 @@ use tembo_bench::workload::Workload;
 pub struct Common {
     /// Targets, comma-separated: names (cdds, cdds-full, cdds-none, btreemap, pmemobj, lmdb, lmdb-nosync,
     /// rocksdb, rocksdb-nowal, sqlite, sqlite-nosync, bdb, bdb-nosync, redb, redb-nosync) or groups
-    /// (all, durable, volatile, tembo)
-    #[arg(long, value_name = "LIST", default_value = "all", value_parser = parse_targets)]
-    targets: TargetList,
+    /// (all, durable, volatile, tembo) [default: all; for `ordering`: tembo]
+    #[arg(long, value_name = "LIST", value_parser = parse_targets)]
+    targets: Option<TargetList>,
     /// Runs per target (interleaved); medians are reported
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -73,14 +73,18 @@ pub struct PlotArgs {
 }
 
 impl Common {
-    fn config(&self) -> Result<RunConfig> {
+    fn config(&self, default_targets: &str) -> Result<RunConfig> {
+        let targets = match &self.targets {
+            Some(t) => t.0.clone(),
+            None => parse_list(default_targets).map_err(anyhow::Error::msg)?,
+        };
         if !self.dir.is_dir() {
             bail!("directory {} does not exist; create it or pass another with --dir", self.dir.display());
         }
         if self.runs == 0 {
             bail!("--runs must be at least 1");
         }
-        for k in &self.targets.0 {
+        for k in &targets {
             if !k.available() {
                 bail!(
                     "target `{k}` is a peer database and this tembo was built without them; build with \
@@ -88,13 +92,13 @@ impl Common {
                 );
             }
         }
-        Ok(RunConfig { targets: self.targets.0.clone(), runs: self.runs, dir: self.dir.clone() })
+        Ok(RunConfig { targets, runs: self.runs, dir: self.dir.clone() })
     }
 }
 
 /// Runs `workload` with `common`'s targets and prints/saves/draws the report.
 pub fn run_and_report(workload: &dyn Workload, common: &Common) -> Result<Report> {
-    let cfg = common.config()?;
+    let cfg = common.config("all")?;
     let r = report::run(workload, &cfg, Progress::auto())
         .with_context(|| format!("{} benchmark failed", workload.name()))?;
     print!("{}", report::render_table(&r));
@@ -162,34 +166,25 @@ pub struct YcsbArgs {
     common: Common,
 }
 
-/// `tembo bench ycsb`: each workload on a fresh instance of every target;
-/// one report whose phases are "load a", "run a", "load b"…
-pub fn run_ycsb(a: YcsbArgs) -> Result<()> {
-    use tembo_bench::workload::ycsb_bench::Ycsb;
-    if a.records == 0 {
-        bail!("--records must be at least 1 (reads need a record)");
-    }
-    let cfg = a.common.config()?;
+/// Runs several workloads (each on fresh instances of every target) and
+/// joins their reports into one whose phases are the workloads' phases,
+/// renamed by `rename(workload index, phase)`.
+fn run_combined(
+    works: &[Box<dyn Workload>],
+    cfg: &RunConfig,
+    name: &str,
+    params: serde_json::Value,
+    rename: impl Fn(usize, &str) -> String,
+) -> Result<Report> {
     let mut combined: Option<Report> = None;
-    for w in &a.workloads {
-        let work = Ycsb::new(*w, a.records, a.ops, a.value_bytes, a.common.seed);
-        let mut r = report::run(&work, &cfg, Progress::auto()).with_context(|| format!("YCSB {w} failed"))?;
-        let letter = w.to_string().to_ascii_lowercase();
-        for t in &mut r.targets {
-            for p in &mut t.phases {
-                p.phase = format!("{} {letter}", p.phase);
-            }
+    for (i, work) in works.iter().enumerate() {
+        let mut r = report::run(work.as_ref(), cfg, Progress::auto())
+            .with_context(|| format!("{} benchmark failed", work.name()))?;
+        for p in r.targets.iter_mut().flat_map(|t| &mut t.phases) {
+            p.phase = rename(i, &p.phase);
         }
         match combined.as_mut() {
-            None => {
-                r.workload = "ycsb".into();
-                r.params = serde_json::json!({
-                    "workloads": a.workloads.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
-                    "record_count": a.records, "operation_count": a.ops,
-                    "value_bytes": a.value_bytes, "seed": a.common.seed,
-                });
-                combined = Some(r);
-            }
+            None => combined = Some(r),
             Some(c) => {
                 for (ct, t) in c.targets.iter_mut().zip(r.targets) {
                     ct.phases.extend(t.phases);
@@ -197,7 +192,184 @@ pub fn run_ycsb(a: YcsbArgs) -> Result<()> {
             }
         }
     }
-    let Some(r) = combined else { bail!("no workload given") };
+    let mut r = combined.context("no workload given")?;
+    r.workload = name.into();
+    r.params = params;
+    Ok(r)
+}
+
+/// `tembo bench ycsb`: each workload on a fresh instance of every target;
+/// one report whose phases are "load a", "run a", "load b"…
+pub fn run_ycsb(a: YcsbArgs) -> Result<()> {
+    use tembo_bench::workload::ycsb_bench::Ycsb;
+    if a.records == 0 {
+        bail!("--records must be at least 1 (reads need a record)");
+    }
+    let cfg = a.common.config("all")?;
+    let works: Vec<Box<dyn Workload>> = a
+        .workloads
+        .iter()
+        .map(|w| Box::new(Ycsb::new(*w, a.records, a.ops, a.value_bytes, a.common.seed)) as Box<dyn Workload>)
+        .collect();
+    let params = serde_json::json!({
+        "workloads": a.workloads.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+        "record_count": a.records, "operation_count": a.ops,
+        "value_bytes": a.value_bytes, "seed": a.common.seed,
+    });
+    let letters: Vec<String> = a.workloads.iter().map(|w| w.to_string().to_ascii_lowercase()).collect();
+    let r = run_combined(&works, &cfg, "ycsb", params, |i, phase| format!("{phase} {}", letters[i]))?;
     print!("{}", report::render_table(&r));
     save(&r, a.common.json.as_deref(), a.common.plot.as_deref())
+}
+
+/// Options of `tembo bench ordering`.
+#[derive(Debug, Args)]
+pub struct OrderingArgs {
+    /// Keys inserted per key order, and keys loaded before each write-ratio mix
+    #[arg(long, default_value_t = 100_000)]
+    keys: usize,
+    /// Operations of each write-ratio mix
+    #[arg(long, default_value_t = 100_000)]
+    ops: usize,
+    /// Key orders of the insert experiment (monotonic, uniform, reverse, zipfian)
+    #[arg(long, value_name = "LIST", default_value = "monotonic,uniform,reverse,zipfian", value_delimiter = ',')]
+    orders: Vec<tembo_bench::workload::ordering::KeyOrder>,
+    /// Write percentages of the mix experiment
+    #[arg(long, value_name = "LIST", default_value = "0,25,50,75,100", value_delimiter = ',',
+          value_parser = clap::value_parser!(u32).range(0..=100))]
+    ratios: Vec<u32>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `tembo bench ordering`: insert latency by key order, then latency by
+/// write ratio; with --plot also the latency-vs-write-ratio line chart.
+pub fn run_ordering(a: OrderingArgs) -> Result<()> {
+    use tembo_bench::workload::ordering::{InsertOrder, WriteRatio};
+    if a.keys == 0 {
+        bail!("--keys must be at least 1");
+    }
+    let cfg = a.common.config("tembo")?;
+    let seed = a.common.seed;
+    let mut works: Vec<Box<dyn Workload>> = Vec::new();
+    for &order in &a.orders {
+        works.push(Box::new(InsertOrder { order, n: a.keys, seed }));
+    }
+    for &ratio in &a.ratios {
+        works.push(Box::new(WriteRatio { ratio, n: a.keys, ops: a.ops, seed }));
+    }
+    let params = serde_json::json!({
+        "keys": a.keys, "ops": a.ops, "orders": a.orders.iter().map(|o| o.to_string()).collect::<Vec<_>>(),
+        "write_percents": a.ratios, "key_bytes": 8, "value_bytes": 8, "seed": seed,
+    });
+    let r = run_combined(&works, &cfg, "ordering", params, |_, phase| phase.to_string())?;
+    print!("{}", report::render_table(&r));
+    save(&r, a.common.json.as_deref(), a.common.plot.as_deref())?;
+    if let (Some(stem), false) = (&a.common.plot, a.ratios.is_empty()) {
+        let series: Vec<(String, Vec<(f64, f64)>)> = r
+            .targets
+            .iter()
+            .map(|t| {
+                let pts = a
+                    .ratios
+                    .iter()
+                    .filter_map(|&ratio| {
+                        let p = t.phases.iter().find(|p| p.phase == format!("mix {ratio}%"))?;
+                        Some((f64::from(ratio), p.latency.mean_ns))
+                    })
+                    .collect();
+                (t.target.clone(), pts)
+            })
+            .collect();
+        let svg = plot::series_svg(
+            "Average operation latency against write ratio (nvm-btree-ordering Figure 4)",
+            &format!("{} keys loaded, {} ops per mix, 8-byte keys and values, zipfian searches", a.keys, a.ops),
+            "inserts, % of operations",
+            "mean latency per operation (ns)",
+            &series,
+        )?;
+        let name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let out = stem.with_file_name(format!("{name}-write-ratio"));
+        plot::write_svg_and_png(&out, &svg)?;
+        println!("wrote {}.svg and .png", out.display());
+    }
+    Ok(())
+}
+
+/// Options of `tembo bench smoke`.
+#[derive(Debug, Args)]
+pub struct SmokeArgs {
+    /// Targets [default: all this build has]
+    #[arg(long, value_name = "LIST", value_parser = parse_targets)]
+    targets: Option<TargetList>,
+    /// Directory for the targets' files
+    #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
+    dir: PathBuf,
+    /// Where to write the reports and charts [default: a new temporary directory, removed after]
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// `tembo bench smoke`: every workload at a tiny size on every target, one
+/// run, reports and charts written and read back — so the harness, the
+/// peers' bindings and the plots never rot. Seconds, not minutes.
+pub fn run_smoke(a: SmokeArgs) -> Result<()> {
+    use tembo_bench::workload::ordering::{InsertOrder, KeyOrder, WriteRatio};
+    use tembo_bench::workload::ycsb::Workload as Core;
+    use tembo_bench::workload::ycsb_bench::Ycsb;
+    let targets = match a.targets {
+        Some(t) => t.0,
+        None => parse_list("all").map_err(anyhow::Error::msg)?,
+    };
+    if !a.dir.is_dir() {
+        bail!("directory {} does not exist; pass another with --dir", a.dir.display());
+    }
+    let cfg = RunConfig { targets, runs: 1, dir: a.dir.clone() };
+    let (out, temporary) = match a.out {
+        Some(o) => (o, false),
+        None => (std::env::temp_dir().join(format!("tembo-bench-smoke-{}", std::process::id())), true),
+    };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let seed = 7;
+    let micro = Micro::new(2000, 25, 256, seed);
+    let ycsb: Vec<Box<dyn Workload>> =
+        Core::ALL.into_iter().map(|w| Box::new(Ycsb::new(w, 1000, 1000, 1000, seed)) as Box<dyn Workload>).collect();
+    let mut ordering: Vec<Box<dyn Workload>> = KeyOrder::ALL
+        .into_iter()
+        .map(|order| Box::new(InsertOrder { order, n: 1000, seed }) as Box<dyn Workload>)
+        .collect();
+    ordering.push(Box::new(WriteRatio { ratio: 50, n: 1000, ops: 1000, seed }));
+    let reports = [
+        ("micro", report::run(&micro, &cfg, Progress::auto())?),
+        ("ycsb", run_combined(&ycsb, &cfg, "ycsb", serde_json::json!({"smoke": true}), |i, p| format!("{p} {i}"))?),
+        ("ordering", run_combined(&ordering, &cfg, "ordering", serde_json::json!({"smoke": true}), |_, p| p.into())?),
+    ];
+    for (name, r) in &reports {
+        for t in &r.targets {
+            for p in &t.phases {
+                if !(p.per_s.is_finite() && p.per_s > 0.0 && p.latency.count > 0) {
+                    bail!("smoke: {name} phase {} of {} measured nothing ({} ops/s)", p.phase, t.target, p.per_s);
+                }
+            }
+        }
+        let json = out.join(format!("{name}.json"));
+        save(r, Some(&json), Some(&out.join(name)))?;
+        let back: Report = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+        // Floats may differ in the last bit after a JSON round trip; the
+        // shape and the counts must not.
+        let shape = |r: &Report| -> Vec<(String, String, u64)> {
+            r.targets
+                .iter()
+                .flat_map(|t| t.phases.iter().map(|p| (t.target.clone(), p.phase.clone(), p.latency.count)))
+                .collect()
+        };
+        if back.workload != r.workload || shape(&back) != shape(r) {
+            bail!("smoke: {} does not read back as the report written", json.display());
+        }
+        println!("smoke: {name}: {} targets x {} phases ok", r.targets.len(), r.phase_names().len());
+    }
+    if temporary {
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    Ok(())
 }

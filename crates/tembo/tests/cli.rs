@@ -448,3 +448,41 @@ fn a_damaged_database_fails_check_with_a_message() {
     let err = stderr(&o);
     assert!(err.contains("cannot open the database") && err.contains("corrupted engine record"), "{err}");
 }
+
+/// `tembo bench smoke` runs every workload on every target this build has
+/// (with the `peers` feature: all the peer databases too), writes reports
+/// and charts, and reads them back.
+#[test]
+fn bench_smoke_runs_every_workload_on_every_target() {
+    let d = TempDir::shm();
+    let out = TempDir::tmp();
+    let o = ok(&tembo(&["bench", "smoke", "--dir", &d.0.display().to_string(), "--out", &out.0.display().to_string()]));
+    for w in ["micro", "ycsb", "ordering"] {
+        assert!(o.contains(&format!("smoke: {w}:")), "{o}");
+        for f in [
+            format!("{w}.json"),
+            format!("{w}-throughput.svg"),
+            format!("{w}-throughput.png"),
+            format!("{w}-latency.png"),
+        ] {
+            assert!(out.0.join(&f).is_file(), "{f} missing; output:\n{o}");
+        }
+    }
+    let json = std::fs::read_to_string(out.0.join("micro.json")).unwrap();
+    for t in ["cdds", "cdds-none", "btreemap"] {
+        assert!(json.contains(&format!("\"target\": \"{t}\"")), "{t} missing from the micro report");
+    }
+    // Every target's files are removed after its run.
+    assert_eq!(std::fs::read_dir(&d.0).unwrap().count(), 0);
+}
+
+/// Bad target names and a peer missing from the build get errors that say what to do.
+#[test]
+fn bench_targets_errors_say_what_to_do() {
+    let o = tembo(&["bench", "micro", "--targets", "mongodb", "--keys", "10"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("known: cdds"), "{}", stderr(&o));
+    let o = tembo(&["bench", "micro", "--keys", "10", "--runs", "1", "--dir", "/nonexistent/dir"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--dir"), "{}", stderr(&o));
+}

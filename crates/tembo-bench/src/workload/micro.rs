@@ -58,7 +58,7 @@ impl Workload for Micro {
     fn run(&self, t: &mut dyn Target, run: usize) -> Result<Vec<PhaseSample>> {
         let n = self.keyset.len();
         let values: Vec<Vec<u8>> = (0..n).map(|i| self.value(i)).collect();
-        let order = Rng::new(self.seed ^ (run as u64).wrapping_mul(0x51)).permutation(n);
+        let order = Rng::seed_from_u64(self.seed ^ (run as u64).wrapping_mul(0x51)).permutation(n);
         let mut m = PhaseMeter::start("put", t);
         for &i in &order {
             t.put(&self.keyset[i], &values[i])?;
@@ -66,7 +66,7 @@ impl Workload for Micro {
         }
         let put = m.finish(t);
 
-        let order = Rng::new(self.seed ^ 0x5555 ^ (run as u64).wrapping_mul(0x51)).permutation(n);
+        let order = Rng::seed_from_u64(self.seed ^ 0x5555 ^ (run as u64).wrapping_mul(0x51)).permutation(n);
         let mut buf = Vec::with_capacity(self.value_bytes);
         let mut m = PhaseMeter::start("get", t);
         let mut wrong = 0usize;

@@ -10,6 +10,7 @@
 //! target alike, and reports medians.
 
 pub mod micro;
+pub mod ordering;
 pub mod ycsb;
 pub mod ycsb_bench;
 
@@ -112,47 +113,12 @@ pub trait Workload {
     fn run(&self, target: &mut dyn Target, run: usize) -> Result<Vec<PhaseSample>>;
 }
 
-/// The deterministic generator all workloads draw from (SplitMix64: tiny,
-/// fast, and the same sequence on every machine for a seed).
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// A random permutation of `0..n`.
-    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
-        let mut idx: Vec<usize> = (0..n).collect();
-        for i in (1..n).rev() {
-            idx.swap(i, self.below(i as u64 + 1) as usize);
-        }
-        idx
-    }
-}
+pub use ycsb::Rng;
 
 /// `n` distinct random keys of `len` printable bytes (the CDDS
 /// microbenchmark's keys), deterministic for `seed`.
 pub fn random_keys(n: usize, len: usize, seed: u64) -> Vec<Vec<u8>> {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::seed_from_u64(seed);
     let mut seen = std::collections::HashSet::with_capacity(n);
     let mut out = Vec::with_capacity(n);
     while out.len() < n {
@@ -171,16 +137,16 @@ mod tests {
     #[test]
     fn rng_is_deterministic_and_in_range() {
         let a: Vec<u64> = {
-            let mut r = Rng::new(5);
+            let mut r = Rng::seed_from_u64(5);
             (0..100).map(|_| r.below(10)).collect()
         };
         let b: Vec<u64> = {
-            let mut r = Rng::new(5);
+            let mut r = Rng::seed_from_u64(5);
             (0..100).map(|_| r.below(10)).collect()
         };
         assert_eq!(a, b);
         assert!(a.iter().all(|&x| x < 10));
-        let mut p = Rng::new(1).permutation(1000);
+        let mut p = Rng::seed_from_u64(1).permutation(1000);
         p.sort_unstable();
         assert_eq!(p, (0..1000).collect::<Vec<_>>());
         let ks = random_keys(500, 3, 9);

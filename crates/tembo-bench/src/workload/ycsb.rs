@@ -201,6 +201,21 @@ impl Rng {
         result
     }
 
+    /// Uniform in `0..n` (`n > 0`), by multiply-shift (no modulo bias worth
+    /// the name for the sizes benchmarks use).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// A random permutation of `0..n` (Fisher–Yates).
+    pub fn permutation(&mut self, n: usize) -> Vec<usize> {
+        let mut idx: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            idx.swap(i, self.below(i as u64 + 1) as usize);
+        }
+        idx
+    }
+
     /// A uniform double in `[0, 1)` with 53 random bits, like Java's
     /// `Random.nextDouble`.
     pub fn next_f64(&mut self) -> f64 {
