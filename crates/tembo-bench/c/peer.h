@@ -2,24 +2,27 @@
  * The one C interface every embedded peer of `tembo bench` implements, so
  * that the Rust side has a single foreign binding (targets/ffi.rs) however
  * many C libraries are measured. Each peer file defines the functions below
- * with its own prefix (lmdb_, rocksdb_peer_, bdb_, pmemobj_peer_), through the
- * PEER_DECLARE macro.
+ * with its own prefix (lmdb_peer_, rocksdb_peer_, bdb_peer_, pmemobj_peer_),
+ * through the PEER_DECLARE macro.
  *
  * Conventions, identical for all peers:
- * - open: `dir` is an existing, empty directory the peer owns; `durable` != 0
- *   asks for the peer's durable mode (every put/delete is its own committed,
- *   synced transaction, or the documented equivalent), 0 for its volatile
- *   mode. `size_hint` is the expected data size in bytes (for peers that
- *   must size a map or pool up front). Returns NULL on failure with a
- *   message in `err` (NUL-terminated, at most `errlen` bytes).
+ * - open: `dir` is an existing directory the peer owns: empty, or holding
+ *   what an earlier handle of the same peer left there (a reopen continues
+ *   with that data). `durable` != 0 asks for the peer's durable mode (every
+ *   put/delete is its own committed, synced transaction, or the documented
+ *   equivalent), 0 for its volatile mode. `size_hint` is the expected data
+ *   size in bytes (for peers that must size a map or pool up front).
+ *   Returns NULL on failure with a message in `err` (NUL-terminated, at
+ *   most `errlen` bytes).
  * - put: insert or overwrite. 0 = ok, -1 = error (message via peer_error).
  * - get: copies the value into `buf` (capacity `cap`) and stores its length
  *   in `*len` (if the value is longer than `cap`, only `cap` bytes are
  *   copied but `*len` is the full length). 1 = found, 0 = absent, -1 = error.
  * - del: 1 = deleted, 0 = absent, -1 = error.
  * - scan: visits up to `n` entries in key order starting at the first key
- *   >= `k`, reading each value; stores the count visited in `*visited` and
- *   the sum of their value lengths in `*bytes`. 0 = ok, -1 = error.
+ *   >= `k`, reading each value (every peer copies it once into a scratch
+ *   buffer); stores the count visited in `*visited` and the sum of their
+ *   value lengths in `*bytes`. 0 = ok, -1 = error.
  * - error: the last error message of this handle ("" when none).
  * - close: flushes what the mode requires and frees everything.
  */

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use redb::{Database, Durability, ReadableTable, TableDefinition};
+use redb::{Database, Durability, TableDefinition};
 
 use super::Target;
 
@@ -14,20 +14,29 @@ const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("kv");
 
 pub(super) struct RedbTarget {
     db: Database,
-    durability: Durability,
+    durable: bool,
 }
 
 pub(super) fn open(dir: &Path, durable: bool) -> Result<Box<dyn Target>> {
     let path = dir.join("redb.db");
     let db = Database::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    let durability = if durable { Durability::Immediate } else { Durability::None };
-    Ok(Box::new(RedbTarget { db, durability }))
+    Ok(Box::new(RedbTarget { db, durable }))
+}
+
+impl RedbTarget {
+    fn durability(&self) -> Durability {
+        if self.durable {
+            Durability::Immediate
+        } else {
+            Durability::None
+        }
+    }
 }
 
 impl Target for RedbTarget {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut tx = self.db.begin_write()?;
-        tx.set_durability(self.durability);
+        tx.set_durability(self.durability());
         {
             let mut table = tx.open_table(TABLE)?;
             table.insert(key, value)?;
@@ -55,7 +64,7 @@ impl Target for RedbTarget {
 
     fn delete(&mut self, key: &[u8]) -> Result<bool> {
         let mut tx = self.db.begin_write()?;
-        tx.set_durability(self.durability);
+        tx.set_durability(self.durability());
         let removed = {
             let mut table = tx.open_table(TABLE)?;
             let removed = table.remove(key)?.is_some();
@@ -82,6 +91,6 @@ impl Target for RedbTarget {
     }
 
     fn mode(&self) -> String {
-        if self.durability == Durability::Immediate { "Durability::Immediate" } else { "Durability::None" }.into()
+        if self.durable { "Durability::Immediate" } else { "Durability::None" }.into()
     }
 }
