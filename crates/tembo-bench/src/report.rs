@@ -104,6 +104,10 @@ pub struct Report {
     pub machine: MachineInfo,
     /// One entry per target.
     pub targets: Vec<TargetFigures>,
+    /// Cost of persisting one cache line (store + flush + fence) on a pool
+    /// in the same directory, measured in the same run (the floor's unit).
+    #[serde(default)]
+    pub persist_line_ns: Option<f64>,
 }
 
 /// Runs `workload` on every target of `cfg`.
@@ -154,6 +158,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, progress: Progress) -> Resu
         filesystem: filesystem_of(&cfg.dir),
         machine: MachineInfo::detect(),
         targets,
+        persist_line_ns: None,
     })
 }
 
@@ -247,6 +252,20 @@ impl Report {
         names
     }
 
+    /// How far `target`'s `phase` is from its floor: BTreeMap's time for
+    /// the same operation plus the measured cost of persisting the cache
+    /// lines the target flushed per operation (needs both in the report and
+    /// `persist_line_ns`).
+    pub fn floor(&self, target: &str, phase: &str) -> Option<Floor> {
+        let line_ns = self.persist_line_ns?;
+        let t = self.phase(target, phase)?;
+        let map = self.phase("btreemap", phase)?;
+        let lines = t.lines_per_op?;
+        let (target_ns, map_ns) = (1e9 / t.per_s, 1e9 / map.per_s);
+        let floor_ns = map_ns + lines * line_ns;
+        Some(Floor { target_ns, map_ns, lines, line_ns, floor_ns, ratio: target_ns / floor_ns })
+    }
+
     /// The best durable peer (not Tembo) in `phase`: its name and rate.
     pub fn best_durable_peer(&self, phase: &str) -> Option<(&str, f64)> {
         self.targets
@@ -255,6 +274,23 @@ impl Report {
             .filter_map(|t| Some((t.target.as_str(), self.phase(&t.target, phase)?.per_s)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
+}
+
+/// A target's time per operation beside its floor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Floor {
+    /// The target's ns per operation (1 / throughput).
+    pub target_ns: f64,
+    /// BTreeMap's ns per operation.
+    pub map_ns: f64,
+    /// Cache lines the target flushed per operation.
+    pub lines: f64,
+    /// ns to persist one line.
+    pub line_ns: f64,
+    /// `map_ns + lines * line_ns`.
+    pub floor_ns: f64,
+    /// `target_ns / floor_ns`.
+    pub ratio: f64,
 }
 
 fn us(ns: u64) -> String {
@@ -304,6 +340,12 @@ pub fn render_table(r: &Report) -> String {
         }
         if let (Some(cdds), Some((peer, rate))) = (r.phase("cdds", &phase), r.best_durable_peer(&phase)) {
             s.push_str(&format!("cdds / best durable peer ({peer}): {:.2}x\n", cdds.per_s / rate));
+        }
+        if let Some(f) = r.floor("cdds", &phase) {
+            s.push_str(&format!(
+                "cdds closeness to the floor: {:.2}x ({:.0} ns/op against BTreeMap {:.0} ns + {:.1} lines x {:.0} ns)\n",
+                f.ratio, f.target_ns, f.map_ns, f.lines, f.line_ns
+            ));
         }
         for other in ["btreemap", "bdb"] {
             if let (Some(cdds), Some(o)) = (r.phase("cdds", &phase), r.phase(other, &phase)) {

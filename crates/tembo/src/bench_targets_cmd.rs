@@ -96,16 +96,6 @@ impl Common {
     }
 }
 
-/// Runs `workload` with `common`'s targets and prints/saves/draws the report.
-pub fn run_and_report(workload: &dyn Workload, common: &Common) -> Result<Report> {
-    let cfg = common.config("all")?;
-    let r = report::run(workload, &cfg, Progress::auto())
-        .with_context(|| format!("{} benchmark failed", workload.name()))?;
-    print!("{}", report::render_table(&r));
-    save(&r, common.json.as_deref(), common.plot.as_deref())?;
-    Ok(r)
-}
-
 fn save(r: &Report, json: Option<&Path>, plot_stem: Option<&Path>) -> Result<()> {
     if let Some(path) = json {
         super::bench_cmd::write_file(path, &(serde_json::to_string_pretty(r)? + "\n"))?;
@@ -135,7 +125,20 @@ pub fn run_micro(a: MicroArgs) -> Result<()> {
         bail!("--keys must be at least 1");
     }
     let w = Micro::new(a.keys, a.key_bytes, a.value_bytes, a.common.seed);
-    run_and_report(&w, &a.common).map(drop)
+    let cfg = a.common.config("all")?;
+    let mut r = report::run(&w, &cfg, Progress::auto()).context("micro benchmark failed")?;
+    // The floor's unit: one cache line persisted on a pool in the same
+    // directory, measured now (tembo bench flush's persist comparison).
+    if cfg.targets.iter().any(|t| t.is_tembo()) && cfg.targets.contains(&TargetKind::BTreeMap) {
+        let fc =
+            tembo_bench::flush::FlushConfig { pool_dir: cfg.dir.clone(), ..tembo_bench::flush::FlushConfig::quick() };
+        match tembo_bench::flush::persist_line::measure(&fc, Progress::hidden()) {
+            Ok(p) => r.persist_line_ns = Some(p.raw_ns),
+            Err(e) => eprintln!("note: no floor: measuring one line's persist cost failed: {e:#}"),
+        }
+    }
+    print!("{}", report::render_table(&r));
+    save(&r, a.common.json.as_deref(), a.common.plot.as_deref())
 }
 
 /// `tembo bench plot`.
