@@ -6,7 +6,9 @@ use std::ops::Bound;
 
 use tembo_store::DbError;
 
-use crate::encoding::{be64, meta_key, split_sub, sub_prefix, Kind, Meta, EXPIRES, GARBAGE, SUB, ZIDX};
+use crate::encoding::{
+    be64, meta_key, meta_prefix, meta_user_key, split_sub, sub_prefix, Kind, Meta, EXPIRES, GARBAGE, SUB, ZIDX,
+};
 use crate::exec::State;
 
 /// Deletes up to `limit` keys whose expiry time is at or before `now`;
@@ -30,12 +32,17 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
         let db = k[9];
         let key = &k[10..];
         st.store.delete(k.clone());
-        let mk = meta_key(db, key);
+        if db as usize >= st.keys.len() {
+            continue;
+        }
+        // Only a key of the current generation can be due: older ones were
+        // flushed (the sweep deletes them), and this entry is then stale.
+        let mk = meta_key(db, st.gen(db), key);
         let Some(raw) = st.store.get(&mk)? else { continue };
         // The index entry may be stale (the expiry changed in a group not yet
         // reflected here); only a matching expiry deletes the key.
         let Some(m) = Meta::decode(&raw) else { continue };
-        if m.expire_at == at && (db as usize) < st.keys.len() {
+        if m.expire_at == at {
             st.store.delete(mk);
             if m.kind != Kind::String {
                 // Cannot fail: the record is no longer than the collection's element keys.
@@ -48,6 +55,38 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
         }
     }
     Ok(n)
+}
+
+/// Deletes up to `budget` metadata keys of flushed generations (FLUSHDB and
+/// FLUSHALL only start a new generation), recording each collection's
+/// elements for [`reclaim_step`]; returns how many keys.
+pub fn sweep_flushed(st: &mut State, budget: usize) -> Result<u64, DbError> {
+    let mut swept = 0u64;
+    for db in 0..st.sweeping.len() {
+        if !st.sweeping[db] || swept as usize >= budget {
+            continue;
+        }
+        // The older generations are exactly the keys before the current one's prefix.
+        let lo = meta_prefix(db as u8, 0);
+        let hi = meta_prefix(db as u8, st.gens[db]);
+        let left = budget - swept as usize;
+        let doomed: Vec<(Vec<u8>, Vec<u8>)> =
+            st.store.scan(Bound::Included(lo), Bound::Excluded(hi), false).take(left + 1).collect::<Result<_, _>>()?;
+        if doomed.len() <= left {
+            st.sweeping[db] = false;
+        }
+        for (k, v) in doomed.into_iter().take(left) {
+            if let (Some(m), Some(user_key)) = (Meta::decode(&v), meta_user_key(&k)) {
+                if m.kind != Kind::String {
+                    // Cannot fail: the record is no longer than the collection's element keys.
+                    let _ = st.store.put(sub_prefix(GARBAGE, db as u8, user_key, m.version), Vec::new());
+                }
+            }
+            st.store.delete(k);
+            swept += 1;
+        }
+    }
+    Ok(swept)
 }
 
 /// Deletes up to `budget` elements of dropped collections (those recorded

@@ -94,6 +94,24 @@ pub const EXPIRES: u8 = b'E';
 pub const GARBAGE: u8 = b'R';
 /// Prefix of server globals.
 pub const GLOBAL: u8 = b'G';
+/// Prefix of the databases' flush generations: `F db` → u32 (absent: 0).
+pub const FLUSH_GEN: u8 = b'F';
+
+/// The key-layout version this build writes, recorded under [`layout_key`].
+/// 2: metadata keys carry their database's flush generation.
+pub const LAYOUT: u32 = 2;
+
+/// Where the key-layout version is recorded.
+pub fn layout_key() -> Vec<u8> {
+    let mut k = vec![GLOBAL];
+    k.extend_from_slice(b"layout");
+    k
+}
+
+/// Where database `db`'s flush generation is recorded.
+pub fn flush_gen_key(db: u8) -> Vec<u8> {
+    vec![FLUSH_GEN, db]
+}
 
 /// The list index of a new list's first element: lists grow both ways.
 pub const LIST_MID: u64 = 1 << 63;
@@ -177,19 +195,21 @@ pub fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(a)
 }
 
-/// Bytes before the Redis key in a metadata key: tag, db, hash.
-pub const META_HEAD: usize = 6;
+/// Bytes before the Redis key in a metadata key: tag, db, generation, hash.
+pub const META_HEAD: usize = 10;
 
 /// The layout's key hash: 32-bit FNV-1a (fixed forever: it is part of the pool format).
 pub fn key_hash(key: &[u8]) -> u32 {
     key.iter().fold(0x811c_9dc5u32, |h, &b| (h ^ b as u32).wrapping_mul(0x0100_0193))
 }
 
-/// `M db hash(key) key`.
-pub fn meta_key(db: u8, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(META_HEAD + key.len());
-    k.push(META);
-    k.push(db);
+/// `M db gen hash(key) key`, where `gen` is the database's flush
+/// generation: FLUSHDB starts a new generation, which makes every key of
+/// the old one invisible at once (O(1)); the old generation's keys sort
+/// before the new one's, so the background sweep deletes them as one range.
+pub fn meta_key(db: u8, gen: u32, key: &[u8]) -> Vec<u8> {
+    let mut k = meta_prefix(db, gen);
+    k.reserve(4 + key.len());
     k.extend_from_slice(&key_hash(key).to_be_bytes());
     k.extend_from_slice(key);
     k
@@ -200,9 +220,13 @@ pub fn meta_user_key(k: &[u8]) -> Option<&[u8]> {
     k.get(META_HEAD..)
 }
 
-/// The prefix of every metadata key of database `db`.
-pub fn meta_prefix(db: u8) -> Vec<u8> {
-    vec![META, db]
+/// The prefix of every metadata key of database `db` in generation `gen`.
+pub fn meta_prefix(db: u8, gen: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(META_HEAD + 16);
+    k.push(META);
+    k.push(db);
+    k.extend_from_slice(&gen.to_be_bytes());
+    k
 }
 
 /// `tag db len(key) key version`: the prefix of a collection's sub-keys (`tag` = SUB or ZIDX).

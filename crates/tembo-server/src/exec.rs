@@ -68,6 +68,12 @@ pub struct State {
     pub expires: Vec<i64>,
     /// Changes to `keys` and `expires` made by the pending writes.
     pub pending_counts: Vec<(i64, i64)>,
+    /// Flush generation per database, committed (see `encoding::meta_key`).
+    pub gens: Vec<u32>,
+    /// Generations started by the pending writes (FLUSHDB/FLUSHALL).
+    pub pending_gens: Vec<Option<u32>>,
+    /// Databases whose older generations may still hold keys for the sweep.
+    pub sweeping: Vec<bool>,
     /// WATCHed keys and who watches them.
     pub watchers: HashMap<(u8, Vec<u8>), Vec<u64>>,
     /// Counters INFO reports.
@@ -106,9 +112,20 @@ pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
+/// Why the executor cannot start on a database.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The database failed.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The pool's server data is in a key layout this build does not read.
+    #[error("{0}")]
+    Layout(String),
+}
+
 impl State {
     /// Opens the executor on a database, counting its keys.
-    pub fn new(db: Arc<Db>, cfg: Config, shared: Arc<crate::net::Shared>) -> Result<State, DbError> {
+    pub fn new(db: Arc<Db>, cfg: Config, shared: Arc<crate::net::Shared>) -> Result<State, OpenError> {
         let store = Store::new(db)?;
         let n = cfg.databases;
         let mut st = State {
@@ -118,6 +135,9 @@ impl State {
             keys: vec![0; n],
             expires: vec![0; n],
             pending_counts: vec![(0, 0); n],
+            gens: vec![0; n],
+            pending_gens: vec![None; n],
+            sweeping: vec![false; n],
             watchers: HashMap::new(),
             stats: Stats::new(),
             cursors: crate::cursor::Cursors::default(),
@@ -129,8 +149,60 @@ impl State {
             config_file: String::new(),
             last_commit: now_ms() / 1000,
         };
+        st.check_layout()?;
+        st.load_gens()?;
         st.count_keys()?;
         Ok(st)
+    }
+
+    /// Refuses a pool whose keys are in a layout this build does not read;
+    /// records the layout in a pool without keys.
+    fn check_layout(&mut self) -> Result<(), OpenError> {
+        let recorded = self.store.get(&encoding::layout_key())?;
+        match recorded.as_deref().map(|b| <[u8; 4]>::try_from(b).map(u32::from_be_bytes)) {
+            Some(Ok(encoding::LAYOUT)) => Ok(()),
+            Some(other) => Err(OpenError::Layout(format!(
+                "this pool holds server data in key layout {} but this tembo reads layout {}; \
+                 serve it with the tembo that wrote it, or start with a new pool (--pool)",
+                other.map_or_else(|_| "unknown".into(), |v| v.to_string()),
+                encoding::LAYOUT
+            ))),
+            None => {
+                if self.store.scan_prefix(&[encoding::META], false).next().is_some() {
+                    return Err(OpenError::Layout(
+                        "this pool holds server data in key layout 1 (written before flush generations) \
+                         but this tembo reads layout 2; serve it with the tembo that wrote it, or start \
+                         with a new pool (--pool)"
+                            .into(),
+                    ));
+                }
+                self.store
+                    .put(encoding::layout_key(), encoding::LAYOUT.to_be_bytes().to_vec())
+                    .map_err(|e| OpenError::Layout(format!("recording the key layout: {e}")))?;
+                Ok(self.store.commit()?)
+            }
+        }
+    }
+
+    /// Reads each database's flush generation; a database with one may
+    /// still have keys of older generations for the sweep.
+    fn load_gens(&mut self) -> Result<(), OpenError> {
+        for db in 0..self.gens.len() {
+            if let Some(raw) = self.store.get(&encoding::flush_gen_key(db as u8))? {
+                let gen = <[u8; 4]>::try_from(raw.as_slice())
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| OpenError::Layout(format!("the flush generation of db {db} is not 4 bytes")))?;
+                self.gens[db] = gen;
+                self.sweeping[db] = gen > 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// The flush generation `db`'s keys live in now (pending FLUSHDB included).
+    pub fn gen(&self, db: u8) -> u32 {
+        let i = db as usize;
+        self.pending_gens.get(i).copied().flatten().unwrap_or_else(|| self.gens.get(i).copied().unwrap_or(0))
     }
 
     fn count_keys(&mut self) -> Result<(), DbError> {
@@ -139,6 +211,11 @@ impl State {
         for kv in &mut it {
             let (k, v) = kv?;
             let db = k.get(1).copied().unwrap_or(0) as usize;
+            // Keys of an older generation are flushed, waiting for the sweep.
+            let gen = k.get(2..6).and_then(|g| <[u8; 4]>::try_from(g).ok()).map(u32::from_be_bytes);
+            if gen != Some(self.gens.get(db).copied().unwrap_or(0)) {
+                continue;
+            }
             counts[db].0 += 1;
             if Meta::decode(&v).is_some_and(|m| m.expire_at != 0) {
                 counts[db].1 += 1;
@@ -299,6 +376,12 @@ impl State {
             *dk = 0;
             *de = 0;
         }
+        for (i, g) in self.pending_gens.iter_mut().enumerate() {
+            if let Some(g) = g.take() {
+                self.gens[i] = g;
+                self.sweeping[i] = true;
+            }
+        }
         self.stats.commits += 1;
         self.stats.committed_writes += n as u64;
         self.last_commit = now_ms() / 1000;
@@ -309,6 +392,7 @@ impl State {
     pub fn discard(&mut self) {
         self.store.discard();
         self.pending_counts.iter_mut().for_each(|c| *c = (0, 0));
+        self.pending_gens.iter_mut().for_each(|g| *g = None);
     }
 
     /// Committed plus pending key count of `db`.
@@ -372,7 +456,8 @@ impl State {
     pub fn cron(&mut self) {
         let now = now_ms();
         let expired = crate::background::expire_cycle(self, now, 1000);
-        let reclaimed = crate::background::reclaim_step(self, 500);
+        let reclaimed = crate::background::sweep_flushed(self, 500)
+            .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, 500)?));
         match (expired, reclaimed) {
             (Ok(e), Ok(r)) => {
                 self.stats.expired_keys += e;

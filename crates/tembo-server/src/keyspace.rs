@@ -20,7 +20,7 @@ impl Ctx<'_> {
     /// The metadata of `key`, or `None` if it does not exist or has expired
     /// (an expired key is deleted on the way, as Redis does).
     pub fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
-        let raw = self.st.store.get(&meta_key(self.db(), key))?;
+        let raw = self.st.store.get(&meta_key(self.db(), self.st.gen(self.db()), key))?;
         let Some(raw) = raw else { return Ok(None) };
         let meta = Meta::decode(&raw).ok_or_else(|| CmdError::corrupt(key))?;
         if meta.expired(self.now) {
@@ -59,7 +59,7 @@ impl Ctx<'_> {
         if let Some(o) = old.filter(|o| o.kind != Kind::String && o.version != new.version) {
             self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
-        self.st.store.put(meta_key(db, key), new.encode())?;
+        self.st.store.put(meta_key(db, self.st.gen(db), key), new.encode())?;
         self.st.touch(db, key, Some(&mut *self.client));
         Ok(())
     }
@@ -68,7 +68,7 @@ impl Ctx<'_> {
     /// a collection's elements are left to the background reclaimer.
     pub fn remove(&mut self, key: &[u8], old: &Meta) {
         let db = self.db();
-        self.st.store.delete(meta_key(db, key));
+        self.st.store.delete(meta_key(db, self.st.gen(db), key));
         if old.expire_at != 0 {
             self.st.store.delete(expire_key(old.expire_at, db, key));
             self.st.pending_counts[db as usize].1 -= 1;

@@ -72,6 +72,14 @@ pub enum ServeError {
         #[source]
         source: DbError,
     },
+    /// The pool holds server data this build cannot read.
+    #[error("pool {path}: {why}")]
+    Layout {
+        /// The pool.
+        path: PathBuf,
+        /// What is wrong and what to do.
+        why: String,
+    },
     /// The address could not be bound, or the runtime could not start.
     #[error("{what}: {source}")]
     Io {
@@ -130,7 +138,10 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
     let listener = StdListener::bind(&addr).map_err(io(format!("binding {addr}")))?;
     listener.set_nonblocking(true).map_err(io("listener".into()))?;
     let shared = Arc::new(net::Shared::new(&cfg));
-    let mut state = exec::State::new(db, cfg.clone(), shared.clone()).map_err(pool_err)?;
+    let mut state = exec::State::new(db, cfg.clone(), shared.clone()).map_err(|e| match e {
+        exec::OpenError::Db(e) => pool_err(e),
+        exec::OpenError::Layout(why) => ServeError::Layout { path: cfg.pool.clone(), why },
+    })?;
     state.config_file = config_file.map(|p| p.display().to_string()).unwrap_or_default();
     log::info!(
         "Tembo {} (Redis {REDIS_VERSION} protocol) on {addr}, pool {} ({mode}: {}), {} keys",

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tembo_store::{Db, DbError};
+use tembo_store::Db;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::client::{Client, Out};
@@ -24,7 +24,7 @@ pub struct Session {
 
 impl Session {
     /// A session on `db` with default settings.
-    pub fn new(db: Arc<Db>) -> Result<Session, DbError> {
+    pub fn new(db: Arc<Db>) -> Result<Session, crate::exec::OpenError> {
         let cfg = Config::default();
         let shared = Arc::new(crate::net::Shared::new(&cfg));
         let st = State::new(db, cfg, shared)?;

@@ -40,6 +40,7 @@ enum Op {
     ZRem(u8, u8),
     Rename(u8, u8),
     Background,
+    FlushDb,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -63,6 +64,7 @@ fn op() -> impl Strategy<Value = Op> {
         (k.clone(), f.clone()).prop_map(|(k, m)| Op::ZRem(k, m)),
         (k.clone(), k).prop_map(|(a, b)| Op::Rename(a, b)),
         Just(Op::Background),
+        Just(Op::FlushDb),
     ]
 }
 
@@ -91,6 +93,12 @@ fn flat(r: Reply) -> Vec<Reply> {
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
 fn check_state(s: &mut Session, model: &HashMap<Vec<u8>, Val>) {
+    assert_eq!(s.call(&["DBSIZE"]), Reply::Int(model.len() as i64), "DBSIZE");
+    let mut keys = flat(s.call(&["KEYS", "*"]));
+    keys.sort_by(|a, b| format!("{a:?}").cmp(&format!("{b:?}")));
+    let mut want: Vec<Vec<u8>> = model.keys().cloned().collect();
+    want.sort();
+    assert_eq!(keys, bulks(want), "KEYS *");
     for k in 0..4u8 {
         let kb = key(k);
         let name = String::from_utf8(kb.clone()).unwrap();
@@ -148,8 +156,9 @@ fn run(ops: Vec<Op>) {
     for _ in 0..20 {
         s.background();
     }
-    let left: Vec<_> = db.iter().map(|kv| kv.unwrap().0).filter(|k| k[0] == b'S' || k[0] == b'Z').collect();
-    assert!(left.is_empty(), "elements of deleted collections left behind: {left:?}");
+    let left: Vec<_> =
+        db.iter().map(|kv| kv.unwrap().0).filter(|k| k[0] == b'S' || k[0] == b'Z' || k[0] == b'M').collect();
+    assert!(left.is_empty(), "keys or elements of flushed or deleted collections left behind: {left:?}");
 }
 
 fn apply(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
@@ -165,6 +174,10 @@ fn apply(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
             assert_eq!(r, Reply::Int(model.remove(&key(k)).is_some() as i64));
         }
         Op::Background => s.background(),
+        Op::FlushDb => {
+            assert_eq!(s.call(&["FLUSHDB"]), Reply::Simple("OK".into()));
+            model.clear();
+        }
         Op::Rename(a, b) => {
             let r = s.call(&["RENAME", &name(a), &name(b)]);
             match model.remove(&key(a)) {

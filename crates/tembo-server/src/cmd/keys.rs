@@ -209,8 +209,10 @@ fn type_(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 /// inclusive) in order; `f` returns false to stop. Returns the last meta key
 /// visited (the one `f` stopped at, if it stopped).
 fn walk_keys(cx: &mut Ctx, start: Option<Vec<u8>>, mut f: impl FnMut(&[u8], &Meta) -> bool) -> Res<Option<Vec<u8>>> {
-    let full_prefix = meta_prefix(cx.db());
-    let lo = Bound::Included(start.unwrap_or_else(|| full_prefix.clone()));
+    let full_prefix = meta_prefix(cx.db(), cx.st.gen(cx.db()));
+    // A cursor from before a FLUSHDB points into an older generation: start
+    // at the current one instead (never at keys waiting for the sweep).
+    let lo = Bound::Included(start.filter(|s| *s > full_prefix).unwrap_or_else(|| full_prefix.clone()));
     let hi = encoding::prefix_end(&full_prefix).map_or(Bound::Unbounded, Bound::Excluded);
     let now = cx.now;
     let mut last = None;
@@ -461,7 +463,7 @@ fn randomkey(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     }
     // A random point in hash space, then the first live key at or after it
     // (wrapping around): cheap and close to uniform, as keys are ordered by hash.
-    let mut probe = meta_prefix(cx.db());
+    let mut probe = meta_prefix(cx.db(), cx.st.gen(cx.db()));
     probe.extend_from_slice(&rand::thread_rng().gen::<u32>().to_be_bytes());
     let mut found = None;
     walk_keys(cx, Some(probe), |k, _| {

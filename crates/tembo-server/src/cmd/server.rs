@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::args::{glob, is};
 use super::{table, CmdError, CmdResult, Spec};
-use crate::encoding::{self, meta_prefix, EXPIRES};
+use crate::encoding;
 use crate::exec::Ctx;
 use crate::resp::Reply;
 
@@ -203,37 +203,29 @@ fn dbsize(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Int(cx.st.key_count(cx.db() as usize)))
 }
 
-/// Deletes every key of `db` (all databases if `None`): metadata and
-/// expiry entries now, collection elements by the background reclaimer.
+/// Empties `db` (all databases if `None`) in O(1): each starts a new flush
+/// generation, which hides every key of the old one at once; the
+/// background sweep deletes the old keys (and hands collections' elements
+/// to the reclaimer), a bounded amount per cron tick. Stale expiry-index
+/// entries are dropped by the expire cycle when their time comes.
 fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
-    let prefix = db.map_or(vec![encoding::META], meta_prefix);
-    let metas: Vec<(Vec<u8>, Vec<u8>)> = cx.st.store.scan_prefix(&prefix, false).collect::<Result<_, _>>()?;
-    let expiries: Vec<Vec<u8>> = cx
-        .st
-        .store
-        .scan_prefix(&[EXPIRES], false)
-        .filter_map(|kv| match kv {
-            Ok((k, _)) if db.map_or(true, |d| k.get(9) == Some(&d)) => Some(Ok(k)),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        })
-        .collect::<Result<_, _>>()?;
-    for (k, v) in metas {
-        if let Some(m) = encoding::Meta::decode(&v).filter(|m| m.kind != encoding::Kind::String) {
-            let user_key = encoding::meta_user_key(&k).unwrap_or_default();
-            let garbage = encoding::sub_prefix(encoding::GARBAGE, k[1], user_key, m.version);
-            cx.st.store.put(garbage, Vec::new())?;
+    let dbs: Vec<u8> = match db {
+        Some(d) => vec![d],
+        None => (0..cx.st.gens.len() as u8).collect(),
+    };
+    for d in dbs {
+        let i = d as usize;
+        if cx.st.key_count(i) == 0 && !cx.st.sweeping[i] {
+            continue; // nothing to hide: keep the generation
         }
-        cx.st.store.delete(k);
-    }
-    for k in expiries {
-        cx.st.store.delete(k);
-    }
-    for (i, (dk, de)) in cx.st.pending_counts.iter_mut().enumerate() {
-        if db.map_or(true, |d| d as usize == i) {
-            *dk = -cx.st.keys[i];
-            *de = -cx.st.expires[i];
-        }
+        let next = cx.st.gen(d).checked_add(1).ok_or_else(|| {
+            CmdError(format!("ERR database {d} has been flushed 2^32 times; its generation counter is exhausted"))
+        })?;
+        cx.st.store.put(encoding::flush_gen_key(d), next.to_be_bytes().to_vec())?;
+        cx.st.pending_gens[i] = Some(next);
+        let (dk, de) = (cx.st.key_count(i), cx.st.expire_count(i));
+        cx.st.pending_counts[i].0 -= dk;
+        cx.st.pending_counts[i].1 -= de;
     }
     cx.st.touch_all(db, cx.client);
     Ok(Reply::ok())
