@@ -358,3 +358,21 @@ fn a_recreated_collection_shows_no_old_elements() {
     assert_eq!(s.call(&["HLEN", "h"]), Reply::Int(1));
     assert_eq!(flat(s.call(&["HGETALL", "h"])), bulks([b"a".to_vec(), b"b".to_vec()]));
 }
+
+/// A pool holding server keys of the first layout (no flush generation,
+/// no layout record) is refused with an error that says what to do; an
+/// empty one gets the current layout recorded.
+#[test]
+fn a_pool_in_an_older_key_layout_is_refused() {
+    let db = Arc::new(Db::in_memory(&Options::with_size(8 << 20)).unwrap());
+    db.put(b"M\x00\x12\x34\x56\x78k", b"\x00\x00\x00\x00\x00\x00\x00\x00\x00v").unwrap();
+    let err = Session::new(db).unwrap_err().to_string();
+    assert!(err.contains("layout 1") && err.contains("--pool"), "{err}");
+
+    let db = Arc::new(Db::in_memory(&Options::with_size(8 << 20)).unwrap());
+    let mut s = Session::new(db.clone()).unwrap();
+    s.call(&["SET", "k", "v"]);
+    drop(s);
+    let mut s = Session::new(db).unwrap();
+    assert_eq!(s.call(&["GET", "k"]), Reply::Bulk(b"v".to_vec()));
+}
