@@ -123,23 +123,52 @@ fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<Box<
 }
 
 fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: bool) -> Result<Box<NodeCopy>> {
-    if buf[1] >> 32 != NODE_MAGIC {
+    decode_slots(buf[1], node, checked, |i| {
+        let mut w = [0u64; SLOT_WORDS];
+        w.copy_from_slice(&buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]);
+        w
+    })
+}
+
+/// The writer's copy of a node only it changes (every node of the tree:
+/// there is one writer): no version word to wait for or validate, no
+/// whole-node copy first, and no slot read past the first empty one.
+pub fn read_own(pool: &Pool, node: u64) -> Result<Box<NodeCopy>> {
+    let words = pool.atomic_words(node, NODE_WORDS)?;
+    decode_slots(words[1].load(Ordering::Relaxed), node, false, |i| {
+        let mut w = [0u64; SLOT_WORDS];
+        for (d, a) in w.iter_mut().zip(&words[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]) {
+            *d = a.load(Ordering::Relaxed);
+        }
+        w
+    })
+}
+
+/// Decodes a node from its head word and its slots (read by `slot(i)`, in
+/// order, up to the first empty one).
+fn decode_slots(
+    head: u64,
+    node: u64,
+    checked: bool,
+    mut slot: impl FnMut(usize) -> [u64; SLOT_WORDS],
+) -> Result<Box<NodeCopy>> {
+    if head >> 32 != NODE_MAGIC {
         return Err(CddsError::invariant("not a tree node (bad node magic)", node));
     }
     const NONE: Entry = Entry { start: 0, end: 0, moved: false, rec: 0, prefix: 0 };
     let mut copy = Box::new(NodeCopy {
-        level: (buf[1] & 0xFF) as u8,
+        level: (head & 0xFF) as u8,
         entries: [NONE; NODE_SLOTS],
         slots: [0; NODE_SLOTS],
         len: 0,
         used: NODE_SLOTS,
         dirty: false,
     });
-    let mut prev: Option<&[u64]> = None;
+    let mut prev: Option<[u64; SLOT_WORDS]> = None;
     for i in 0..NODE_SLOTS {
-        let w = &buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS];
-        let slot = if checked { Entry::decode(w) } else { Entry::decode_unchecked(w) };
-        match slot {
+        let w = slot(i);
+        let decoded = if checked { Entry::decode(&w) } else { Entry::decode_unchecked(&w) };
+        match decoded {
             Slot::Empty => {
                 copy.used = i;
                 break;

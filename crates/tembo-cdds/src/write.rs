@@ -238,7 +238,7 @@ impl Batch<'_> {
     }
 
     fn read(&self, n: u64) -> Result<Box<NodeCopy>> {
-        node::read(self.pool, n, self.tree.session)
+        node::read_own(self.pool, n)
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
@@ -320,8 +320,10 @@ impl Batch<'_> {
             self.compact(n)?;
             copy = self.read(n)?;
         }
-        let live = live_slots(&copy, self.w);
         if adds.len() <= NODE_SLOTS - copy.used {
+            // The common case: room in the node. Only the live count
+            // matters here (no list of live slots to build on every put).
+            let live_count = copy.entries().iter().filter(|e| e.visible_at(self.w, &[])).count();
             let mut fresh = Some(copy);
             for a in &adds {
                 let c = match fresh.take() {
@@ -338,7 +340,7 @@ impl Batch<'_> {
                 drop(nw);
                 self.touch(n);
             }
-            if depth > 0 && live.len() + adds.len() < MIN_LIVE && !ends.is_empty() {
+            if depth > 0 && live_count + adds.len() < MIN_LIVE && !ends.is_empty() {
                 let c = self.read(n)?;
                 let live = live_slots(&c, self.w);
                 let list = self.restart(&live);
@@ -346,6 +348,7 @@ impl Batch<'_> {
             }
             return Ok(());
         }
+        let live = live_slots(&copy, self.w);
         let mut list = self.restart(&live);
         for a in adds {
             let idx = match search::entry_key(self.pool, &a)? {
@@ -569,12 +572,9 @@ impl Batch<'_> {
 
 /// The entries of `copy` visible at `w`, with their slots.
 pub(crate) fn live_slots(copy: &NodeCopy, w: u64) -> Vec<(usize, Entry)> {
-    copy.entries()
-        .iter()
-        .zip(copy.slots())
-        .filter(|(e, _)| e.visible_at(w, &[]))
-        .map(|(e, s)| (*s as usize, *e))
-        .collect()
+    let mut live = Vec::with_capacity(copy.entries().len());
+    live.extend(copy.entries().iter().zip(copy.slots()).filter(|(e, _)| e.visible_at(w, &[])).map(|(e, s)| (*s as usize, *e)));
+    live
 }
 
 /// Compares entry keys for sorting checks.
