@@ -4,12 +4,13 @@
 //! **sub-key** per element, scoped by a per-collection *version*:
 //!
 //! ```text
-//! M db hash(key) key                        -> Meta (type, expiry, version, size; a string's bytes)
+//! M db gen hash(key) key                    -> Meta (type, expiry, version, size; a string's bytes)
 //! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
 //! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
 //! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
-//! G name                                    -> server globals (the version high-water mark)
+//! F db                                      -> the database's flush generation (u16)
+//! G name                                    -> server globals (version high-water mark, key layout)
 //! ```
 //!
 //! Deleting or overwriting a collection removes only its metadata record
@@ -21,7 +22,14 @@
 //! version, so stale elements never reappear; a crash keeps the `R` record
 //! and the work resumes.
 //!
-//! Metadata keys start with a 32-bit hash of the Redis key (FNV-1a) so that
+//! FLUSHDB and FLUSHALL are O(1): a metadata key carries its database's
+//! flush *generation*, and a flush only starts a new one (`F db`), which
+//! hides every key of the old generation at once; those keys sort before
+//! the new generation's, and the background sweep deletes them as a range
+//! (handing collections to the reclaimer). After 65,535 flushes the
+//! generation wraps back to 0 with one synchronous O(keys) flush.
+//!
+//! Metadata keys carry a 32-bit hash of the Redis key (FNV-1a) so that
 //! their first eight bytes — the prefix the engine keeps in each slot and
 //! compares before dereferencing a record — differ between keys even when
 //! users name them `user:000001`, `user:000002`…; without it nearly every
@@ -94,7 +102,7 @@ pub const EXPIRES: u8 = b'E';
 pub const GARBAGE: u8 = b'R';
 /// Prefix of server globals.
 pub const GLOBAL: u8 = b'G';
-/// Prefix of the databases' flush generations: `F db` → u32 (absent: 0).
+/// Prefix of the databases' flush generations: `F db` → u16 (absent: 0).
 pub const FLUSH_GEN: u8 = b'F';
 
 /// The key-layout version this build writes, recorded under [`layout_key`].
@@ -195,8 +203,9 @@ pub fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(a)
 }
 
-/// Bytes before the Redis key in a metadata key: tag, db, generation, hash.
-pub const META_HEAD: usize = 10;
+/// Bytes before the Redis key in a metadata key: tag, db, generation (2),
+/// hash (4) — exactly the eight bytes the engine compares in a slot.
+pub const META_HEAD: usize = 8;
 
 /// The layout's key hash: 32-bit FNV-1a (fixed forever: it is part of the pool format).
 pub fn key_hash(key: &[u8]) -> u32 {
@@ -207,7 +216,9 @@ pub fn key_hash(key: &[u8]) -> u32 {
 /// generation: FLUSHDB starts a new generation, which makes every key of
 /// the old one invisible at once (O(1)); the old generation's keys sort
 /// before the new one's, so the background sweep deletes them as one range.
-pub fn meta_key(db: u8, gen: u32, key: &[u8]) -> Vec<u8> {
+/// The generation is 16 bits so that the whole 32-bit hash still lies in
+/// the engine's 8-byte slot prefix.
+pub fn meta_key(db: u8, gen: u16, key: &[u8]) -> Vec<u8> {
     let mut k = meta_prefix(db, gen);
     k.reserve(4 + key.len());
     k.extend_from_slice(&key_hash(key).to_be_bytes());
@@ -221,7 +232,7 @@ pub fn meta_user_key(k: &[u8]) -> Option<&[u8]> {
 }
 
 /// The prefix of every metadata key of database `db` in generation `gen`.
-pub fn meta_prefix(db: u8, gen: u32) -> Vec<u8> {
+pub fn meta_prefix(db: u8, gen: u16) -> Vec<u8> {
     let mut k = Vec::with_capacity(META_HEAD + 16);
     k.push(META);
     k.push(db);

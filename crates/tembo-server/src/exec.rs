@@ -69,9 +69,9 @@ pub struct State {
     /// Changes to `keys` and `expires` made by the pending writes.
     pub pending_counts: Vec<(i64, i64)>,
     /// Flush generation per database, committed (see `encoding::meta_key`).
-    pub gens: Vec<u32>,
+    pub gens: Vec<u16>,
     /// Generations started by the pending writes (FLUSHDB/FLUSHALL).
-    pub pending_gens: Vec<Option<u32>>,
+    pub pending_gens: Vec<Option<u16>>,
     /// Databases whose older generations may still hold keys for the sweep.
     pub sweeping: Vec<bool>,
     /// WATCHed keys and who watches them.
@@ -189,9 +189,9 @@ impl State {
     fn load_gens(&mut self) -> Result<(), OpenError> {
         for db in 0..self.gens.len() {
             if let Some(raw) = self.store.get(&encoding::flush_gen_key(db as u8))? {
-                let gen = <[u8; 4]>::try_from(raw.as_slice())
-                    .map(u32::from_be_bytes)
-                    .map_err(|_| OpenError::Layout(format!("the flush generation of db {db} is not 4 bytes")))?;
+                let gen = <[u8; 2]>::try_from(raw.as_slice())
+                    .map(u16::from_be_bytes)
+                    .map_err(|_| OpenError::Layout(format!("the flush generation of db {db} is not 2 bytes")))?;
                 self.gens[db] = gen;
                 self.sweeping[db] = gen > 0;
             }
@@ -200,7 +200,7 @@ impl State {
     }
 
     /// The flush generation `db`'s keys live in now (pending FLUSHDB included).
-    pub fn gen(&self, db: u8) -> u32 {
+    pub fn gen(&self, db: u8) -> u16 {
         let i = db as usize;
         self.pending_gens.get(i).copied().flatten().unwrap_or_else(|| self.gens.get(i).copied().unwrap_or(0))
     }
@@ -212,7 +212,7 @@ impl State {
             let (k, v) = kv?;
             let db = k.get(1).copied().unwrap_or(0) as usize;
             // Keys of an older generation are flushed, waiting for the sweep.
-            let gen = k.get(2..6).and_then(|g| <[u8; 4]>::try_from(g).ok()).map(u32::from_be_bytes);
+            let gen = k.get(2..4).and_then(|g| <[u8; 2]>::try_from(g).ok()).map(u16::from_be_bytes);
             if gen != Some(self.gens.get(db).copied().unwrap_or(0)) {
                 continue;
             }

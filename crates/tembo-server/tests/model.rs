@@ -376,3 +376,34 @@ fn a_pool_in_an_older_key_layout_is_refused() {
     let mut s = Session::new(db).unwrap();
     assert_eq!(s.call(&["GET", "k"]), Reply::Bulk(b"v".to_vec()));
 }
+
+/// The 16-bit flush generation wraps around: the flush that would overflow
+/// it deletes every generation's keys at once and starts again at 0.
+#[test]
+fn the_flush_generation_wraps_around_without_losing_or_leaking_keys() {
+    let db = Arc::new(Db::in_memory(&Options::with_size(8 << 20)).unwrap());
+    db.put(b"F\x00", &0xFFFEu16.to_be_bytes()).unwrap();
+    let mut s = Session::new(db.clone()).unwrap();
+    let ok = Reply::Simple("OK".into());
+    assert_eq!(s.call(&["SET", "a", "1"]), ok);
+    assert_eq!(s.call(&["FLUSHDB"]), ok); // generation 0xFFFF
+    assert_eq!(s.call(&["SET", "b", "2"]), ok);
+    assert_eq!(s.call(&["HSET", "h", "f", "v"]), Reply::Int(1));
+    assert_eq!(s.call(&["DBSIZE"]), Reply::Int(2));
+    assert_eq!(s.call(&["FLUSHDB"]), ok); // wraps to 0
+    assert_eq!(s.call(&["GET", "a"]), Reply::Nil);
+    assert_eq!(s.call(&["GET", "b"]), Reply::Nil);
+    assert_eq!(s.call(&["SET", "c", "3"]), ok);
+    assert_eq!(s.call(&["DBSIZE"]), Reply::Int(1));
+    assert_eq!(s.call(&["KEYS", "*"]), Reply::Array(vec![Reply::Bulk(b"c".to_vec())]));
+    for _ in 0..5 {
+        s.background();
+    }
+    let left: Vec<_> = db.iter().map(|kv| kv.unwrap().0).filter(|k| k[0] == b'S' || k[0] == b'M').collect();
+    assert_eq!(left.len(), 1, "only c's metadata may remain: {left:?}");
+    drop(s);
+    // Reopened: the generation and the key survive.
+    let mut s = Session::new(db).unwrap();
+    assert_eq!(s.call(&["GET", "c"]), Reply::Bulk(b"3".to_vec()));
+    assert_eq!(s.call(&["DBSIZE"]), Reply::Int(1));
+}

@@ -211,16 +211,20 @@ fn dbsize(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
 fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
     let dbs: Vec<u8> = match db {
         Some(d) => vec![d],
-        None => (0..cx.st.gens.len() as u8).collect(),
+        None => (0..cx.st.gens.len()).map(|d| d as u8).collect(),
     };
     for d in dbs {
         let i = d as usize;
         if cx.st.key_count(i) == 0 && !cx.st.sweeping[i] {
             continue; // nothing to hide: keep the generation
         }
-        let next = cx.st.gen(d).checked_add(1).ok_or_else(|| {
-            CmdError(format!("ERR database {d} has been flushed 2^32 times; its generation counter is exhausted"))
-        })?;
+        let next = match cx.st.gen(d).checked_add(1) {
+            Some(next) => next,
+            None => {
+                flush_all_generations(cx, d)?;
+                0
+            }
+        };
         cx.st.store.put(encoding::flush_gen_key(d), next.to_be_bytes().to_vec())?;
         cx.st.pending_gens[i] = Some(next);
         let (dk, de) = (cx.st.key_count(i), cx.st.expire_count(i));
@@ -229,6 +233,24 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
     }
     cx.st.touch_all(db, cx.client);
     Ok(Reply::ok())
+}
+
+/// The wrap-around of a database's 16-bit flush generation: deletes every
+/// metadata key of every generation now (O(keys), once per 65,535
+/// flushes), so generation 0 can start again empty.
+fn flush_all_generations(cx: &mut Ctx, db: u8) -> crate::keyspace::Res<()> {
+    let prefix = vec![encoding::META, db];
+    let metas: Vec<(Vec<u8>, Vec<u8>)> = cx.st.store.scan_prefix(&prefix, false).collect::<Result<_, _>>()?;
+    for (k, v) in metas {
+        if let (Some(m), Some(user_key)) = (encoding::Meta::decode(&v), encoding::meta_user_key(&k)) {
+            if m.kind != encoding::Kind::String {
+                let garbage = encoding::sub_prefix(encoding::GARBAGE, db, user_key, m.version);
+                cx.st.store.put(garbage, Vec::new())?;
+            }
+        }
+        cx.st.store.delete(k);
+    }
+    Ok(())
 }
 
 fn flush_mode(a: &[Vec<u8>]) -> Result<(), CmdError> {
