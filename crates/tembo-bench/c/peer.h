@@ -51,4 +51,7 @@ PEER_DECLARE(rocksdb_peer_)
 PEER_DECLARE(bdb_peer_)
 PEER_DECLARE(pmemobj_peer_)
 
+/* pmemobj only: where its pool is mapped (for the write heat map). */
+int pmemobj_peer_range(pmemobj_peer_handle *h, void **base, size_t *len);
+
 #endif

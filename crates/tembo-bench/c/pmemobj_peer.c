@@ -98,6 +98,7 @@
 #include <unistd.h>
 
 #include <libpmemobj.h>
+#include <sys/stat.h>
 
 #include "peer.h"
 
@@ -138,6 +139,7 @@ struct root {
 
 struct pmemobj_peer_handle {
     PMEMobjpool *pop;
+    size_t pool_bytes; /* the pool file's size: its mapping starts at pop */
     struct root *root;
     uint8_t *scratch; /* scan copies each value here ("reads" it) */
     size_t scratch_cap;
@@ -692,6 +694,8 @@ pmemobj_peer_handle *pmemobj_peer_open(const char *dir, int durable, uint64_t si
         return NULL;
     }
     h->root = pmemobj_direct(ro);
+    struct stat st;
+    h->pool_bytes = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
 
     if (OID_IS_NULL(h->root->tree)) {
         if (init_root(h) != 0) {
@@ -837,4 +841,17 @@ void pmemobj_peer_close(pmemobj_peer_handle *h) {
     pmemobj_close(h->pop);
     free(h->scratch);
     free(h);
+}
+
+/* The pool's mapping (pmemobj maps the whole file at the pool handle), for
+ * tembo bench's write heat map, which watches which pages each operation
+ * writes. 0 = ok, -1 = unknown size. */
+int pmemobj_peer_range(pmemobj_peer_handle *h, void **base, size_t *len) {
+    if (h->pool_bytes == 0) {
+        set_err(h, "pmemobj: the pool's size is unknown");
+        return -1;
+    }
+    *base = (void *)h->pop;
+    *len = h->pool_bytes;
+    return 0;
 }

@@ -27,6 +27,7 @@
 //!   [`plot`] draws them.
 
 pub mod flush;
+pub mod heatmap;
 pub mod machine;
 pub mod plot;
 pub mod progress;

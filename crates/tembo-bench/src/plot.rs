@@ -289,3 +289,72 @@ pub fn write_svg_and_png(stem: &std::path::Path, svg: &str) -> Result<()> {
     std::fs::write(&png_path, svg_to_png(svg)?).with_context(|| format!("writing {}", png_path.display()))?;
     Ok(())
 }
+
+/// The write heat map (thesis Figures 6.1/6.3): one panel per target, a
+/// cell per pool page in address order (64 per row), coloured by how many
+/// operations wrote it on a log scale shared by the panels.
+///
+/// # Errors
+/// No map; drawing errors.
+pub fn heatmap_svg(maps: &[crate::heatmap::HeatMap]) -> Result<String> {
+    const COLS: usize = 64;
+    const CELL: u32 = 6;
+    if maps.is_empty() {
+        bail!("nothing to plot");
+    }
+    let max = maps.iter().map(|m| m.max).max().unwrap_or(1).max(1);
+    let rows = maps.iter().map(|m| m.writes.len().div_ceil(COLS)).max().unwrap_or(1).max(1);
+    let panel_w = COLS as u32 * CELL + 40;
+    let size = (panel_w * maps.len() as u32 + 40, 120 + rows as u32 * CELL + 20);
+    let heat = |c: u32| -> RGBColor {
+        if c == 0 {
+            return RGBColor(245, 245, 245);
+        }
+        // log scale: 1 -> pale yellow, max -> dark red
+        let t = (f64::from(c).ln() / f64::from(max).ln().max(1e-9)).clamp(0.0, 1.0);
+        let lerp = |a: f64, b: f64| (a + (b - a) * t) as u8;
+        RGBColor(lerp(255.0, 120.0), lerp(237.0, 0.0), lerp(160.0, 20.0))
+    };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE)?;
+        let top = Pos::new(HPos::Center, VPos::Top);
+        let center = (size.0 / 2) as i32;
+        root.draw_text(
+            "Writes per pool page while inserting (CDDS thesis Fig. 6.1/6.3)",
+            &(FONT, 20).into_font().style(FontStyle::Bold).color(&BLACK).pos(top),
+            (center, 10),
+        )?;
+        root.draw_text(
+            &format!(
+                "{} random 25-byte keys, {}-byte values; a cell is one 4 KiB page in address order, 64 per row; colour: operations that wrote it (log scale, 1 = pale, {max} = dark)",
+                maps[0].keys, maps[0].value_bytes
+            ),
+            &(FONT, 12).into_font().color(&RGBColor(80, 80, 80)).pos(top),
+            (center, 40),
+        )?;
+        for (i, m) in maps.iter().enumerate() {
+            let x0 = 20 + i as i32 * panel_w as i32;
+            root.draw_text(&m.target, &(FONT, 15).into_font().style(FontStyle::Bold).color(&BLACK), (x0, 70))?;
+            root.draw_text(
+                &format!(
+                    "{} pages written, mean {:.1}, max {}; hottest 1% of pages: {:.0}% of writes",
+                    m.pages_written,
+                    m.mean,
+                    m.max,
+                    m.top1_share * 100.0
+                ),
+                &(FONT, 11).into_font().color(&BLACK),
+                (x0, 90),
+            )?;
+            for (p, &c) in m.writes.iter().enumerate() {
+                let (r, col) = ((p / COLS) as i32, (p % COLS) as i32);
+                let (x, y) = (x0 + col * CELL as i32, 110 + r * CELL as i32);
+                root.draw(&Rectangle::new([(x, y), (x + CELL as i32 - 1, y + CELL as i32 - 1)], heat(c).filled()))?;
+            }
+        }
+        root.present()?;
+    }
+    Ok(svg)
+}

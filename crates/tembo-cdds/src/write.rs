@@ -573,7 +573,9 @@ impl Batch<'_> {
 /// The entries of `copy` visible at `w`, with their slots.
 pub(crate) fn live_slots(copy: &NodeCopy, w: u64) -> Vec<(usize, Entry)> {
     let mut live = Vec::with_capacity(copy.entries().len());
-    live.extend(copy.entries().iter().zip(copy.slots()).filter(|(e, _)| e.visible_at(w, &[])).map(|(e, s)| (*s as usize, *e)));
+    live.extend(
+        copy.entries().iter().zip(copy.slots()).filter(|(e, _)| e.visible_at(w, &[])).map(|(e, s)| (*s as usize, *e)),
+    );
     live
 }
 

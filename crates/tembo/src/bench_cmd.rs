@@ -75,6 +75,17 @@ pub enum BenchCommand {
         after_help = "Example:\n  tembo bench ordering --keys 100000 --json docs/results/ordering.json --plot docs/results/ordering"
     )]
     Ordering(crate::bench_targets_cmd::OrderingArgs),
+    /// Write heat map (thesis ch. 6): pages written per insert, CDDS against an in-place B+tree
+    #[command(
+        long_about = "The write heat map of the CDDS thesis, chapter 6: inserts --keys random keys \
+        into each target and counts, for every page of its pool, how many inserts wrote it. Nothing is \
+        instrumented: before each insert the pool mapping is made read-only and the first store to each \
+        page faults once and is counted. Compares CDDS (copy-on-split versioning) with PMDK libpmemobj's \
+        in-place B+tree and undo log (needs the `peers` feature). Prints pages written, mean and maximum \
+        writes per page and how much of the writing lands on the hottest 1% of pages; --plot draws the map.",
+        after_help = "Example:\n  tembo bench heatmap --keys 100000 --json docs/results/heatmap.json --plot docs/results/heatmap"
+    )]
+    Heatmap(crate::bench_targets_cmd::HeatmapArgs),
     /// Every workload at a tiny size on every target: checks the harness, peers and charts in seconds
     Smoke(crate::bench_targets_cmd::SmokeArgs),
     /// Draw the charts of a saved micro/ycsb report again (SVG and PNG)
@@ -152,6 +163,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Micro(a) => crate::bench_targets_cmd::run_micro(a),
         BenchCommand::Ycsb(a) => crate::bench_targets_cmd::run_ycsb(a),
         BenchCommand::Ordering(a) => crate::bench_targets_cmd::run_ordering(a),
+        BenchCommand::Heatmap(a) => crate::bench_targets_cmd::run_heatmap(a),
         BenchCommand::Smoke(a) => crate::bench_targets_cmd::run_smoke(a),
         BenchCommand::Plot(a) => crate::bench_targets_cmd::run_plot(a),
         BenchCommand::Recovery(a) => run_recovery(a),

@@ -371,8 +371,80 @@ pub fn run_smoke(a: SmokeArgs) -> Result<()> {
         }
         println!("smoke: {name}: {} targets x {} phases ok", r.targets.len(), r.phase_names().len());
     }
+    // The heat map on every target with one mapped pool.
+    let mut maps = Vec::new();
+    for k in cfg.targets.iter().copied().filter(|k| k.is_tembo() || *k == TargetKind::Pmemobj) {
+        let m = tembo_bench::heatmap::measure(k, 300, 8, &a.dir, seed).with_context(|| format!("heat map of {k}"))?;
+        if m.pages_written == 0 || m.max < 300 {
+            bail!("smoke: the heat map of {k} saw {} pages written, at most {} times", m.pages_written, m.max);
+        }
+        maps.push(m);
+    }
+    if !maps.is_empty() {
+        plot::write_svg_and_png(&out.join("heatmap"), &plot::heatmap_svg(&maps)?)?;
+        println!("smoke: heatmap: {} targets ok", maps.len());
+    }
     if temporary {
         let _ = std::fs::remove_dir_all(&out);
+    }
+    Ok(())
+}
+
+/// Options of `tembo bench heatmap`.
+#[derive(Debug, Args)]
+pub struct HeatmapArgs {
+    /// Keys inserted
+    #[arg(long, default_value_t = 100_000)]
+    keys: usize,
+    /// Value size in bytes
+    #[arg(long, default_value_t = 8)]
+    value_bytes: usize,
+    /// Targets with one mapped pool: cdds, cdds-full, cdds-none, pmemobj (an in-place B+tree)
+    #[arg(long, value_name = "LIST", default_value = "cdds,pmemobj", value_parser = parse_targets)]
+    targets: TargetList,
+    /// Directory for the pools
+    #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
+    dir: PathBuf,
+    /// Seed of the keys
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Also write the maps as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw STEM.svg and STEM.png
+    #[arg(long, value_name = "STEM")]
+    plot: Option<PathBuf>,
+}
+
+/// `tembo bench heatmap`.
+pub fn run_heatmap(a: HeatmapArgs) -> Result<()> {
+    if !a.dir.is_dir() {
+        bail!("directory {} does not exist; pass another with --dir", a.dir.display());
+    }
+    let mut maps = Vec::new();
+    for &k in &a.targets.0 {
+        if !k.available() {
+            bail!("target `{k}` needs a build with `--features peers`");
+        }
+        let m = tembo_bench::heatmap::measure(k, a.keys, a.value_bytes, &a.dir, a.seed)
+            .with_context(|| format!("heat map of {k}"))?;
+        println!(
+            "{:<10} pages written {:>7}  mean writes/page {:>8.1}  max {:>8}  hottest 1% of pages: {:>5.1}% of page writes",
+            m.target,
+            m.pages_written,
+            m.mean,
+            m.max,
+            m.top1_share * 100.0
+        );
+        maps.push(m);
+    }
+    if let Some(path) = &a.json {
+        super::bench_cmd::write_file(path, &(serde_json::to_string(&maps)? + "\n"))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(stem) = &a.plot {
+        plot::write_svg_and_png(stem, &plot::heatmap_svg(&maps)?)?;
+        println!("wrote {}.svg and .png", stem.display());
     }
     Ok(())
 }

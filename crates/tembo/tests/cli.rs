@@ -468,6 +468,7 @@ fn bench_smoke_runs_every_workload_on_every_target() {
             assert!(out.0.join(&f).is_file(), "{f} missing; output:\n{o}");
         }
     }
+    assert!(o.contains("smoke: heatmap:") && out.0.join("heatmap.png").is_file(), "{o}");
     let json = std::fs::read_to_string(out.0.join("micro.json")).unwrap();
     for t in ["cdds", "cdds-none", "btreemap"] {
         assert!(json.contains(&format!("\"target\": \"{t}\"")), "{t} missing from the micro report");

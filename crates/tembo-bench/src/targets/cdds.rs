@@ -55,6 +55,14 @@ impl Target for CddsTarget {
         Some(self.db.pool().write_stats())
     }
 
+    fn mapped(&self) -> Option<(usize, usize)> {
+        // The whole mapping, header included: the heap starts HEADER_BYTES in.
+        let pool = self.db.pool();
+        let (head, size) = (tembo_pmem::header::HEADER_BYTES, pool.size());
+        let heap = pool.raw(head, size - head).ok()?.as_ptr() as usize;
+        Some((heap - head as usize, usize::try_from(size).ok()?))
+    }
+
     fn mode(&self) -> String {
         format!("{} pool, ordering {}", self.db.mode().name(), self.db.pool().ordering().name())
     }

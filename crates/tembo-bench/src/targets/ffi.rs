@@ -50,6 +50,10 @@ macro_rules! peer_fns {
     };
 }
 
+extern "C" {
+    fn pmemobj_peer_range(h: *mut Handle, base: *mut *mut u8, len: *mut usize) -> c_int;
+}
+
 /// The C libraries behind the peers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Library {
@@ -159,6 +163,13 @@ impl Target for CPeer {
         Ok(visited)
     }
 
+    fn mapped(&self) -> Option<(usize, usize)> {
+        match self.lib {
+            Library::Pmemobj => self.pmemobj_range(),
+            _ => None,
+        }
+    }
+
     fn mode(&self) -> String {
         let d = if self.durable { "durable" } else { "volatile" };
         match self.lib {
@@ -170,6 +181,15 @@ impl Target for CPeer {
             Library::Bdb => "txn per op, DB_TXN_NOSYNC".into(),
             Library::Pmemobj => format!("pmemobj tx per op ({d})"),
         }
+    }
+}
+
+impl CPeer {
+    fn pmemobj_range(&self) -> Option<(usize, usize)> {
+        let (mut base, mut len) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: open pmemobj handle; the outputs are locals.
+        let rc = unsafe { pmemobj_peer_range(self.handle, &mut base, &mut len) };
+        (rc == 0).then_some((base as usize, len))
     }
 }
 

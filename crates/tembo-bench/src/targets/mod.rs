@@ -50,6 +50,11 @@ pub trait Target {
     }
     /// The durability mode obtained, in words (for reports).
     fn mode(&self) -> String;
+    /// Where the target's persistent data is mapped (address, bytes), for
+    /// targets whose data is one memory-mapped pool (the write heat map).
+    fn mapped(&self) -> Option<(usize, usize)> {
+        None
+    }
 }
 
 /// Which system, and in which mode.
