@@ -44,5 +44,6 @@ set -x
   --json "$OUT/micro-200k-2k.json" --plot "$OUT/micro-200k-2k"
 "$T" bench ycsb --records "$YREC" --ops "$YOPS" --runs 1 --dir "$DIR" --targets "$ALL" \
   --json "$OUT/ycsb.json" --plot "$OUT/ycsb"
+"$T" bench heatmap --keys "$OKEYS" --dir "$DIR" --json "$OUT/heatmap.json" --plot "$OUT/heatmap"
 "$T" bench ordering --keys "$OKEYS" --ops "$OKEYS" --runs "$RUNS" --dir "$DIR" \
   --json "$OUT/ordering.json" --plot "$OUT/ordering"
