@@ -6,7 +6,7 @@ fn main() {
     #[cfg(feature = "peers")]
     {
         cc::Build::new()
-            .files(["c/lmdb_peer.c", "c/rocksdb_peer.c", "c/bdb_peer.c", "c/pmemobj_peer.c"])
+            .files(["c/peer_util.c", "c/lmdb_peer.c", "c/rocksdb_peer.c", "c/bdb_peer.c", "c/pmemobj_peer.c"])
             .include("c")
             .opt_level(2)
             .warnings(true)

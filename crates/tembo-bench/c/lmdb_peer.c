@@ -66,21 +66,6 @@ static void open_err(char *err, size_t errlen, const char *what, int rc) {
         snprintf(err, errlen, "lmdb: %s: %s", what, mdb_strerror(rc));
 }
 
-/* Grow `*buf` to at least `need` bytes; 0 on success. */
-static int grow(uint8_t **buf, size_t *cap, size_t need) {
-    if (*buf != NULL && need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 4096;
-    while (ncap < need)
-        ncap *= 2;
-    uint8_t *nb = realloc(*buf, ncap);
-    if (nb == NULL)
-        return -1;
-    *buf = nb;
-    *cap = ncap;
-    return 0;
-}
-
 lmdb_peer_handle *lmdb_peer_open(const char *dir, int durable, uint64_t size_hint,
                                  char *err, size_t errlen) {
     lmdb_peer_handle *h = calloc(1, sizeof *h);
@@ -240,7 +225,7 @@ int lmdb_peer_scan(lmdb_peer_handle *h, const uint8_t *k, size_t kl, size_t n,
     size_t cnt = 0;
     uint64_t sum = 0;
     while (rc == 0 && cnt < n) {
-        if (grow(&h->scratch, &h->scratch_cap, val.mv_size) != 0) {
+        if (peer_grow(&h->scratch, &h->scratch_cap, val.mv_size) != 0) {
             set_err(h, "lmdb: out of memory for a %zu-byte value", val.mv_size);
             ret = -1;
             break;

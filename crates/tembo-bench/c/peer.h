@@ -51,6 +51,11 @@ PEER_DECLARE(rocksdb_peer_)
 PEER_DECLARE(bdb_peer_)
 PEER_DECLARE(pmemobj_peer_)
 
+/* Grows the scratch buffer `*buf` (capacity `*cap`) to at least `need`
+ * bytes, doubling from 4 KiB; 0 on success, -1 when out of memory. Shared
+ * by the peers whose scans copy values through a scratch buffer. */
+int peer_grow(uint8_t **buf, size_t *cap, size_t need);
+
 /* pmemobj only: where its pool is mapped (for the write heat map). */
 int pmemobj_peer_range(pmemobj_peer_handle *h, void **base, size_t *len);
 

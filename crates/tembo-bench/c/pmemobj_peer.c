@@ -777,20 +777,6 @@ int pmemobj_peer_del(pmemobj_peer_handle *h, const uint8_t *k, size_t kl) {
     return CHECK_TREE(h) == 0 ? 1 : -1;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need) {
-    if (*buf != NULL && need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 4096;
-    while (ncap < need)
-        ncap *= 2;
-    uint8_t *nb = realloc(*buf, ncap);
-    if (nb == NULL)
-        return -1;
-    *buf = nb;
-    *cap = ncap;
-    return 0;
-}
-
 int pmemobj_peer_scan(pmemobj_peer_handle *h, const uint8_t *k, size_t kl, size_t n,
                       size_t *visited, uint64_t *bytes) {
     *visited = 0;
@@ -816,7 +802,7 @@ int pmemobj_peer_scan(pmemobj_peer_handle *h, const uint8_t *k, size_t kl, size_
         }
         const struct value *val = VALUE(leaf->ptr[i]);
         size_t vl = (size_t)val->len;
-        if (grow(&h->scratch, &h->scratch_cap, vl) != 0) {
+        if (peer_grow(&h->scratch, &h->scratch_cap, vl) != 0) {
             set_err(h, "pmemobj: out of memory for a %zu-byte value", vl);
             *visited = cnt;
             *bytes = sum;

@@ -62,20 +62,6 @@ static int take_err(rocksdb_peer_handle *h, const char *what, char *e) {
     return 1;
 }
 
-static int grow(uint8_t **buf, size_t *cap, size_t need) {
-    if (*buf != NULL && need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 4096;
-    while (ncap < need)
-        ncap *= 2;
-    uint8_t *nb = realloc(*buf, ncap);
-    if (nb == NULL)
-        return -1;
-    *buf = nb;
-    *cap = ncap;
-    return 0;
-}
-
 static void free_handle(rocksdb_peer_handle *h) {
     if (h->db != NULL)
         rocksdb_close(h->db);
@@ -175,7 +161,7 @@ int rocksdb_peer_scan(rocksdb_peer_handle *h, const uint8_t *k, size_t kl, size_
     while (cnt < n && rocksdb_iter_valid(it)) {
         size_t vl = 0;
         const char *v = rocksdb_iter_value(it, &vl);
-        if (grow(&h->scratch, &h->scratch_cap, vl) != 0) {
+        if (peer_grow(&h->scratch, &h->scratch_cap, vl) != 0) {
             set_err(h, "rocksdb: out of memory for a %zu-byte value", vl);
             ret = -1;
             break;
