@@ -22,6 +22,8 @@
 //!   PMDK libpmemobj) behind one `Target` trait.
 //! - [`workload`]: the CDDS microbenchmark, YCSB A–F, the ordering study;
 //!   all generated deterministically from a seed.
+//! - [`heatmap`]: the thesis's chapter-6 write heat map, pages written per
+//!   insert, counted by write-protecting the pool before each operation.
 //! - [`report`]: runs a workload on every target (interleaved runs, fresh
 //!   instances), medians, HdrHistogram percentiles, tables and JSON;
 //!   [`plot`] draws them.
