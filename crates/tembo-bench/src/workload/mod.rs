@@ -1,6 +1,6 @@
 //! Workloads and the measuring loop they share.
 //!
-//! A workload drives one [`Target`](crate::targets::Target) through named
+//! A workload drives one [`Target`] through named
 //! *phases* (put, get, delete; load, run…). [`PhaseMeter`] times every
 //! operation of a phase (one clock read per operation: the end of one is the
 //! start of the next), keeps an HdrHistogram per kind of operation, and

@@ -8,11 +8,11 @@
 //! study's integer B-tree, so the figures show the tree's shifting and
 //! flushing rather than copying of large records.
 //! - [`InsertOrder`]: insert `n` keys in one [`KeyOrder`] into an empty
-//!   target (one phase, "insert <order>").
+//!   target (one phase, `insert ORDER`).
 //! - [`WriteRatio`]: load `n` keys (uniform), then `ops` operations of
 //!   which `ratio` percent insert new keys (uniform monotonicity) and the
 //!   rest search loaded keys chosen by YCSB's scrambled zipfian; phase
-//!   "mix <ratio>%", with per-kind latency for insert and search.
+//!   `mix RATIO%`, with per-kind latency for insert and search.
 
 use std::fmt;
 use std::str::FromStr;
