@@ -67,26 +67,40 @@ pub fn sweep_flushed(st: &mut State, budget: usize) -> Result<u64, DbError> {
             continue;
         }
         // The older generations are exactly the keys before the current one's prefix.
-        let lo = meta_prefix(db as u8, 0);
-        let hi = meta_prefix(db as u8, st.gens[db]);
-        let left = budget - swept as usize;
-        let doomed: Vec<(Vec<u8>, Vec<u8>)> =
-            st.store.scan(Bound::Included(lo), Bound::Excluded(hi), false).take(left + 1).collect::<Result<_, _>>()?;
-        if doomed.len() <= left {
-            st.sweeping[db] = false;
-        }
-        for (k, v) in doomed.into_iter().take(left) {
-            if let (Some(m), Some(user_key)) = (Meta::decode(&v), meta_user_key(&k)) {
-                if m.kind != Kind::String {
-                    // Cannot fail: the record is no longer than the collection's element keys.
-                    let _ = st.store.put(sub_prefix(GARBAGE, db as u8, user_key, m.version), Vec::new());
-                }
-            }
-            st.store.delete(k);
-            swept += 1;
-        }
+        let (lo, hi) = (meta_prefix(db as u8, 0), meta_prefix(db as u8, st.gens[db]));
+        let (n, more) = drop_metas(st, db as u8, lo, Bound::Excluded(hi), budget - swept as usize)?;
+        st.sweeping[db] = more;
+        swept += n;
     }
     Ok(swept)
+}
+
+/// Deletes up to `limit` metadata keys of database `db` from `lo` up to
+/// `hi` (with no count or WATCH bookkeeping: the keys are already invisible),
+/// recording each collection for [`reclaim_step`]; returns how many, and
+/// whether more remain.
+pub fn drop_metas(
+    st: &mut State,
+    db: u8,
+    lo: Vec<u8>,
+    hi: Bound<Vec<u8>>,
+    limit: usize,
+) -> Result<(u64, bool), DbError> {
+    let doomed: Vec<(Vec<u8>, Vec<u8>)> =
+        st.store.scan(Bound::Included(lo), hi, false).take(limit.saturating_add(1)).collect::<Result<_, _>>()?;
+    let more = doomed.len() > limit;
+    let mut n = 0;
+    for (k, v) in doomed.into_iter().take(limit) {
+        if let (Some(m), Some(user_key)) = (Meta::decode(&v), meta_user_key(&k)) {
+            if m.kind != Kind::String {
+                // Cannot fail: the record is no longer than the collection's element keys.
+                let _ = st.store.put(sub_prefix(GARBAGE, db, user_key, m.version), Vec::new());
+            }
+        }
+        st.store.delete(k);
+        n += 1;
+    }
+    Ok((n, more))
 }
 
 /// Deletes up to `budget` elements of dropped collections (those recorded

@@ -1,6 +1,7 @@
 //! Server commands: COMMAND INFO DBSIZE FLUSHDB FLUSHALL CONFIG TIME
 //! SHUTDOWN SAVE BGSAVE LASTSAVE DEBUG MONITOR.
 
+use std::ops::Bound;
 use std::time::Duration;
 
 use super::args::{glob, is};
@@ -239,17 +240,8 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
 /// metadata key of every generation now (O(keys), once per 65,535
 /// flushes), so generation 0 can start again empty.
 fn flush_all_generations(cx: &mut Ctx, db: u8) -> crate::keyspace::Res<()> {
-    let prefix = vec![encoding::META, db];
-    let metas: Vec<(Vec<u8>, Vec<u8>)> = cx.st.store.scan_prefix(&prefix, false).collect::<Result<_, _>>()?;
-    for (k, v) in metas {
-        if let (Some(m), Some(user_key)) = (encoding::Meta::decode(&v), encoding::meta_user_key(&k)) {
-            if m.kind != encoding::Kind::String {
-                let garbage = encoding::sub_prefix(encoding::GARBAGE, db, user_key, m.version);
-                cx.st.store.put(garbage, Vec::new())?;
-            }
-        }
-        cx.st.store.delete(k);
-    }
+    let hi = encoding::prefix_end(&[encoding::META, db]).map_or(Bound::Unbounded, Bound::Excluded);
+    crate::background::drop_metas(cx.st, db, vec![encoding::META, db], hi, usize::MAX)?;
     Ok(())
 }
 
