@@ -1,0 +1,203 @@
+//! Object locks and roll-forward bookkeeping, in DRAM (the intent log is
+//! enough to rebuild what recovery needs, §6.2 of the paper).
+//!
+//! Each object that is locked or has a committed change not yet copied to
+//! its backup has an entry: the writer (a txid), the number of readers, and
+//! `pending`, the txid of the last committed writer whose roll-forward is
+//! still to do. The table is sharded by object offset; a waiter sleeps on
+//! its shard's condition variable and gives up after the heap's timeout
+//! (deadlock or a very long transaction: [`KaminoError::LockTimeout`]).
+//!
+//! Promises:
+//! - `locks.exclusive`: at most one writer per object, never together with
+//!   readers other than the writer itself;
+//! - `locks.pending_before_write`: a writer that takes an object with a
+//!   pending roll-forward is told so and copies the object to its backup
+//!   before its first store (the paper's dependent transaction).
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use tembo_pmem::PoolOffset;
+
+use crate::error::{KaminoError, Result};
+
+const SHARDS: usize = 256;
+/// Writer id of the coordinator while it copies an object.
+pub(crate) const COORDINATOR: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ObjState {
+    pub writer: u64,
+    pub readers: u32,
+    pub pending: u64,
+}
+
+impl ObjState {
+    fn idle(&self) -> bool {
+        self.writer == 0 && self.readers == 0 && self.pending == 0
+    }
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    map: Mutex<HashMap<PoolOffset, ObjState>>,
+    cv: Condvar,
+}
+
+/// The lock table.
+#[derive(Debug)]
+pub(crate) struct LockTable {
+    shards: Vec<Shard>,
+    timeout: Duration,
+}
+
+/// What a writer found when it took an object.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Taken {
+    /// A committed change not yet copied to the backup (its txid).
+    pub pending: u64,
+    /// Whether the caller waited for another transaction.
+    pub waited: bool,
+}
+
+impl LockTable {
+    pub fn new(timeout: Duration) -> LockTable {
+        LockTable { shards: (0..SHARDS).map(|_| Shard::default()).collect(), timeout }
+    }
+
+    fn shard(&self, obj: PoolOffset) -> &Shard {
+        let h = (obj >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56;
+        &self.shards[h as usize % SHARDS]
+    }
+
+    /// Takes `obj` for writing by `txid` (upgrading the caller's own read
+    /// lock when `holds_read`).
+    pub fn lock_write(&self, obj: PoolOffset, txid: u64, holds_read: bool) -> Result<Taken> {
+        let sh = self.shard(obj);
+        let mut map = sh.map.lock();
+        let start = Instant::now();
+        let mut waited = false;
+        loop {
+            let st = map.entry(obj).or_default();
+            let readers_ok = st.readers == u32::from(holds_read);
+            if st.writer == txid {
+                return Ok(Taken { pending: 0, waited });
+            }
+            if st.writer == 0 && readers_ok {
+                st.writer = txid;
+                if holds_read {
+                    st.readers -= 1;
+                }
+                return Ok(Taken { pending: st.pending, waited });
+            }
+            waited = true;
+            let left = self.timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(KaminoError::LockTimeout { object: obj, waited_ms: start.elapsed().as_millis() as u64 });
+            }
+            sh.cv.wait_for(&mut map, left);
+        }
+    }
+
+    /// Takes `obj` for reading.
+    pub fn lock_read(&self, obj: PoolOffset) -> Result<()> {
+        let sh = self.shard(obj);
+        let mut map = sh.map.lock();
+        let start = Instant::now();
+        loop {
+            let st = map.entry(obj).or_default();
+            if st.writer == 0 {
+                st.readers += 1;
+                return Ok(());
+            }
+            let left = self.timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(KaminoError::LockTimeout { object: obj, waited_ms: start.elapsed().as_millis() as u64 });
+            }
+            sh.cv.wait_for(&mut map, left);
+        }
+    }
+
+    pub fn unlock_read(&self, obj: PoolOffset) {
+        let sh = self.shard(obj);
+        let mut map = sh.map.lock();
+        if let Some(st) = map.get_mut(&obj) {
+            st.readers = st.readers.saturating_sub(1);
+            if st.idle() {
+                map.remove(&obj);
+            }
+        }
+        drop(map);
+        sh.cv.notify_all();
+    }
+
+    /// Releases a write lock; `pending` (non-zero) records a committed change
+    /// whose roll-forward is still to do.
+    pub fn unlock_write(&self, obj: PoolOffset, pending: u64) {
+        let sh = self.shard(obj);
+        let mut map = sh.map.lock();
+        if let Some(st) = map.get_mut(&obj) {
+            st.writer = 0;
+            if pending != 0 {
+                st.pending = pending;
+            }
+            if st.idle() {
+                map.remove(&obj);
+            }
+        }
+        drop(map);
+        sh.cv.notify_all();
+    }
+
+    /// Clears `pending` (the caller, holding the write lock, copied the object).
+    pub fn clear_pending(&self, obj: PoolOffset) {
+        if let Some(st) = self.shard(obj).map.lock().get_mut(&obj) {
+            st.pending = 0;
+        }
+    }
+
+    /// For the coordinator: takes `obj` if its pending roll-forward is
+    /// `txid`'s and nobody writes it. `false`: nothing to do (a dependent
+    /// transaction copied it, or a later commit will).
+    pub fn claim_roll_forward(&self, obj: PoolOffset, txid: u64) -> bool {
+        let mut map = self.shard(obj).map.lock();
+        match map.get_mut(&obj) {
+            Some(st) if st.pending == txid && st.writer == 0 => {
+                st.writer = COORDINATOR;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Ends a claim: the backup is current.
+    pub fn finish_roll_forward(&self, obj: PoolOffset) {
+        let sh = self.shard(obj);
+        let mut map = sh.map.lock();
+        if let Some(st) = map.get_mut(&obj) {
+            st.writer = 0;
+            st.pending = 0;
+            if st.idle() {
+                map.remove(&obj);
+            }
+        }
+        drop(map);
+        sh.cv.notify_all();
+    }
+
+    /// Whether `obj` is locked or pending (so its backup must stay).
+    pub fn busy(&self, obj: PoolOffset) -> bool {
+        self.shard(obj).map.lock().get(&obj).is_some_and(|st| !st.idle())
+    }
+
+    /// Objects with a lock or a pending roll-forward (for `check`).
+    pub fn busy_objects(&self) -> Vec<PoolOffset> {
+        let mut v = Vec::new();
+        for sh in &self.shards {
+            v.extend(sh.map.lock().iter().filter(|(_, s)| !s.idle()).map(|(o, _)| *o));
+        }
+        v
+    }
+}
