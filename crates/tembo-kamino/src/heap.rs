@@ -22,7 +22,7 @@ use tembo_pmem::{LeakTracer, Marker, PPtr, PmemError, Pool, PoolOffset, ReclaimR
 use crate::backup::{self, Dynamic};
 use crate::error::{invariant, KaminoError, Result};
 use crate::layout::*;
-use crate::locks::LockTable;
+use crate::locks::{Claim, LockTable};
 use crate::log::{self, SlotReader, SlotTable};
 use crate::tx::Tx;
 
@@ -440,16 +440,31 @@ impl Heap {
     }
 
     /// Rolls forward the backup of up to `max` committed transactions now;
-    /// returns how many. The background coordinator does this by itself;
-    /// with [`Coordinator::Manual`] only this and log-slot pressure do.
+    /// returns how many finished. The background coordinator does this by
+    /// itself; with [`Coordinator::Manual`] only this and log-slot pressure
+    /// do. Objects a running transaction holds are left for later.
     pub fn coordinate(&self, max: usize) -> Result<usize> {
-        let mut n = 0;
-        while n < max {
+        let mut done = 0;
+        let mut tries = self.inner.jobs.lock().len();
+        while done < max && tries > 0 {
+            tries -= 1;
             let Some(job) = self.inner.jobs.lock().pop_front() else { break };
-            process_job(&self.inner, job)?;
-            n += 1;
+            if process_job(&self.inner, job, 0)? {
+                done += 1;
+            }
         }
-        Ok(n)
+        Ok(done)
+    }
+
+    /// Rolls everything forward, waiting for running transactions to let
+    /// go of what they hold.
+    fn drain(&self) -> Result<()> {
+        while !self.inner.jobs.lock().is_empty() {
+            if self.coordinate(usize::MAX)? == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+        Ok(())
     }
 
     /// Counters since open.
@@ -507,7 +522,7 @@ impl Heap {
     /// [`KaminoError::Pmem`] if marking finds a reference to something that
     /// is not a block.
     pub fn reclaim_leaks(&self, app: &dyn LeakTracer) -> Result<ReclaimReport> {
-        self.coordinate(usize::MAX)?;
+        self.drain()?;
         let inner = &self.inner;
         let dir: Vec<PoolOffset> = inner.dynamic.as_ref().map_or_else(Vec::new, |d| d.lock().chunks().to_vec());
         let meta = |pool: &Pool, m: &mut Marker<'_>| -> Result<(), PmemError> {
@@ -537,7 +552,7 @@ impl Heap {
     /// # Errors
     /// [`KaminoError::Pmem`] if reading stops.
     pub fn check(&self, objects: &[PoolOffset]) -> Result<Vec<String>> {
-        self.coordinate(usize::MAX)?;
+        self.drain()?;
         let inner = &self.inner;
         let pool = &inner.pool;
         let mut v = Vec::new();
@@ -593,7 +608,7 @@ impl Drop for Heap {
             let _ = t.join();
         }
         // Leave the backup current, so a clean reopen has no work.
-        let _ = self.coordinate(usize::MAX);
+        let _ = self.drain();
     }
 }
 
@@ -632,41 +647,62 @@ fn coordinator_loop(inner: &Inner) {
             }
         };
         let Some(job) = job else { return };
-        if process_job(inner, job).is_err() {
-            // The objects stay pending; the next open's recovery rolls
-            // them forward from the log.
-            inner.pool.keep_unclean();
+        match process_job(inner, job, 0) {
+            Ok(true) => {}
+            // Held by a running transaction: let it finish.
+            Ok(false) => std::thread::sleep(Duration::from_micros(20)),
+            Err(_) => {
+                // The job is queued again; should it never succeed, the
+                // next open's recovery rolls its objects forward from the log.
+                inner.pool.keep_unclean();
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 }
 
-/// Rolls one committed transaction's objects forward and frees its slot.
-pub(crate) fn process_job(inner: &Inner, job: Job) -> Result<()> {
+/// Rolls one committed transaction's objects forward and frees its slot;
+/// objects another transaction holds uncopied are left for a retry, and the
+/// job goes back to the queue (its slot must outlive every stale backup it
+/// covers). `me`: the transaction calling, if any (it may copy objects it
+/// holds itself). Returns whether the job finished.
+pub(crate) fn process_job(inner: &Inner, job: Job, me: u64) -> Result<bool> {
     let pool = &inner.pool;
     let mut claimed = Vec::with_capacity(job.objects.len());
+    let mut busy = Vec::new();
     let mut result = Ok(());
     for &o in &job.objects {
-        if !inner.locks.claim_roll_forward(o, job.txid) {
-            continue;
-        }
-        claimed.push(o);
-        if let Err(e) = roll_forward(inner, o) {
-            result = Err(e);
-            break;
+        match inner.locks.claim_roll_forward(o, job.txid, me) {
+            Claim::Done => {}
+            Claim::Busy => busy.push(o),
+            Claim::Claimed { own_lock } => {
+                claimed.push((o, own_lock));
+                if let Err(e) = roll_forward(inner, o) {
+                    result = Err(e);
+                    break;
+                }
+            }
         }
     }
     pool.fence();
-    for &o in &claimed {
-        inner.locks.finish_roll_forward(o);
+    for &(o, own) in &claimed {
+        inner.locks.finish_roll_forward(o, own);
     }
     inner.counters.copies_background.fetch_add(claimed.len() as u64, Ordering::Relaxed);
-    result?;
+    if let Err(e) = result {
+        inner.jobs.lock().push_back(job);
+        return Err(e);
+    }
+    if !busy.is_empty() {
+        inner.jobs.lock().push_back(Job { objects: busy, ..job });
+        return Ok(false);
+    }
     // Retired: no persist needed — a stale Committed slot only makes the
     // next recovery copy committed data again.
     pool.store_u64(inner.slots.line(job.slot), slot_word(job.txid, SlotState::Idle))?;
     inner.free_slots.lock().push(job.slot);
     inner.slot_cv.notify_one();
-    Ok(())
+    Ok(true)
 }
 
 /// Copies `obj`'s payload to its backup (flushed; the caller fences). In
@@ -721,7 +757,6 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
                     }
                 } else {
                     while let Some([_, obj]) = rd.next_header::<2>()? {
-                        rd.align();
                         let len = object_len(pool, obj)?;
                         let b = backup::backup_of(pool, obj)?;
                         if b == 0 {
@@ -747,7 +782,6 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
             r.rolled_forward += 1;
             let mut rd = SlotReader::new(&t, pool, s, txid)?;
             while let Some([_, obj]) = rd.next_header::<2>()? {
-                rd.align();
                 // A later transaction may have freed the object since: only
                 // a live object header is trusted.
                 let Some(len) = live_object(pool, obj) else { continue };

@@ -29,7 +29,7 @@
 //! `BACKUP_MAGIC << 32 | length`, then the copy of the payload.
 //!
 //! Chunk (a pool block of `chunk_bytes`): word 0 = next chunk, word 1 =
-//! `CHUNK_MAGIC`, then entries from byte 16. Every entry starts with the txid of
+//! `CHUNK_MAGIC`, then entries from byte 64 (line-aligned, so no entry header crosses a line). Every entry starts with the txid of
 //! the transaction that wrote it; readers stop at the first entry whose
 //! txid is not the slot's, so a slot is reused without clearing it.
 
@@ -64,7 +64,7 @@ pub(crate) const H_LEN: u64 = 8;
 pub const MAX_OBJECT_BYTES: u64 = u32::MAX as u64;
 
 pub(crate) const SLOT_BYTES: u64 = 64;
-pub(crate) const CHUNK_HEADER: u64 = 16;
+pub(crate) const CHUNK_HEADER: u64 = 64;
 
 /// Slot states (low two bits of the slot word).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

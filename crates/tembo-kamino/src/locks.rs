@@ -53,6 +53,19 @@ pub(crate) struct LockTable {
     timeout: Duration,
 }
 
+/// What [`LockTable::claim_roll_forward`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Claim {
+    /// The caller copies the object, then calls `finish_roll_forward`.
+    Claimed { own_lock: bool },
+    /// Nothing to do: a dependent transaction copied it, or a later commit's
+    /// roll-forward covers it.
+    Done,
+    /// Another transaction holds it without having copied it yet: try
+    /// again later (the log slot must stay until the copy is made).
+    Busy,
+}
+
 /// What a writer found when it took an object.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Taken {
@@ -158,26 +171,34 @@ impl LockTable {
         }
     }
 
-    /// For the coordinator: takes `obj` if its pending roll-forward is
-    /// `txid`'s and nobody writes it. `false`: nothing to do (a dependent
-    /// transaction copied it, or a later commit will).
-    pub fn claim_roll_forward(&self, obj: PoolOffset, txid: u64) -> bool {
+    /// For whoever rolls `txid`'s objects forward: takes `obj` if its
+    /// pending roll-forward is `txid`'s. A transaction `me` that holds the
+    /// object's lock itself may do the copy under its own lock.
+    pub fn claim_roll_forward(&self, obj: PoolOffset, txid: u64, me: u64) -> Claim {
         let mut map = self.shard(obj).map.lock();
         match map.get_mut(&obj) {
-            Some(st) if st.pending == txid && st.writer == 0 => {
-                st.writer = COORDINATOR;
-                true
+            Some(st) if st.pending == txid => {
+                if st.writer == 0 {
+                    st.writer = COORDINATOR;
+                    Claim::Claimed { own_lock: false }
+                } else if me != 0 && st.writer == me {
+                    Claim::Claimed { own_lock: true }
+                } else {
+                    Claim::Busy
+                }
             }
-            _ => false,
+            _ => Claim::Done,
         }
     }
 
     /// Ends a claim: the backup is current.
-    pub fn finish_roll_forward(&self, obj: PoolOffset) {
+    pub fn finish_roll_forward(&self, obj: PoolOffset, own_lock: bool) {
         let sh = self.shard(obj);
         let mut map = sh.map.lock();
         if let Some(st) = map.get_mut(&obj) {
-            st.writer = 0;
+            if !own_lock {
+                st.writer = 0;
+            }
             st.pending = 0;
             if st.idle() {
                 map.remove(&obj);

@@ -11,6 +11,8 @@
 //! - `log.intent_first`: [`SlotWriter::append`] flushes what it wrote (the
 //!   slot line too on the first entry); the caller fences before the first
 //!   store to the object the entry names;
+//! - `log.body_first`: an undo image is persisted before its header, and
+//!   the header's txid word is what makes an entry valid;
 //! - `log.fresh_chunks`: a chunk is zeroed and persisted before it is
 //!   linked, so stale pool bytes never read as entries.
 
@@ -89,26 +91,41 @@ impl SlotWriter {
         Ok(SlotWriter { slot, txid, chunks: t.chunks(pool, slot)?, pos: 0, started: false })
     }
 
-    /// Appends `parts` as one entry at a 16-byte aligned position and
-    /// flushes it (and the slot line, marked Running, on the first entry).
-    /// The caller fences.
-    pub fn append(&mut self, t: &SlotTable, pool: &Pool, parts: &[&[u8]]) -> Result<()> {
+    /// Appends one entry: `head` (its first word the txid; 16 or 32 bytes,
+    /// aligned to its size so it never crosses a cache line) and then
+    /// `body` (an undo image). The body is persisted before the head is
+    /// written, so a head that reached the media always has its image; in
+    /// ordering `full` the txid word is persisted after the rest of the
+    /// head, so no crash can tear an entry into a valid-looking one (in
+    /// `fast`, stores to one line are assumed to persist in order). Writes
+    /// the slot line (Running) on the first entry. The caller fences.
+    pub fn append(&mut self, t: &SlotTable, pool: &Pool, head: &[u8], body: &[u8]) -> Result<()> {
+        debug_assert!(head.len() == 16 || head.len() == 32);
         if !self.started {
             pool.store_u64(t.line(self.slot), slot_word(self.txid, SlotState::Running))?;
             pool.flush(t.line(self.slot), 8);
             self.started = true;
         }
-        for p in parts {
-            self.write_stream(t, pool, p)?;
+        let at = self.pos.next_multiple_of(head.len() as u64);
+        if !body.is_empty() {
+            self.write_at(t, pool, at + head.len() as u64, body)?;
+            pool.fence();
         }
-        self.pos = self.pos.next_multiple_of(16);
+        if pool.ordering() == tembo_pmem::OrderingMode::Full {
+            self.write_at(t, pool, at + 8, &head[8..])?;
+            pool.fence();
+            self.write_at(t, pool, at, &head[..8])?;
+        } else {
+            self.write_at(t, pool, at, head)?;
+        }
+        self.pos = at + (head.len() + body.len()) as u64;
         Ok(())
     }
 
-    fn write_stream(&mut self, t: &SlotTable, pool: &Pool, mut bytes: &[u8]) -> Result<()> {
+    fn write_at(&mut self, t: &SlotTable, pool: &Pool, mut pos: u64, mut bytes: &[u8]) -> Result<()> {
         let cap = t.data_bytes();
         while !bytes.is_empty() {
-            let idx = (self.pos / cap) as usize;
+            let idx = (pos / cap) as usize;
             while self.chunks.len() <= idx {
                 let c = new_chunk(pool, t.chunk_bytes)?;
                 let link = match self.chunks.last() {
@@ -119,12 +136,12 @@ impl SlotWriter {
                 pool.persist(link, 8);
                 self.chunks.push(c);
             }
-            let within = self.pos % cap;
+            let within = pos % cap;
             let n = (cap - within).min(bytes.len() as u64) as usize;
             let at = self.chunks[idx] + CHUNK_HEADER + within;
             pool.write(at, &bytes[..n])?;
             pool.flush(at, n as u64);
-            self.pos += n as u64;
+            pos += n as u64;
             bytes = &bytes[n..];
         }
         Ok(())
@@ -170,6 +187,7 @@ impl<'a> SlotReader<'a> {
     /// txid, which is checked and not returned), or `None` at the end.
     pub fn next_header<const N: usize>(&mut self) -> Result<Option<[u64; N]>> {
         let mut buf = vec![0u8; N * 8];
+        self.pos = self.pos.next_multiple_of(N as u64 * 8);
         let start = self.pos;
         if !self.read_stream(&mut buf)? {
             return Ok(None);
@@ -185,19 +203,13 @@ impl<'a> SlotReader<'a> {
         Ok(Some(words))
     }
 
-    /// The next `len` bytes of the entry (an undo image), then aligns.
+    /// The next `len` bytes of the entry (an undo image).
     pub fn read_body(&mut self, len: u64) -> Result<Vec<u8>> {
         let mut v = vec![0u8; len as usize];
         if !self.read_stream(&mut v)? {
             return Err(invariant("log.undo_image", 0, format!("undo image of {len} bytes runs past the log")));
         }
-        self.pos = self.pos.next_multiple_of(16);
         Ok(v)
-    }
-
-    /// Aligns after a header-only entry.
-    pub fn align(&mut self) {
-        self.pos = self.pos.next_multiple_of(16);
     }
 }
 

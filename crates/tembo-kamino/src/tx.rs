@@ -191,12 +191,12 @@ impl<'h> Tx<'h> {
                 let mut img = vec![0u8; len as usize];
                 pool.read(payload(o), &mut img)?;
                 let head: Vec<u8> = [txid, o, len, 0].iter().flat_map(|w| w.to_le_bytes()).collect();
-                log.append(&heap.slots, pool, &[&head, &img])?;
+                log.append(&heap.slots, pool, &head, &img)?;
                 heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
                 let head: Vec<u8> = [txid, o].iter().flat_map(|w| w.to_le_bytes()).collect();
-                log.append(&heap.slots, pool, &[&head])?;
+                log.append(&heap.slots, pool, &head, &[])?;
             }
         }
         // `log.intent_first`: the intent is durable before the first store.
@@ -230,7 +230,12 @@ impl<'h> Tx<'h> {
             }
             let job = heap.jobs.lock().pop_front();
             if let Some(job) = job {
-                process_job(heap, job)?;
+                if !process_job(heap, job, self.txid)? {
+                    std::thread::yield_now();
+                }
+                if start.elapsed() >= heap.timeout {
+                    return Err(KaminoError::LockTimeout { object: 0, waited_ms: start.elapsed().as_millis() as u64 });
+                }
                 continue;
             }
             let mut free = heap.free_slots.lock();
@@ -414,10 +419,10 @@ impl<'h> Tx<'h> {
         } else if !roll.is_empty() && heap.mode == TxMode::Kamino {
             // Only new objects: their first copies need no log slot.
             for o in roll {
-                if heap.locks.claim_roll_forward(o, self.txid) {
+                if let crate::locks::Claim::Claimed { own_lock } = heap.locks.claim_roll_forward(o, self.txid, 0) {
                     let r = roll_forward(heap, o);
                     pool.fence();
-                    heap.locks.finish_roll_forward(o);
+                    heap.locks.finish_roll_forward(o, own_lock);
                     if let Err(e) = r {
                         first_err.get_or_insert(e);
                     }
