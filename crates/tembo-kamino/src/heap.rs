@@ -756,7 +756,11 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
                         r.objects_restored += 1;
                     }
                 } else {
-                    while let Some([_, obj]) = rd.next_header::<2>()? {
+                    while let Some([_, word]) = rd.next_header::<2>()? {
+                        if word & ALLOC_TAG != 0 {
+                            continue;
+                        }
+                        let obj = word;
                         let len = object_len(pool, obj)?;
                         let b = backup::backup_of(pool, obj)?;
                         if b == 0 {
@@ -781,13 +785,19 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
         for (s, txid) in committed {
             r.rolled_forward += 1;
             let mut rd = SlotReader::new(&t, pool, s, txid)?;
-            while let Some([_, obj]) = rd.next_header::<2>()? {
+            while let Some([_, word]) = rd.next_header::<2>()? {
+                let obj = word & !ALLOC_TAG;
                 // A later transaction may have freed the object since: only
                 // a live object header is trusted.
                 let Some(len) = live_object(pool, obj) else { continue };
                 let b = backup::backup_of(pool, obj)?;
                 if b != 0 {
                     backup::copy_range(pool, payload(obj), payload(b), 0, len)?;
+                    r.objects_copied += 1;
+                } else if mode == TxMode::Kamino {
+                    // A committed new object's first copy.
+                    let b = backup::make_copy(pool, obj, len)?;
+                    backup::link(pool, obj, b)?;
                     r.objects_copied += 1;
                 }
             }

@@ -64,6 +64,10 @@ pub(crate) const H_LEN: u64 = 8;
 pub const MAX_OBJECT_BYTES: u64 = u32::MAX as u64;
 
 pub(crate) const SLOT_BYTES: u64 = 64;
+/// Low bit of an intent's object word: the object was allocated by the
+/// transaction (`kamino` mode logs these so recovery can give committed new
+/// objects their first copy; rollback skips them).
+pub(crate) const ALLOC_TAG: u64 = 1;
 pub(crate) const CHUNK_HEADER: u64 = 64;
 
 /// Slot states (low two bits of the slot word).

@@ -213,16 +213,21 @@ impl<'a> SlotReader<'a> {
     }
 }
 
-/// Zeroes every chunk of every slot and marks the slots idle at `txid`
-/// (recovery, so no entry of an older life can ever match a new txid).
+/// Marks every slot idle at `txid` and then zeroes every chunk (recovery),
+/// so no entry of an older life can ever match a new txid. Idle goes first:
+/// a crash while zeroing must not leave a Running slot whose entries are
+/// half zeroed (an undo image that reads as zeros).
 pub(crate) fn reset_all(t: &SlotTable, pool: &Pool, txid: u64) -> Result<()> {
+    for s in 0..t.count {
+        pool.store_u64(t.line(s), slot_word(txid, SlotState::Idle))?;
+        pool.flush(t.line(s), 8);
+    }
+    pool.fence();
     for s in 0..t.count {
         for c in t.chunks(pool, s)? {
             pool.fill(c + CHUNK_HEADER, t.data_bytes(), 0)?;
             pool.flush(c + CHUNK_HEADER, t.data_bytes());
         }
-        pool.store_u64(t.line(s), slot_word(txid, SlotState::Idle))?;
-        pool.flush(t.line(s), 8);
     }
     pool.fence();
     Ok(())

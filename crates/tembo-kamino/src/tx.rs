@@ -15,7 +15,7 @@ use tembo_pmem::{PPtr, PoolOffset};
 use crate::backup;
 use crate::error::{KaminoError, Result};
 use crate::heap::{object_len, process_job, roll_forward, Inner, Job, TxMode};
-use crate::layout::{obj_len_word, payload, SlotState, H_BACKUP, H_LEN, MAX_OBJECT_BYTES, OBJ_HEADER};
+use crate::layout::{obj_len_word, payload, SlotState, ALLOC_TAG, H_BACKUP, H_LEN, MAX_OBJECT_BYTES, OBJ_HEADER};
 use crate::log::SlotWriter;
 
 /// Proof that the transaction declared its intent to write an object:
@@ -277,6 +277,15 @@ impl<'h> Tx<'h> {
         heap.object_bytes.fetch_add(OBJ_HEADER + len, Ordering::Relaxed);
         let idx = self.written.len();
         self.written.push(Written { obj: o, len, lo: 0, hi: len, fresh: true, intent: false, pending: 0 });
+        if heap.mode == TxMode::Kamino {
+            // The full backup must cover new objects too: recovery of a
+            // committed transaction makes their first copies from this
+            // entry. It needs no fence of its own (the object is new:
+            // nothing rolls it back); the commit's fence covers it.
+            let txid = self.txid;
+            let head: Vec<u8> = [txid, o | ALLOC_TAG].iter().flat_map(|w| w.to_le_bytes()).collect();
+            self.log_writer()?.append(&heap.slots, pool, &head, &[])?;
+        }
         Ok(Writable { obj: PPtr::new(o), idx })
     }
 
@@ -415,19 +424,6 @@ impl<'h> Tx<'h> {
             } else {
                 heap.free_slots.lock().push(log.slot);
                 heap.slot_cv.notify_one();
-            }
-        } else if !roll.is_empty() && heap.mode == TxMode::Kamino {
-            // Only new objects: their first copies need no log slot.
-            for o in roll {
-                if let crate::locks::Claim::Claimed { own_lock } = heap.locks.claim_roll_forward(o, self.txid, 0) {
-                    let r = roll_forward(heap, o);
-                    pool.fence();
-                    heap.locks.finish_roll_forward(o, own_lock);
-                    if let Err(e) = r {
-                        first_err.get_or_insert(e);
-                    }
-                    heap.counters.copies_background.fetch_add(1, Ordering::Relaxed);
-                }
             }
         }
         heap.counters.committed.fetch_add(1, Ordering::Relaxed);
