@@ -2,7 +2,8 @@
 //!
 //! Invariants:
 //! - `store.db.engine`: a `Db` holds exactly one engine, the one its pool's
-//!   engine record names;
+//!   engine record names (the CDDS tree, or the in-place tree of the
+//!   `kamino`, `kamino-dynamic` and `undo` engines);
 //! - `store.db.open`: the engine is present from construction until `close`
 //!   or drop consumes the `Db`; no method sees it absent.
 
@@ -11,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tembo_cdds::{Limits, NamedSnapshot, RecoveryReport, Tree, TreeCheck, TreeStats, WriteOutcome};
+use tembo_kamino::tree::{KTreeStats, Tree as KTree, TreeOp};
 use tembo_pmem::{AllocStats, CheckReport, FlushInstruction, Mode, OrderingMode, Pool, WriteStats};
 
 use crate::batch::WriteBatch;
@@ -28,9 +30,17 @@ use crate::record;
 #[derive(Debug)]
 pub struct Db {
     /// `Some` until `close` or drop (invariant `store.db.open`).
-    tree: Option<Tree>,
+    backend: Option<Backend>,
     engine: Engine,
     path: PathBuf,
+}
+
+/// The engine behind a [`Db`].
+#[derive(Debug)]
+enum Backend {
+    Cdds(Tree),
+    /// The in-place tree, and what its recovery did in the CDDS report's terms.
+    InPlace(KTree, RecoveryReport),
 }
 
 /// What [`Db::stats`] reports.
@@ -50,8 +60,12 @@ pub struct Stats {
     pub pool_size: u64,
     /// Largest size the pool may grow to.
     pub max_size: u64,
-    /// The engine's counts (keys, entries, nodes, bytes, the current version).
+    /// The engine's counts (keys, entries, nodes, bytes, the current version;
+    /// for the in-place engines keys, nodes, height and bytes).
     pub tree: TreeStats,
+    /// The in-place engines' counts: transactions, copies in and out of the
+    /// critical path, backup hits, backup bytes against object bytes.
+    pub in_place: Option<KTreeStats>,
     /// Heap usage and fragmentation.
     pub alloc: AllocStats,
     /// Flushes, fences and msyncs since the pool was opened.
@@ -165,35 +179,69 @@ impl Db {
     fn open_on(pool: Arc<Pool>, opts: &Options) -> Result<Db> {
         let path = pool.path().to_path_buf();
         let engine = record::read(&pool, &path)?.ok_or_else(|| DbError::NoDatabase { path: path.clone() })?;
-        let tree = match engine {
-            Engine::Cdds => Tree::open(pool, opts.limits),
-        }
-        .map_err(|e| DbError::engine(&path, e))?;
-        Ok(Db { tree: Some(tree), engine, path })
+        let backend = match engine.tx_mode() {
+            None => Backend::Cdds(Tree::open(pool, opts.limits).map_err(|e| DbError::engine(&path, e))?),
+            Some(mode) => {
+                let t = KTree::open(pool, &opts.heap_options(mode), opts.tree_limits())
+                    .map_err(|e| DbError::kamino(&path, e))?;
+                let r = in_place_report(&t);
+                Backend::InPlace(t, r)
+            }
+        };
+        Ok(Db { backend: Some(backend), engine, path })
     }
 
     fn create_on(pool: Arc<Pool>, opts: &Options) -> Result<Db> {
         let path = pool.path().to_path_buf();
         let engine = opts.engine;
-        let tree = match engine {
-            Engine::Cdds if pool.root(tembo_cdds::ROOT_NAME).is_some() => Tree::open(pool, opts.limits),
-            Engine::Cdds => Tree::create(pool, opts.limits),
-        }
-        .map_err(|e| DbError::engine(&path, e))?;
+        let backend = match engine.tx_mode() {
+            None => Backend::Cdds(
+                if pool.root(tembo_cdds::ROOT_NAME).is_some() {
+                    Tree::open(pool, opts.limits)
+                } else {
+                    Tree::create(pool, opts.limits)
+                }
+                .map_err(|e| DbError::engine(&path, e))?,
+            ),
+            Some(mode) => {
+                let (ho, lim) = (opts.heap_options(mode), opts.tree_limits());
+                let t = if pool.root("kamino").is_some() {
+                    KTree::open(pool, &ho, lim)
+                } else {
+                    KTree::create(pool, &ho, lim)
+                }
+                .map_err(|e| DbError::kamino(&path, e))?;
+                let r = in_place_report(&t);
+                Backend::InPlace(t, r)
+            }
+        };
+        let db = Db { backend: Some(backend), engine, path };
         // The record goes last (invariant `store.record.last`).
-        record::write(tree.pool(), engine).map_err(|e| DbError::pool(&path, e))?;
-        Ok(Db { tree: Some(tree), engine, path })
+        record::write(db.pool(), engine).map_err(|e| DbError::pool(&db.path, e))?;
+        Ok(db)
     }
 
-    fn tree(&self) -> &Tree {
-        match &self.tree {
-            Some(t) => t,
+    fn backend(&self) -> &Backend {
+        match &self.backend {
+            Some(b) => b,
             None => unreachable!("invariant store.db.open: only close and drop take the engine"),
+        }
+    }
+
+    /// The CDDS tree, or the error saying the engine lacks `what`.
+    fn cdds(&self, what: &'static str) -> Result<&Tree> {
+        match self.backend() {
+            Backend::Cdds(t) => Ok(t),
+            Backend::InPlace(..) => Err(DbError::Unsupported { engine: self.engine.name(), what }),
         }
     }
 
     fn err(&self) -> impl Fn(tembo_cdds::CddsError) -> DbError + '_ {
         |e| DbError::engine(&self.path, e)
+    }
+
+    fn kerr(&self) -> impl Fn(tembo_kamino::KaminoError) -> DbError + '_ {
+        |e| DbError::kamino(&self.path, e)
     }
 
     // ----- identity ----------------------------------------------------------
@@ -210,33 +258,48 @@ impl Db {
 
     /// The durability mode obtained: what a successful write survives.
     pub fn mode(&self) -> Mode {
-        self.tree().pool().mode()
+        self.pool().mode()
     }
 
     /// The size limits in force.
     pub fn limits(&self) -> Limits {
-        self.tree().limits()
+        match self.backend() {
+            Backend::Cdds(t) => t.limits(),
+            Backend::InPlace(t, _) => {
+                Limits { max_key_bytes: t.limits().max_key, max_value_bytes: t.limits().max_value }
+            }
+        }
     }
 
     /// The pool (for tools and crash tests; writing to it directly can
     /// corrupt the database).
     pub fn pool(&self) -> &Arc<Pool> {
-        self.tree().pool()
+        match self.backend() {
+            Backend::Cdds(t) => t.pool(),
+            Backend::InPlace(t, _) => t.pool(),
+        }
     }
 
     /// The last committed version: it grows by one with every write that
     /// changes something.
     ///
     /// # Errors
-    /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged.
+    /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged;
+    /// [`DbError::Unsupported`] for the in-place engines (no versions).
     pub fn version(&self) -> Result<u64> {
-        self.tree().current_version().map_err(self.err())
+        self.cdds("a version number")?.current_version().map_err(self.err())
     }
 
     /// What recovery did when the database was opened (`ran == false` after
-    /// a clean shutdown).
+    /// a clean shutdown). For the in-place engines: `nodes_repaired` counts
+    /// transactions rolled back or forward, `slots_removed` objects
+    /// restored from the backup or undo log, `repair_time` the log
+    /// recovery's time, and the leak fields the sweep's.
     pub fn recovery_report(&self) -> &RecoveryReport {
-        self.tree().recovery_report()
+        match self.backend() {
+            Backend::Cdds(t) => t.recovery_report(),
+            Backend::InPlace(_, r) => r,
+        }
     }
 
     // ----- point operations ---------------------------------------------------
@@ -247,7 +310,10 @@ impl Db {
     /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged; never
     /// for a missing key.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.tree().get(key).map_err(self.err())
+        match self.backend() {
+            Backend::Cdds(t) => t.get(key).map_err(self.err()),
+            Backend::InPlace(t, _) => t.get(key).map_err(self.kerr()),
+        }
     }
 
     /// Sets `key` to `value`; durable when it returns.
@@ -257,7 +323,13 @@ impl Db {
     /// [`DbError::ValueTooLarge`] (nothing written); [`DbError::Pool`] when
     /// the pool is full (nothing changed).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.tree().write(&[tembo_cdds::Op::Put(key, value)]).map(|_| ()).map_err(self.err())
+        match self.backend() {
+            Backend::Cdds(t) => t.write(&[tembo_cdds::Op::Put(key, value)]).map(|_| ()).map_err(self.err()),
+            Backend::InPlace(t, _) => {
+                non_empty(key)?;
+                t.put(key, value).map(|_| ()).map_err(self.kerr())
+            }
+        }
     }
 
     /// Removes `key`; durable when it returns. Returns whether it existed.
@@ -265,19 +337,45 @@ impl Db {
     /// # Errors
     /// As [`Db::put`].
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
-        let out = self.tree().write(&[tembo_cdds::Op::Delete(key)]).map_err(self.err())?;
-        Ok(out.existed.first().copied().unwrap_or(false))
+        match self.backend() {
+            Backend::Cdds(t) => {
+                let out = t.write(&[tembo_cdds::Op::Delete(key)]).map_err(self.err())?;
+                Ok(out.existed.first().copied().unwrap_or(false))
+            }
+            Backend::InPlace(t, _) => {
+                non_empty(key)?;
+                t.delete(key).map_err(self.kerr())
+            }
+        }
     }
 
     /// Applies `batch` in order, atomically and durably, with one commit:
     /// after a crash either every operation is visible or none. Returns the
-    /// version committed and, per operation, whether its key existed
-    /// before it.
+    /// version committed (for the in-place engines, which have no
+    /// versions: 0) and, per operation, whether its key existed before it.
     ///
     /// # Errors
     /// As [`Db::put`], for any operation; then nothing of the batch is applied.
     pub fn write(&self, batch: &WriteBatch) -> Result<WriteOutcome> {
-        self.tree().write(&batch.engine_ops()).map_err(self.err())
+        match self.backend() {
+            Backend::Cdds(t) => t.write(&batch.engine_ops()).map_err(self.err()),
+            Backend::InPlace(t, _) => {
+                let ops: Vec<TreeOp<'_>> = batch
+                    .engine_ops()
+                    .into_iter()
+                    .map(|o| match o {
+                        tembo_cdds::Op::Put(k, v) => TreeOp::Put(k, v),
+                        tembo_cdds::Op::Delete(k) => TreeOp::Delete(k),
+                    })
+                    .collect();
+                for o in &ops {
+                    let (TreeOp::Put(k, _) | TreeOp::Delete(k)) = o;
+                    non_empty(k)?;
+                }
+                let existed = t.write(&ops).map_err(self.kerr())?;
+                Ok(WriteOutcome { version: 0, existed })
+            }
+        }
     }
 
     // ----- ranges ----------------------------------------------------------------
@@ -289,24 +387,31 @@ impl Db {
     /// arrays and need slicing, `&b"a"[..]..`, for the key type to be inferred.)
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter<'_> {
         let (lo, hi) = owned_bounds(&range);
-        Iter::new(self.tree().scan(lo, hi, false), &self.path)
+        self.range_iter(lo, hi, false)
     }
 
     /// As [`Db::scan`], from the largest key down.
     pub fn scan_rev<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter<'_> {
         let (lo, hi) = owned_bounds(&range);
-        Iter::new(self.tree().scan(lo, hi, true), &self.path)
+        self.range_iter(lo, hi, true)
     }
 
     /// The pairs whose key starts with `prefix`, in key order.
     pub fn scan_prefix(&self, prefix: &[u8]) -> Iter<'_> {
         let (lo, hi) = prefix_range(prefix);
-        Iter::new(self.tree().scan(lo, hi, false), &self.path)
+        self.range_iter(lo, hi, false)
     }
 
     /// Every pair, in key order.
     pub fn iter(&self) -> Iter<'_> {
-        Iter::new(self.tree().scan(Bound::Unbounded, Bound::Unbounded, false), &self.path)
+        self.range_iter(Bound::Unbounded, Bound::Unbounded, false)
+    }
+
+    fn range_iter(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, rev: bool) -> Iter<'_> {
+        match self.backend() {
+            Backend::Cdds(t) => Iter::new(t.scan(lo, hi, rev), &self.path),
+            Backend::InPlace(t, _) => Iter::in_place(t, lo, hi, rev, &self.path),
+        }
     }
 
     // ----- snapshots --------------------------------------------------------------
@@ -316,7 +421,7 @@ impl Db {
     /// # Errors
     /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged.
     pub fn snapshot(&self) -> Result<Snapshot<'_>> {
-        let s = self.tree().snapshot().map_err(self.err())?;
+        let s = self.cdds("a snapshot")?.snapshot().map_err(self.err())?;
         Ok(Snapshot::new(s, self))
     }
 
@@ -328,15 +433,18 @@ impl Db {
     /// [`DbError::SnapshotName`] for a bad or taken name or a full table
     /// (64 names); [`DbError::Pool`] when the pool is full.
     pub fn create_named_snapshot(&self, name: &str) -> Result<NamedSnapshot> {
-        self.tree().create_named_snapshot(name).map_err(self.err())
+        self.cdds("a named snapshot")?.create_named_snapshot(name).map_err(self.err())
     }
 
-    /// The named snapshots, oldest first.
+    /// The named snapshots, oldest first (none for the in-place engines).
     ///
     /// # Errors
     /// [`DbError::Pool`] if the pool is damaged.
     pub fn named_snapshots(&self) -> Result<Vec<NamedSnapshot>> {
-        self.tree().named_snapshots().map_err(self.err())
+        match self.backend() {
+            Backend::Cdds(t) => t.named_snapshots().map_err(self.err()),
+            Backend::InPlace(..) => Ok(Vec::new()),
+        }
     }
 
     /// Drops the named snapshot `name`, releasing its version.
@@ -344,7 +452,7 @@ impl Db {
     /// # Errors
     /// [`DbError::NoSuchSnapshot`].
     pub fn drop_named_snapshot(&self, name: &str) -> Result<()> {
-        self.tree().drop_named_snapshot(name).map_err(self.err())
+        self.cdds("a named snapshot")?.drop_named_snapshot(name).map_err(self.err())
     }
 
     /// Makes the current contents equal to those of the named snapshot, as
@@ -354,7 +462,7 @@ impl Db {
     /// # Errors
     /// [`DbError::NoSuchSnapshot`]; as [`Db::write`].
     pub fn rollback_to(&self, name: &str) -> Result<WriteOutcome> {
-        self.tree().rollback_to(name).map_err(self.err())
+        self.cdds("rollback to a snapshot")?.rollback_to(name).map_err(self.err())
     }
 
     // ----- inspection ---------------------------------------------------------------
@@ -364,7 +472,24 @@ impl Db {
     /// # Errors
     /// [`DbError::Engine`] or [`DbError::Pool`] if the walk cannot proceed.
     pub fn stats(&self) -> Result<Stats> {
-        let pool = self.tree().pool();
+        let pool = self.pool();
+        let (tree, in_place) = match self.backend() {
+            Backend::Cdds(t) => (t.stats().map_err(self.err())?, None),
+            Backend::InPlace(t, _) => {
+                let k = t.stats().map_err(self.kerr())?;
+                let tree = TreeStats {
+                    keys: k.keys,
+                    live_entries: k.keys,
+                    nodes: k.nodes,
+                    live_nodes: k.nodes,
+                    height: u64::from(k.height),
+                    data_bytes: k.object_bytes,
+                    owned_bytes: k.object_bytes + k.backup_bytes,
+                    ..TreeStats::default()
+                };
+                (tree, Some(k))
+            }
+        };
         Ok(Stats {
             engine: self.engine,
             path: self.path.clone(),
@@ -373,7 +498,8 @@ impl Db {
             flush: pool.flush_instruction(),
             pool_size: pool.size(),
             max_size: pool.max_size(),
-            tree: self.tree().stats().map_err(self.err())?,
+            tree,
+            in_place,
             alloc: pool.alloc_stats(),
             writes: pool.write_stats(),
         })
@@ -385,14 +511,20 @@ impl Db {
     /// # Errors
     /// [`DbError::Engine`] or [`DbError::Pool`] only if damage stops the walk.
     pub fn check(&self) -> Result<DbCheck> {
-        let pool = self.tree().pool();
+        let pool = self.pool();
         let record = match record::read(pool, &self.path) {
             Ok(Some(e)) if e == self.engine => None,
             Ok(Some(e)) => Some(format!("names engine {e}, but {} is open", self.engine)),
             Ok(None) => Some(format!("the `{}` root is missing", record::ROOT_NAME)),
             Err(e) => Some(e.to_string()),
         };
-        let tree = self.tree().check().map_err(self.err())?;
+        let tree = match self.backend() {
+            Backend::Cdds(t) => t.check().map_err(self.err())?,
+            Backend::InPlace(t, _) => {
+                let violations = t.check().map_err(self.kerr())?;
+                TreeCheck { violations, ..TreeCheck::default() }
+            }
+        };
         Ok(DbCheck { tree, alloc: pool.check(), record })
     }
 
@@ -409,14 +541,39 @@ impl Db {
     }
 
     fn shutdown(&mut self) -> Result<()> {
-        let Some(tree) = self.tree.take() else { return Ok(()) };
-        // Dropping the tree frees what batches retired while readers ran.
-        let pool = Arc::clone(tree.pool());
-        drop(tree);
+        let Some(backend) = self.backend.take() else { return Ok(()) };
+        // Dropping the tree frees what batches retired while readers ran
+        // (CDDS), or rolls the backup forward (Kamino-Tx).
+        let pool = match &backend {
+            Backend::Cdds(t) => Arc::clone(t.pool()),
+            Backend::InPlace(t, _) => Arc::clone(t.pool()),
+        };
+        drop(backend);
         match Arc::try_unwrap(pool) {
             Ok(pool) => pool.close().map_err(|e| DbError::pool(&self.path, e)),
             Err(_shared) => Ok(()),
         }
+    }
+}
+
+fn non_empty(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(DbError::EmptyKey);
+    }
+    Ok(())
+}
+
+/// The in-place engines' recovery in the terms of [`RecoveryReport`].
+fn in_place_report(t: &KTree) -> RecoveryReport {
+    let (h, leaks) = t.recovery();
+    RecoveryReport {
+        ran: h.ran,
+        nodes_repaired: h.rolled_back + h.rolled_forward,
+        slots_removed: h.objects_restored,
+        leaks_freed: leaks.map_or(0, |l| l.reclaimed_blocks),
+        leak_bytes: leaks.map_or(0, |l| l.reclaimed_bytes),
+        repair_time: h.time,
+        ..RecoveryReport::default()
     }
 }
 

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use tembo_cdds::CddsError;
+use tembo_kamino::KaminoError;
 use tembo_pmem::PmemError;
 
 /// Result of store operations.
@@ -37,6 +38,25 @@ pub enum DbError {
         /// What the engine reported.
         #[source]
         source: CddsError,
+    },
+    /// The in-place engine failed (a damaged structure, a lock not had in
+    /// time: the transaction was aborted and can be retried).
+    #[error("{}", with_path(path, &source.to_string()))]
+    Kamino {
+        /// The pool's path.
+        path: PathBuf,
+        /// What the engine reported.
+        #[source]
+        source: KaminoError,
+    },
+    /// The operation needs something the database's engine does not have
+    /// (snapshots and versions are the CDDS engine's).
+    #[error("{what} is not supported by the {engine} engine; use the cdds engine for it")]
+    Unsupported {
+        /// The engine's name.
+        engine: &'static str,
+        /// What was asked.
+        what: &'static str,
     },
     /// The pool holds no database: it has no `tembo-db` root.
     #[error(
@@ -97,12 +117,23 @@ impl DbError {
         match self {
             DbError::Pool { source, .. } => Some(source),
             DbError::Engine { source: CddsError::Pmem(p), .. } => Some(p),
+            DbError::Kamino { source: KaminoError::Pmem(p), .. } => Some(p),
             _ => None,
         }
     }
 
     pub(crate) fn pool(path: &Path, source: PmemError) -> DbError {
         DbError::Pool { path: path.to_path_buf(), source }
+    }
+
+    /// As [`DbError::engine`], for the in-place engines.
+    pub(crate) fn kamino(path: &Path, e: KaminoError) -> DbError {
+        match e {
+            KaminoError::TooLarge { what: "key", len, limit } => DbError::KeyTooLarge { len, max: limit },
+            KaminoError::TooLarge { len, limit, .. } => DbError::ValueTooLarge { len, max: limit },
+            KaminoError::Pmem(source) => DbError::pool(path, source),
+            other => DbError::Kamino { path: path.to_path_buf(), source: other },
+        }
     }
 
     /// Lifts caller mistakes to variants of their own; keeps the rest as

@@ -12,6 +12,16 @@ pub enum Engine {
     /// snapshots, one commit store per batch.
     #[default]
     Cdds,
+    /// The in-place B+tree on Kamino-Tx-Simple transactions
+    /// (`tembo-kamino`): no copy in the critical path, a full backup rolled
+    /// forward in the background; writers on different leaves run in parallel.
+    Kamino,
+    /// As `Kamino` with a dynamic backup of a fraction α of the heap
+    /// ([`Options::alpha`]).
+    KaminoDynamic,
+    /// The same in-place B+tree on undo-log transactions (PMDK's
+    /// semantics): the baseline Kamino-Tx is measured against.
+    Undo,
 }
 
 impl Engine {
@@ -19,6 +29,9 @@ impl Engine {
     pub fn id(self) -> u64 {
         match self {
             Engine::Cdds => 1,
+            Engine::Kamino => 2,
+            Engine::KaminoDynamic => 3,
+            Engine::Undo => 4,
         }
     }
 
@@ -26,6 +39,9 @@ impl Engine {
     pub fn from_id(id: u64) -> Option<Engine> {
         match id {
             1 => Some(Engine::Cdds),
+            2 => Some(Engine::Kamino),
+            3 => Some(Engine::KaminoDynamic),
+            4 => Some(Engine::Undo),
             _ => None,
         }
     }
@@ -34,6 +50,27 @@ impl Engine {
     pub fn name(self) -> &'static str {
         match self {
             Engine::Cdds => "cdds",
+            Engine::Kamino => "kamino",
+            Engine::KaminoDynamic => "kamino-dynamic",
+            Engine::Undo => "undo",
+        }
+    }
+
+    /// Every engine.
+    pub const ALL: [Engine; 4] = [Engine::Cdds, Engine::Kamino, Engine::KaminoDynamic, Engine::Undo];
+
+    /// The engine named `name` (as [`Engine::name`] spells it).
+    pub fn from_name(name: &str) -> Option<Engine> {
+        Engine::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    /// The transaction mode of an in-place engine.
+    pub(crate) fn tx_mode(self) -> Option<tembo_kamino::TxMode> {
+        match self {
+            Engine::Cdds => None,
+            Engine::Kamino => Some(tembo_kamino::TxMode::Kamino),
+            Engine::KaminoDynamic => Some(tembo_kamino::TxMode::KaminoDynamic),
+            Engine::Undo => Some(tembo_kamino::TxMode::Undo),
         }
     }
 }
@@ -69,6 +106,9 @@ pub struct Options {
     pub limits: Limits,
     /// The engine of a new database (create only).
     pub engine: Engine,
+    /// `kamino-dynamic` only: the backup's budget as a fraction of the
+    /// heap, in (0, 1] (create only; default 0.5).
+    pub alpha: f64,
 }
 
 impl Default for Options {
@@ -82,6 +122,7 @@ impl Default for Options {
             flush: pool.flush,
             limits: Limits::default(),
             engine: Engine::default(),
+            alpha: 0.5,
         }
     }
 }
@@ -90,6 +131,16 @@ impl Options {
     /// Options for a pool of `size` bytes, everything else default.
     pub fn with_size(size: u64) -> Self {
         Options { size, ..Options::default() }
+    }
+
+    /// The heap options of the in-place engines.
+    pub(crate) fn heap_options(&self, mode: tembo_kamino::TxMode) -> tembo_kamino::HeapOptions {
+        tembo_kamino::HeapOptions { mode, alpha: self.alpha, ..tembo_kamino::HeapOptions::default() }
+    }
+
+    /// The in-place engines' limits.
+    pub(crate) fn tree_limits(&self) -> tembo_kamino::tree::TreeLimits {
+        tembo_kamino::tree::TreeLimits { max_key: self.limits.max_key_bytes, max_value: self.limits.max_value_bytes }
     }
 
     /// The pool layer's options these stand for.

@@ -4,7 +4,13 @@
 //! [`Snapshot`] pins one version for as long as it lives, so neither sees a
 //! batch half-applied or a change made after it started; neither blocks the
 //! writer. Both borrow the [`Db`]: it cannot be closed under them.
+//!
+//! The in-place engines (`kamino`, `kamino-dynamic`, `undo`) keep no old
+//! versions: their iterators read in chunks of up to 256 pairs, each chunk
+//! under locks (never a batch half-applied within a chunk), and see changes
+//! committed between chunks; they have no snapshots.
 
+use std::collections::VecDeque;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 
@@ -44,19 +50,67 @@ pub fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
 #[derive(Debug)]
 pub struct Iter<'a> {
     inner: Option<tembo_cdds::Iter<'a>>,
+    chunked: Option<Chunked<'a>>,
     error: Option<DbError>,
     path: &'a Path,
+}
+
+/// An in-place engine's range, read a chunk at a time.
+#[derive(Debug)]
+struct Chunked<'a> {
+    tree: &'a tembo_kamino::tree::Tree,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    rev: bool,
+    buf: VecDeque<KeyValue>,
+    done: bool,
+}
+
+impl Chunked<'_> {
+    fn next(&mut self) -> Option<std::result::Result<KeyValue, tembo_kamino::KaminoError>> {
+        if self.buf.is_empty() && !self.done {
+            let chunk =
+                self.tree.scan_chunk(self.lo.as_ref().map(|v| &v[..]), self.hi.as_ref().map(|v| &v[..]), self.rev);
+            match chunk {
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(c) => {
+                    match c.last() {
+                        None => self.done = true,
+                        Some((k, _)) if self.rev => self.hi = Bound::Excluded(k.clone()),
+                        Some((k, _)) => self.lo = Bound::Excluded(k.clone()),
+                    }
+                    self.buf.extend(c);
+                }
+            }
+        }
+        self.buf.pop_front().map(Ok)
+    }
 }
 
 impl<'a> Iter<'a> {
     pub(crate) fn new(inner: std::result::Result<tembo_cdds::Iter<'a>, tembo_cdds::CddsError>, path: &'a Path) -> Self {
         match inner {
-            Ok(it) => Iter { inner: Some(it), error: None, path },
-            Err(e) => Iter { inner: None, error: Some(DbError::engine(path, e)), path },
+            Ok(it) => Iter { inner: Some(it), chunked: None, error: None, path },
+            Err(e) => Iter { inner: None, chunked: None, error: Some(DbError::engine(path, e)), path },
         }
     }
 
-    /// The version this iterator reads (`None` if it failed to start).
+    pub(crate) fn in_place(
+        tree: &'a tembo_kamino::tree::Tree,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        rev: bool,
+        path: &'a Path,
+    ) -> Self {
+        let chunked = Chunked { tree, lo, hi, rev, buf: VecDeque::new(), done: false };
+        Iter { inner: None, chunked: Some(chunked), error: None, path }
+    }
+
+    /// The version this iterator reads (`None` if it failed to start, and
+    /// for the in-place engines, which have no versions).
     pub fn version(&self) -> Option<u64> {
         self.inner.as_ref().map(|it| it.version())
     }
@@ -70,6 +124,9 @@ impl Iterator for Iter<'_> {
             return Some(Err(e));
         }
         let path = self.path;
+        if let Some(c) = self.chunked.as_mut() {
+            return c.next().map(|r| r.map_err(|e| DbError::kamino(path, e)));
+        }
         self.inner.as_mut()?.next().map(|r| r.map_err(|e| DbError::engine(path, e)))
     }
 }
