@@ -25,6 +25,9 @@ pub struct Config {
     /// Durability mode: auto (dax if MAP_SYNC, emulated on tmpfs, else
     /// msync), dax, emulated (survives process crashes only), msync.
     pub mode: String,
+    /// Engine of a new pool: cdds, kamino, kamino-dynamic or undo (an
+    /// existing pool keeps the engine it was created with).
+    pub engine: String,
     /// Password clients must give (AUTH / HELLO AUTH); empty: none.
     pub requirepass: String,
     /// Most simultaneous clients.
@@ -50,6 +53,7 @@ impl Default for Config {
             pool_size: 256 << 20,
             pool_max_size: 0,
             mode: "auto".into(),
+            engine: "cdds".into(),
             requirepass: String::new(),
             maxclients: 10_000,
             databases: 16,
@@ -95,6 +99,7 @@ impl Config {
             )));
         }
         self.mode_request()?;
+        self.engine()?;
         if self.maxclients == 0 {
             return Err(ConfigError::Invalid("maxclients must be at least 1".into()));
         }
@@ -121,6 +126,16 @@ impl Config {
     /// The pool mode asked for.
     pub fn mode_request(&self) -> Result<tembo_store::ModeRequest, ConfigError> {
         self.mode.parse().map_err(|e| ConfigError::Invalid(format!("mode: {e}")))
+    }
+
+    /// The engine asked for.
+    pub fn engine(&self) -> Result<tembo_store::Engine, ConfigError> {
+        tembo_store::Engine::from_name(&self.engine).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "engine must be one of cdds, kamino, kamino-dynamic, undo (not {:?})",
+                self.engine
+            ))
+        })
     }
 
     /// The `log` level filter for `loglevel`.

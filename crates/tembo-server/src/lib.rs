@@ -120,6 +120,7 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
         size: cfg.pool_size,
         max_size: (cfg.pool_max_size > 0).then_some(cfg.pool_max_size),
         mode: cfg.mode_request()?,
+        engine: cfg.engine()?,
         ..Options::default()
     };
     let pool_err = |source| ServeError::Pool { path: cfg.pool.clone(), source };

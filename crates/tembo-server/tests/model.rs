@@ -10,7 +10,7 @@ use std::sync::Arc;
 use proptest::prelude::*;
 use tembo_server::resp::Reply;
 use tembo_server::Session;
-use tembo_store::{Db, Options};
+use tembo_store::{Db, Engine, Options};
 
 #[derive(Clone, Debug)]
 enum Val {
@@ -143,8 +143,8 @@ fn sorted_pairs(v: Vec<Reply>) -> Vec<(String, String)> {
     p
 }
 
-fn run(ops: Vec<Op>) {
-    let db = Arc::new(Db::in_memory(&Options::with_size(64 << 20)).unwrap());
+fn run(ops: Vec<Op>, engine: Engine) {
+    let db = Arc::new(Db::in_memory(&Options { engine, ..Options::with_size(64 << 20) }).unwrap());
     let mut s = Session::new(db.clone()).unwrap();
     let mut model: HashMap<Vec<u8>, Val> = HashMap::new();
     for op in ops {
@@ -340,8 +340,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn redis_types_match_the_model(ops in proptest::collection::vec(op(), 1..120)) {
-        run(ops);
+    // Every engine serves the same Redis semantics.
+    fn redis_types_match_the_model(ops in proptest::collection::vec(op(), 1..120), e in 0..Engine::ALL.len()) {
+        run(ops, Engine::ALL[e]);
     }
 }
 

@@ -10,7 +10,7 @@ use tembo_server::Config;
 /// Options of `tembo serve`; each overrides the config file.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, requirepass,
+    /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, mode, engine, requirepass,
     /// maxclients, databases, loglevel, allow_unprotected, proto_max_bulk_len,
     /// client_query_buffer_limit)
     #[arg(long, short = 'c')]
@@ -35,6 +35,11 @@ pub struct ServeArgs {
     /// failure; an msync per fence) [default: auto]
     #[arg(long)]
     mode: Option<String>,
+    /// Engine of a new pool: cdds (multi-version B+tree), kamino (in-place B+tree on
+    /// Kamino-Tx), kamino-dynamic (the same with a partial backup), undo (the same on
+    /// undo-log transactions); an existing pool keeps its own [default: cdds]
+    #[arg(long)]
+    engine: Option<String>,
     /// Password clients must give with AUTH or HELLO
     #[arg(long)]
     requirepass: Option<String>,
@@ -75,6 +80,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if let Some(v) = args.mode {
         cfg.mode = v;
+    }
+    if let Some(v) = args.engine {
+        cfg.engine = v;
     }
     if let Some(v) = args.requirepass {
         cfg.requirepass = v;
