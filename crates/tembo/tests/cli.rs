@@ -487,3 +487,20 @@ fn bench_targets_errors_say_what_to_do() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--dir"), "{}", stderr(&o));
 }
+
+/// `tembo crashtest --engine` for every in-place engine, small: it runs
+/// the campaign, prints the table and exits 0; an unknown engine is refused.
+#[test]
+fn crashtest_runs_the_in_place_engines() {
+    for engine in ["kamino", "kamino-dynamic", "undo"] {
+        let out =
+            ok(&tembo(&["crashtest", "--engine", engine, "--scale", "8", "--ordering", "fast", "--keys", "uniform"]));
+        assert!(
+            out.contains("objects") && out.contains("uniform") && out.contains("violations under fast/full: 0"),
+            "{out}"
+        );
+    }
+    let o = tembo(&["crashtest", "--engine", "nope"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cdds, kamino, kamino-dynamic, undo"), "{}", stderr(&o));
+}
