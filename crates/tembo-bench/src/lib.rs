@@ -27,6 +27,9 @@
 //! - [`report`]: runs a workload on every target (interleaved runs, fresh
 //!   instances), medians, HdrHistogram percentiles, tables and JSON;
 //!   [`plot`] draws them.
+//! - [`txbench`]: the Kamino-Tx study — YCSB with many writer threads on
+//!   `kamino`, `kamino-dynamic`, `undo`, `cdds` (and PMDK), and the
+//!   paper's worst case.
 
 pub mod flush;
 pub mod heatmap;
@@ -38,4 +41,5 @@ mod region;
 pub mod report;
 pub mod summary;
 pub mod targets;
+pub mod txbench;
 pub mod workload;

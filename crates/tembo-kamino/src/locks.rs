@@ -24,19 +24,20 @@ use tembo_pmem::PoolOffset;
 use crate::error::{KaminoError, Result};
 
 const SHARDS: usize = 256;
-/// Writer id of the coordinator while it copies an object.
-pub(crate) const COORDINATOR: u64 = u64::MAX;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ObjState {
     pub writer: u64,
     pub readers: u32,
     pub pending: u64,
+    /// The coordinator is copying the object to its backup: writers wait,
+    /// readers do not (the copy only reads the main copy, as they do).
+    pub copying: bool,
 }
 
 impl ObjState {
     fn idle(&self) -> bool {
-        self.writer == 0 && self.readers == 0 && self.pending == 0
+        self.writer == 0 && self.readers == 0 && self.pending == 0 && !self.copying
     }
 }
 
@@ -75,6 +76,27 @@ pub(crate) struct Taken {
     pub waited: bool,
 }
 
+/// Waits for a change in the shard: first by spinning with the lock
+/// released for a few microseconds (a roll-forward copy or a short
+/// transaction ends in about that; sleeping and being woken costs more),
+/// then on the condition variable.
+fn wait(
+    sh: &Shard,
+    map: &mut parking_lot::MutexGuard<'_, HashMap<PoolOffset, ObjState>>,
+    left: Duration,
+    start: Instant,
+) {
+    if start.elapsed() < Duration::from_micros(20) {
+        parking_lot::MutexGuard::unlocked(map, || {
+            for _ in 0..200 {
+                std::hint::spin_loop();
+            }
+        });
+        return;
+    }
+    sh.cv.wait_for(map, left);
+}
+
 impl LockTable {
     pub fn new(timeout: Duration) -> LockTable {
         LockTable { shards: (0..SHARDS).map(|_| Shard::default()).collect(), timeout }
@@ -98,7 +120,7 @@ impl LockTable {
             if st.writer == txid {
                 return Ok(Taken { pending: 0, waited });
             }
-            if st.writer == 0 && readers_ok {
+            if st.writer == 0 && readers_ok && !st.copying {
                 st.writer = txid;
                 if holds_read {
                     st.readers -= 1;
@@ -110,7 +132,7 @@ impl LockTable {
             if left.is_zero() {
                 return Err(KaminoError::LockTimeout { object: obj, waited_ms: start.elapsed().as_millis() as u64 });
             }
-            sh.cv.wait_for(&mut map, left);
+            wait(sh, &mut map, left, start);
         }
     }
 
@@ -129,7 +151,7 @@ impl LockTable {
             if left.is_zero() {
                 return Err(KaminoError::LockTimeout { object: obj, waited_ms: start.elapsed().as_millis() as u64 });
             }
-            sh.cv.wait_for(&mut map, left);
+            wait(sh, &mut map, left, start);
         }
     }
 
@@ -178,8 +200,8 @@ impl LockTable {
         let mut map = self.shard(obj).map.lock();
         match map.get_mut(&obj) {
             Some(st) if st.pending == txid => {
-                if st.writer == 0 {
-                    st.writer = COORDINATOR;
+                if st.writer == 0 && !st.copying {
+                    st.copying = true;
                     Claim::Claimed { own_lock: false }
                 } else if me != 0 && st.writer == me {
                     Claim::Claimed { own_lock: true }
@@ -197,7 +219,7 @@ impl LockTable {
         let mut map = sh.map.lock();
         if let Some(st) = map.get_mut(&obj) {
             if !own_lock {
-                st.writer = 0;
+                st.copying = false;
             }
             st.pending = 0;
             if st.idle() {

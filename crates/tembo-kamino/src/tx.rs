@@ -190,13 +190,11 @@ impl<'h> Tx<'h> {
             TxMode::Undo => {
                 let mut img = vec![0u8; len as usize];
                 pool.read(payload(o), &mut img)?;
-                let head: Vec<u8> = [txid, o, len, 0].iter().flat_map(|w| w.to_le_bytes()).collect();
-                log.append(&heap.slots, pool, &head, &img)?;
+                log.append(&heap.slots, pool, &words([txid, o, len, 0]), &img)?;
                 heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
-                let head: Vec<u8> = [txid, o].iter().flat_map(|w| w.to_le_bytes()).collect();
-                log.append(&heap.slots, pool, &head, &[])?;
+                log.append(&heap.slots, pool, &words([txid, o]), &[])?;
             }
         }
         // `log.intent_first`: the intent is durable before the first store.
@@ -283,8 +281,7 @@ impl<'h> Tx<'h> {
             // entry. It needs no fence of its own (the object is new:
             // nothing rolls it back); the commit's fence covers it.
             let txid = self.txid;
-            let head: Vec<u8> = [txid, o | ALLOC_TAG].iter().flat_map(|w| w.to_le_bytes()).collect();
-            self.log_writer()?.append(&heap.slots, pool, &head, &[])?;
+            self.log_writer()?.append(&heap.slots, pool, &words([txid, o | ALLOC_TAG]), &[])?;
         }
         Ok(Writable { obj: PPtr::new(o), idx })
     }
@@ -419,8 +416,15 @@ impl<'h> Tx<'h> {
         }
         if let Some(log) = self.log.take() {
             if keep_pending {
-                heap.jobs.lock().push_back(Job { slot: log.slot, txid: self.txid, objects: roll });
-                heap.jobs_cv.notify_one();
+                let queued = {
+                    let mut q = heap.jobs.lock();
+                    q.push_back(Job { slot: log.slot, txid: self.txid, objects: roll });
+                    q.len()
+                };
+                // The coordinator polls; wake it only when slots run short.
+                if queued * 2 >= heap.slots.count as usize && heap.coordinator_idle.load(Ordering::SeqCst) {
+                    heap.jobs_cv.notify_one();
+                }
             } else {
                 heap.free_slots.lock().push(log.slot);
                 heap.slot_cv.notify_one();
@@ -496,6 +500,15 @@ impl Drop for Tx<'_> {
             let _ = self.rollback();
         }
     }
+}
+
+/// A log entry header: little-endian words.
+fn words<const N: usize>(w: [u64; N]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(N * 8);
+    for x in w {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
 }
 
 /// Frees a committed transaction's freed object: its copy first, then its

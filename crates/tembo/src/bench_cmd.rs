@@ -63,6 +63,19 @@ pub enum BenchCommand {
                       tembo bench ycsb --workloads a,f --records 1000000 --json docs/results/ycsb.json --plot docs/results/ycsb"
     )]
     Ycsb(crate::bench_targets_cmd::YcsbArgs),
+    /// The Kamino-Tx study: YCSB A, B, C, D, F with writer threads on kamino, kamino-dynamic, undo, cdds
+    #[command(
+        long_about = "Kamino-Tx §7 with Tembo: YCSB workloads (1 KB values) on the in-place B+tree under \
+        Kamino-Tx-Simple (kamino), Kamino-Tx-Dynamic (kamino-dynamic, --alpha of the heap backed up) and \
+        undo logging (undo), against the CDDS tree and PMDK libpmemobj (--features peers, one thread). \
+        Each cell loads --records records on one thread, then runs --ops operations dealt round-robin to \
+        --threads threads on one database. Reports throughput, latency of all operations and of writes, \
+        copies made in the critical path, pool bytes used; then the worst case (each thread updating one \
+        object over and over) by value size.",
+        after_help = "Examples:\n  tembo bench kamino --records 20000 --ops 20000 --runs 1\n  \
+                      tembo bench kamino --threads 1,2 --json docs/results/kamino.json --plot docs/results/kamino"
+    )]
+    Kamino(crate::bench_kamino_cmd::KaminoArgs),
     /// The ordering study: insert latency by key order and latency by write ratio, per ordering mode
     #[command(
         long_about = "Reproduces nvm-btree-ordering §5.2 with Tembo: (Figure 3) --keys inserts of \
@@ -162,6 +175,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::PlotFlush(a) => run_plot_flush(a),
         BenchCommand::Micro(a) => crate::bench_targets_cmd::run_micro(a),
         BenchCommand::Ycsb(a) => crate::bench_targets_cmd::run_ycsb(a),
+        BenchCommand::Kamino(a) => crate::bench_kamino_cmd::run(a),
         BenchCommand::Ordering(a) => crate::bench_targets_cmd::run_ordering(a),
         BenchCommand::Heatmap(a) => crate::bench_targets_cmd::run_heatmap(a),
         BenchCommand::Smoke(a) => crate::bench_targets_cmd::run_smoke(a),

@@ -15,7 +15,8 @@ use tembo_bench::workload::Workload;
 /// Options every target benchmark shares.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Targets, comma-separated: names (cdds, cdds-full, cdds-none, btreemap, pmemobj, lmdb, lmdb-nosync,
+    /// Targets, comma-separated: names (cdds, cdds-full, cdds-none, kamino, kamino-dynamic, undo, btreemap,
+    /// pmemobj, lmdb, lmdb-nosync,
     /// rocksdb, rocksdb-nowal, sqlite, sqlite-nosync, bdb, bdb-nosync, redb, redb-nosync) or groups
     /// (all, durable, volatile, tembo) [default: all; for `ordering`: tembo]
     #[arg(long, value_name = "LIST", value_parser = parse_targets)]

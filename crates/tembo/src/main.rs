@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod bench_cmd;
+mod bench_kamino_cmd;
 mod bench_targets_cmd;
 mod crashtest_cmd;
 mod pool_cmd;

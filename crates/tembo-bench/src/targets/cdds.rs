@@ -1,12 +1,13 @@
-//! Tembo's CDDS engine as a bench target, through the embedded `Db` API a
-//! user calls (so the figures include everything an application pays:
-//! limits checks, the batch, the commit).
+//! Tembo's engines (CDDS, and the in-place tree on Kamino-Tx or undo
+//! transactions) as bench targets, through the embedded `Db` API a user
+//! calls (so the figures include everything an application pays: limits
+//! checks, the batch, the commit).
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
 use tembo_pmem::{OrderingMode, WriteStats};
-use tembo_store::{Db, Options};
+use tembo_store::{Db, Engine, Options};
 
 use super::Target;
 
@@ -14,13 +15,22 @@ pub(super) struct CddsTarget {
     db: Db,
 }
 
-pub(super) fn open(dir: &Path, size_hint: u64, ordering: OrderingMode) -> Result<Box<dyn Target>> {
+pub(super) fn open(dir: &Path, size_hint: u64, ordering: OrderingMode, engine: Engine) -> Result<Box<dyn Target>> {
     let path = dir.join("tembo.pool");
-    // Room for the data, the tree's dead entries and copies, and growth.
-    let size = (size_hint * 3 / 2 + (64 << 20)).next_multiple_of(1 << 20);
-    let opts = Options { size, max_size: Some(size * 4), ordering, ..Options::default() };
+    let opts = options(size_hint, ordering, engine);
     let db = Db::create(&path, &opts).with_context(|| format!("creating {}", path.display()))?;
     Ok(Box::new(CddsTarget { db }))
+}
+
+/// The options of a bench pool: room for the data, the tree's dead entries
+/// and copies (CDDS) or the backup (Kamino-Tx), and growth.
+pub fn options(size_hint: u64, ordering: OrderingMode, engine: Engine) -> Options {
+    let size = match engine {
+        Engine::Cdds => size_hint * 3 / 2,
+        _ => size_hint * 3,
+    };
+    let size = (size + (64 << 20)).next_multiple_of(1 << 20);
+    Options { size, max_size: Some(size * 4), ordering, engine, alpha: 0.5, ..Options::default() }
 }
 
 impl Target for CddsTarget {

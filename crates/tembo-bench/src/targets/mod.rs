@@ -18,7 +18,7 @@
 //! Tembo targets and `BTreeMap` still run.
 
 mod btreemap;
-mod cdds;
+pub mod cdds;
 #[cfg(feature = "peers")]
 mod ffi;
 #[cfg(feature = "peers")]
@@ -31,7 +31,8 @@ use std::path::Path;
 use std::str::FromStr;
 
 use anyhow::Result;
-use tembo_pmem::WriteStats;
+use tembo_pmem::{OrderingMode, WriteStats};
+use tembo_store::Engine;
 
 /// One opened system under test.
 pub trait Target {
@@ -66,6 +67,12 @@ pub enum TargetKind {
     CddsFull,
     /// The CDDS tree, ordering `none` (volatile: no flushes or fences).
     CddsNone,
+    /// The in-place B+tree on Kamino-Tx-Simple transactions (`tembo_store` engine `kamino`).
+    Kamino,
+    /// The same with a dynamic backup of half the heap (`kamino-dynamic`, α = 0.5).
+    KaminoDynamic,
+    /// The same tree on undo-log transactions (`undo`): Kamino-Tx's baseline.
+    Undo,
     /// `std::collections::BTreeMap<Vec<u8>, Vec<u8>>` (volatile reference).
     BTreeMap,
     /// PMDK libpmemobj: a B+tree on its undo-log transactions.
@@ -94,10 +101,13 @@ pub enum TargetKind {
 
 impl TargetKind {
     /// Every target, in report order.
-    pub const ALL: [TargetKind; 15] = [
+    pub const ALL: [TargetKind; 18] = [
         TargetKind::Cdds,
         TargetKind::CddsFull,
         TargetKind::CddsNone,
+        TargetKind::Kamino,
+        TargetKind::KaminoDynamic,
+        TargetKind::Undo,
         TargetKind::BTreeMap,
         TargetKind::Pmemobj,
         TargetKind::Lmdb,
@@ -118,6 +128,9 @@ impl TargetKind {
             TargetKind::Cdds => "cdds",
             TargetKind::CddsFull => "cdds-full",
             TargetKind::CddsNone => "cdds-none",
+            TargetKind::Kamino => "kamino",
+            TargetKind::KaminoDynamic => "kamino-dynamic",
+            TargetKind::Undo => "undo",
             TargetKind::BTreeMap => "btreemap",
             TargetKind::Pmemobj => "pmemobj",
             TargetKind::Lmdb => "lmdb",
@@ -149,7 +162,15 @@ impl TargetKind {
 
     /// Whether this is one of Tembo's own engines.
     pub fn is_tembo(self) -> bool {
-        matches!(self, TargetKind::Cdds | TargetKind::CddsFull | TargetKind::CddsNone)
+        matches!(
+            self,
+            TargetKind::Cdds
+                | TargetKind::CddsFull
+                | TargetKind::CddsNone
+                | TargetKind::Kamino
+                | TargetKind::KaminoDynamic
+                | TargetKind::Undo
+        )
     }
 
     /// Whether this build can open it (peers need the `peers` feature).
@@ -164,9 +185,12 @@ impl TargetKind {
     /// The system's own open errors, or this build lacking the peer.
     pub fn open(self, dir: &Path, size_hint: u64) -> Result<Box<dyn Target>> {
         match self {
-            TargetKind::Cdds => cdds::open(dir, size_hint, tembo_pmem::OrderingMode::Fast),
-            TargetKind::CddsFull => cdds::open(dir, size_hint, tembo_pmem::OrderingMode::Full),
-            TargetKind::CddsNone => cdds::open(dir, size_hint, tembo_pmem::OrderingMode::None),
+            TargetKind::Cdds => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Cdds),
+            TargetKind::CddsFull => cdds::open(dir, size_hint, OrderingMode::Full, Engine::Cdds),
+            TargetKind::CddsNone => cdds::open(dir, size_hint, OrderingMode::None, Engine::Cdds),
+            TargetKind::Kamino => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Kamino),
+            TargetKind::KaminoDynamic => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::KaminoDynamic),
+            TargetKind::Undo => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Undo),
             TargetKind::BTreeMap => Ok(Box::new(btreemap::MapTarget::default())),
             _ => self.open_peer(dir, size_hint),
         }
@@ -253,7 +277,17 @@ mod tests {
         }
         assert!("nope".parse::<TargetKind>().unwrap_err().contains("known: cdds"));
         let tembo = parse_list("tembo").unwrap();
-        assert_eq!(tembo, vec![TargetKind::Cdds, TargetKind::CddsFull, TargetKind::CddsNone]);
+        assert_eq!(
+            tembo,
+            vec![
+                TargetKind::Cdds,
+                TargetKind::CddsFull,
+                TargetKind::CddsNone,
+                TargetKind::Kamino,
+                TargetKind::KaminoDynamic,
+                TargetKind::Undo
+            ]
+        );
         let l = parse_list("btreemap, cdds,btreemap").unwrap();
         assert_eq!(l, vec![TargetKind::BTreeMap, TargetKind::Cdds]);
         assert!(parse_list("").is_err());
