@@ -70,8 +70,26 @@ pub struct DbStat {
     pub owned_bytes: u64,
     /// Named snapshots, oldest first.
     pub named_snapshots: Vec<SnapshotStat>,
+    /// The in-place engines' backup: bytes of copies against bytes of
+    /// objects, and how many objects have one (`None` for cdds).
+    pub backup: Option<BackupStat>,
     /// What recovery did when this command opened the database.
     pub recovery: RecoveryStat,
+}
+
+/// The backup of an in-place engine (kamino, kamino-dynamic; undo has none).
+#[derive(Debug, Serialize)]
+pub struct BackupStat {
+    /// Transaction mode.
+    pub mode: String,
+    /// α (kamino-dynamic).
+    pub alpha: f64,
+    /// Bytes of the tree's objects, headers included.
+    pub object_bytes: u64,
+    /// Bytes of their backup copies.
+    pub backup_bytes: u64,
+    /// Objects with a copy.
+    pub objects_with_backup: u64,
 }
 
 /// A named snapshot.
@@ -137,7 +155,15 @@ impl DbStat {
     /// # Errors
     /// The walk or the snapshot table cannot be read (a damaged pool).
     pub fn of(db: &Db) -> tembo_store::Result<DbStat> {
-        let t = db.stats()?.tree;
+        let st = db.stats()?;
+        let backup = st.in_place.as_ref().map(|k| BackupStat {
+            mode: k.heap.mode.map_or("?", |m| m.name()).into(),
+            alpha: k.heap.alpha,
+            object_bytes: k.object_bytes,
+            backup_bytes: k.backup_bytes,
+            objects_with_backup: k.objects_with_backup,
+        });
+        let t = st.tree;
         let named_snapshots =
             db.named_snapshots()?.into_iter().map(|s| SnapshotStat { name: s.name, version: s.version }).collect();
         Ok(DbStat {
@@ -152,6 +178,7 @@ impl DbStat {
             data_bytes: t.data_bytes,
             owned_bytes: t.owned_bytes,
             named_snapshots,
+            backup,
             recovery: RecoveryStat::of(db.recovery_report()),
         })
     }
@@ -287,6 +314,18 @@ impl DbStat {
         let _ = writeln!(s, "  height         {}", self.height);
         let _ = writeln!(s, "  data           {}", human(self.data_bytes));
         let _ = writeln!(s, "  owned          {}", human(self.owned_bytes));
+        if let Some(b) = &self.backup {
+            let _ = writeln!(
+                s,
+                "  backup         {} of {} objects ({:.0}%), {} objects have a copy ({} mode{})",
+                human(b.backup_bytes),
+                human(b.object_bytes),
+                100.0 * b.backup_bytes as f64 / b.object_bytes.max(1) as f64,
+                b.objects_with_backup,
+                b.mode,
+                if b.mode == "kamino-dynamic" { format!(", alpha {}", b.alpha) } else { String::new() }
+            );
+        }
         if self.named_snapshots.is_empty() {
             let _ = writeln!(s, "  snapshots      (none)");
         } else {
