@@ -254,7 +254,7 @@ fn judge_objects(heap: &Heap, states: &[ObjState], acked: usize) -> Result<(), S
     if states.get(acked) == Some(&got) || states.get(acked + 1) == Some(&got) {
         return Ok(());
     }
-    let differ: Vec<usize> = (0..OBJECTS).filter(|&i| states.get(acked).is_none_or(|s| s[i] != got[i])).collect();
+    let differ: Vec<usize> = (0..OBJECTS).filter(|&i| states.get(acked).map_or(true, |s| s[i] != got[i])).collect();
     Err(format!("lost: after {acked} acknowledged transactions, objects {differ:?} differ from the model"))
 }
 

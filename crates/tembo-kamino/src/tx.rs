@@ -315,7 +315,7 @@ impl<'h> Tx<'h> {
 
     fn span(&mut self, w_idx: usize, off: u64, len: u64) -> Result<PoolOffset> {
         let w = &mut self.written[w_idx];
-        if off.checked_add(len).is_none_or(|end| end > w.len) {
+        if off.checked_add(len).map_or(true, |end| end > w.len) {
             return Err(KaminoError::BadAccess {
                 what: format!("store of {len} bytes at {off} in a payload of {}", w.len),
                 object: w.obj,

@@ -23,7 +23,8 @@
 //! - `kamino.tree.balanced`: every leaf is at the same depth;
 //! - `kamino.tree.chain`: the leaf chain visits exactly the leaves, in order;
 //! - `kamino.tree.prefix`: each entry's prefix is its key's;
-//! plus every heap invariant ([`Heap::check`]) for every object.
+//!
+//! and every heap invariant ([`Heap::check`]) for every object.
 
 mod modify;
 pub mod node;
@@ -432,7 +433,8 @@ impl Tree {
         let mut leaves = Vec::new();
         let mut leaf_depth = None;
         // (node, depth, lower bound, upper bound)
-        let mut stack: Vec<(PoolOffset, u32, Option<Vec<u8>>, Option<Vec<u8>>)> = vec![(root, 0, None, None)];
+        type Visit = (PoolOffset, u32, Option<Vec<u8>>, Option<Vec<u8>>);
+        let mut stack: Vec<Visit> = vec![(root, 0, None, None)];
         while let Some((nd, depth, lo, hi)) = stack.pop() {
             let (level, count) = rd.meta(nd)?;
             if nd != root && count < MINK {

@@ -183,8 +183,7 @@ impl<'t> Op<'_, 't, '_> {
         let mut es = self.entries(node, count)?;
         es.insert(i, e);
         let rw = self.new_node(level)?;
-        let sep;
-        if level == 0 {
+        let sep = if level == 0 {
             let l = es.len().div_ceil(2);
             self.put_all(w, 0, &es[..l], None)?;
             self.put_all(rw, 0, &es[l..], None)?;
@@ -195,7 +194,7 @@ impl<'t> Op<'_, 't, '_> {
             self.tx.set_u64(w, H_NEXT, rw.obj().offset())?;
             // The separator is a copy of the right node's first key.
             let k = rd.rec_key(es[l].1)?;
-            sep = (es[l].0, self.new_record(&k, &[])?);
+            (es[l].0, self.new_record(&k, &[])?)
         } else {
             let mut cs = self.children(node, count)?;
             cs.insert(i + 1, right);
@@ -204,8 +203,8 @@ impl<'t> Op<'_, 't, '_> {
             self.put_all(rw, 0, &es[m + 1..], Some(&cs[m + 1..]))?;
             self.set_meta(w, level, m)?;
             self.set_meta(rw, level, es.len() - m - 1)?;
-            sep = es[m];
-        }
+            es[m]
+        };
         let r = rw.obj().offset();
         match path.pop() {
             Some((parent, pi)) => self.insert_at(parent, path, pi, sep, r),
