@@ -186,6 +186,55 @@ fn open_db(dir: &Path, engine: Engine, size_hint: u64, alpha: f64) -> Result<Db>
     Db::create(&path, &opts).with_context(|| format!("creating {}", path.display()))
 }
 
+fn is_write(op: &YcsbOp) -> bool {
+    matches!(op, YcsbOp::Update(_) | YcsbOp::Insert(_) | YcsbOp::ReadModifyWrite(_))
+}
+
+/// Runs `ops` through `exec` (which returns the reads that missed), timing
+/// each: histograms of all operations and of the writes, and the misses.
+fn timed_ops<'a>(
+    ops: impl Iterator<Item = (usize, &'a YcsbOp)>,
+    vals: &[Vec<u8>],
+    mut exec: impl FnMut(&YcsbOp, &[u8]) -> Result<u64>,
+) -> Result<(Histogram<u64>, Histogram<u64>, u64)> {
+    let (mut all, mut writes) = (new_histogram(), new_histogram());
+    let mut misses = 0;
+    let mut last = Instant::now();
+    for (i, op) in ops {
+        misses += exec(op, &vals[i % vals.len()])?;
+        let now = Instant::now();
+        let ns = now.duration_since(last).as_nanos().max(1) as u64;
+        last = now;
+        all.saturating_record(ns);
+        if is_write(op) {
+            writes.saturating_record(ns);
+        }
+    }
+    Ok((all, writes, misses))
+}
+
+/// One YCSB operation on a `Db`; returns the reads that missed.
+fn db_op(db: &Db, op: &YcsbOp, v: &[u8]) -> Result<u64> {
+    Ok(match op {
+        YcsbOp::Read(k) => u64::from(db.get(k)?.is_none()),
+        YcsbOp::Update(k) | YcsbOp::Insert(k) => {
+            db.put(k, v)?;
+            0
+        }
+        YcsbOp::ReadModifyWrite(k) => {
+            let miss = u64::from(db.get(k)?.is_none());
+            db.put(k, v)?;
+            miss
+        }
+        YcsbOp::Scan(k, n) => {
+            for p in db.scan(&k[..]..).take(*n) {
+                std::hint::black_box(p?);
+            }
+            0
+        }
+    })
+}
+
 /// Runs the ops of one run phase on `db` with `threads` threads.
 fn run_threads(
     db: &Arc<Db>,
@@ -199,41 +248,9 @@ fn run_threads(
         .map(|t| {
             let (db, ops, vals, barrier) = (db.clone(), ops.clone(), vals.clone(), barrier.clone());
             std::thread::spawn(move || -> Result<(Histogram<u64>, Histogram<u64>, u64)> {
-                let (mut all, mut writes) = (new_histogram(), new_histogram());
-                let mut early = 0u64;
                 barrier.wait();
-                let mut last = Instant::now();
-                for (i, op) in ops.iter().enumerate().skip(t).step_by(threads) {
-                    let v = &vals[i % vals.len()];
-                    let write = match op {
-                        YcsbOp::Read(k) => {
-                            early += u64::from(db.get(k)?.is_none());
-                            false
-                        }
-                        YcsbOp::Update(k) | YcsbOp::Insert(k) => {
-                            db.put(k, v)?;
-                            true
-                        }
-                        YcsbOp::ReadModifyWrite(k) => {
-                            early += u64::from(db.get(k)?.is_none());
-                            db.put(k, v)?;
-                            true
-                        }
-                        YcsbOp::Scan(k, n) => {
-                            for p in db.scan(&k[..]..).take(*n) {
-                                std::hint::black_box(p?);
-                            }
-                            false
-                        }
-                    };
-                    let now = Instant::now();
-                    let ns = now.duration_since(last).as_nanos().max(1) as u64;
-                    last = now;
-                    all.saturating_record(ns);
-                    if write {
-                        writes.saturating_record(ns);
-                    }
-                }
+                let mine = ops.iter().enumerate().skip(t).step_by(threads);
+                let (all, writes, early) = timed_ops(mine, &vals, |op, v| db_op(&db, op, v))?;
                 Ok((all, writes, early))
             })
         })
@@ -306,39 +323,19 @@ fn ycsb_once(cfg: &TxBenchConfig, target: TxTarget, w: Core, threads: usize, run
             for (i, k) in load_keys(&spec).enumerate() {
                 t.put(&k, &vals[i % vals.len()])?;
             }
-            let (mut all, mut writes) = (new_histogram(), new_histogram());
             let mut buf = Vec::new();
             let start = Instant::now();
-            let mut last = start;
-            for (i, op) in ops.iter().enumerate() {
-                let v = &vals[i % vals.len()];
-                let write = match op {
-                    YcsbOp::Read(k) => {
-                        ensure!(t.get(k, &mut buf)?, "a read missed");
-                        false
-                    }
-                    YcsbOp::Update(k) | YcsbOp::Insert(k) => {
-                        t.put(k, v)?;
-                        true
-                    }
-                    YcsbOp::ReadModifyWrite(k) => {
-                        ensure!(t.get(k, &mut buf)?, "a read missed");
-                        t.put(k, v)?;
-                        true
-                    }
-                    YcsbOp::Scan(k, n) => {
-                        t.scan(k, *n)?;
-                        false
-                    }
-                };
-                let now = Instant::now();
-                let ns = now.duration_since(last).as_nanos().max(1) as u64;
-                last = now;
-                all.saturating_record(ns);
-                if write {
-                    writes.saturating_record(ns);
+            let (all, writes, misses) = timed_ops(ops.iter().enumerate(), &vals, |op, v| match op {
+                YcsbOp::Read(k) => Ok(u64::from(!t.get(k, &mut buf)?)),
+                YcsbOp::Update(k) | YcsbOp::Insert(k) => t.put(k, v).map(|()| 0),
+                YcsbOp::ReadModifyWrite(k) => {
+                    let miss = u64::from(!t.get(k, &mut buf)?);
+                    t.put(k, v)?;
+                    Ok(miss)
                 }
-            }
+                YcsbOp::Scan(k, n) => t.scan(k, *n).map(|_| 0),
+            })?;
+            ensure!(misses == 0, "{misses} reads missed");
             Sample { elapsed: start.elapsed(), all, writes, early: 0 }
         }
     };

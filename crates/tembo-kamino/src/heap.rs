@@ -758,18 +758,10 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
         match state {
             Some(SlotState::Running) => {
                 r.rolled_back += 1;
-                let mut rd = SlotReader::new(&t, pool, s, txid)?;
                 if mode == TxMode::Undo {
-                    let mut images = Vec::new();
-                    while let Some([_, obj, len, _]) = rd.next_header::<4>()? {
-                        images.push((obj, rd.read_body(len)?));
-                    }
-                    for (obj, img) in images.into_iter().rev() {
-                        pool.write(payload(obj), &img)?;
-                        pool.flush(payload(obj), img.len() as u64);
-                        r.objects_restored += 1;
-                    }
+                    r.objects_restored += log::apply_undo(&t, pool, s, txid)?;
                 } else {
+                    let mut rd = SlotReader::new(&t, pool, s, txid)?;
                     while let Some([_, word]) = rd.next_header::<2>()? {
                         if word & ALLOC_TAG != 0 {
                             continue;

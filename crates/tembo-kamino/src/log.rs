@@ -232,3 +232,19 @@ pub(crate) fn reset_all(t: &SlotTable, pool: &Pool, txid: u64) -> Result<()> {
     pool.fence();
     Ok(())
 }
+
+/// Applies a slot's undo images newest first (abort and recovery of the
+/// undo mode); returns how many objects it restored. The caller fences.
+pub(crate) fn apply_undo(t: &SlotTable, pool: &Pool, slot: u32, txid: u64) -> Result<u64> {
+    let mut rd = SlotReader::new(t, pool, slot, txid)?;
+    let mut images = Vec::new();
+    while let Some([_, obj, len, _]) = rd.next_header::<4>()? {
+        images.push((obj, rd.read_body(len)?));
+    }
+    let n = images.len() as u64;
+    for (obj, img) in images.into_iter().rev() {
+        pool.write(crate::layout::payload(obj), &img)?;
+        pool.flush(crate::layout::payload(obj), img.len() as u64);
+    }
+    Ok(n)
+}

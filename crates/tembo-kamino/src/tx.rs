@@ -451,7 +451,7 @@ impl<'h> Tx<'h> {
         let mut result = Ok(());
         if heap.mode == TxMode::Undo {
             if let Some(log) = &self.log {
-                result = undo_from_log(heap, log.slot, self.txid);
+                result = crate::log::apply_undo(&heap.slots, pool, log.slot, self.txid).map(|_| ());
             }
         } else {
             for w in self.written.iter().filter(|w| w.intent && w.lo < w.hi) {
@@ -529,20 +529,5 @@ fn free_object(heap: &Inner, o: PoolOffset) -> Result<()> {
     pool.persist(o + H_LEN, 8);
     pool.free(o)?;
     heap.object_bytes.fetch_sub(OBJ_HEADER + len, Ordering::Relaxed);
-    Ok(())
-}
-
-/// Applies a slot's undo images, newest first (runtime abort).
-fn undo_from_log(heap: &Inner, slot: u32, txid: u64) -> Result<()> {
-    let pool = &heap.pool;
-    let mut rd = crate::log::SlotReader::new(&heap.slots, pool, slot, txid)?;
-    let mut images = Vec::new();
-    while let Some([_, obj, len, _]) = rd.next_header::<4>()? {
-        images.push((obj, rd.read_body(len)?));
-    }
-    for (obj, img) in images.into_iter().rev() {
-        pool.write(payload(obj), &img)?;
-        pool.flush(payload(obj), img.len() as u64);
-    }
     Ok(())
 }
