@@ -477,17 +477,7 @@ impl Db {
             Backend::Cdds(t) => (t.stats().map_err(self.err())?, None),
             Backend::InPlace(t, _) => {
                 let k = t.stats().map_err(self.kerr())?;
-                let tree = TreeStats {
-                    keys: k.keys,
-                    live_entries: k.keys,
-                    nodes: k.nodes,
-                    live_nodes: k.nodes,
-                    height: u64::from(k.height),
-                    data_bytes: k.object_bytes,
-                    owned_bytes: k.object_bytes + k.backup_bytes,
-                    ..TreeStats::default()
-                };
-                (tree, Some(k))
+                (in_place_tree_stats(&k), Some(k))
             }
         };
         Ok(Stats {
@@ -522,7 +512,8 @@ impl Db {
             Backend::Cdds(t) => t.check().map_err(self.err())?,
             Backend::InPlace(t, _) => {
                 let violations = t.check().map_err(self.kerr())?;
-                TreeCheck { violations, ..TreeCheck::default() }
+                let stats = in_place_tree_stats(&t.stats().map_err(self.kerr())?);
+                TreeCheck { stats, violations, ..TreeCheck::default() }
             }
         };
         Ok(DbCheck { tree, alloc: pool.check(), record })
@@ -561,6 +552,21 @@ fn non_empty(key: &[u8]) -> Result<()> {
         return Err(DbError::EmptyKey);
     }
     Ok(())
+}
+
+/// The in-place engines' counts in the terms of [`TreeStats`] (no
+/// versions, no dead entries: the tree is updated in place).
+fn in_place_tree_stats(k: &KTreeStats) -> TreeStats {
+    TreeStats {
+        keys: k.keys,
+        live_entries: k.keys,
+        nodes: k.nodes,
+        live_nodes: k.nodes,
+        height: u64::from(k.height),
+        data_bytes: k.object_bytes,
+        owned_bytes: k.object_bytes + k.backup_bytes,
+        ..TreeStats::default()
+    }
 }
 
 /// The in-place engines' recovery in the terms of [`RecoveryReport`].
