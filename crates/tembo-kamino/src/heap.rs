@@ -212,6 +212,13 @@ pub struct Heap {
     recovery: HeapRecovery,
 }
 
+impl Inner {
+    /// The dynamic backup's budget now: α × the heap's object bytes.
+    pub(crate) fn dynamic_budget(&self) -> u64 {
+        (self.alpha * self.object_bytes.load(Ordering::Relaxed) as f64) as u64
+    }
+}
+
 /// Length of `obj`'s payload, validating its header.
 pub(crate) fn object_len(pool: &Pool, obj: PoolOffset) -> Result<u64> {
     if obj == 0 || obj % 8 != 0 {
@@ -730,6 +737,15 @@ pub(crate) fn roll_forward(inner: &Inner, obj: PoolOffset) -> Result<()> {
     } else if inner.mode == TxMode::Kamino {
         let b = backup::make_copy(pool, obj, len)?;
         backup::link(pool, obj, b)
+    } else if let Some(d) = &inner.dynamic {
+        // A new object in dynamic mode: copied off the critical path while
+        // the budget has room (never evicting for it), so its first update
+        // need not copy it.
+        let mut d = d.lock();
+        if d.bytes + len <= inner.dynamic_budget() {
+            d.insert(pool, obj, len)?;
+        }
+        Ok(())
     } else {
         Ok(())
     }

@@ -175,8 +175,7 @@ impl<'h> Tx<'h> {
                         heap.counters.hits.fetch_add(1, Ordering::Relaxed);
                     }
                 } else {
-                    let budget = (heap.alpha * heap.object_bytes.load(Ordering::Relaxed) as f64) as u64;
-                    d.make_room(pool, &heap.locks, len, budget)?;
+                    d.make_room(pool, &heap.locks, len, heap.dynamic_budget())?;
                     d.insert(pool, o, len)?;
                     heap.counters.misses.fetch_add(1, Ordering::Relaxed);
                     heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
@@ -397,11 +396,14 @@ impl<'h> Tx<'h> {
             }
         }
         let keep_pending = heap.mode.has_backup();
+        let has_log = self.log.is_some();
         let mut roll = Vec::new();
         for w in &self.written {
             let freed = self.freed.contains(&w.obj);
-            // New objects need a first copy only in `kamino` (full backup) mode.
-            let pend = keep_pending && !freed && (w.intent || (w.fresh && heap.mode == TxMode::Kamino));
+            // New objects get their first copy from the coordinator too
+            // (always in `kamino`, within the budget in `kamino-dynamic`);
+            // its jobs ride on the log slot, so only when there is one.
+            let pend = keep_pending && has_log && !freed && (w.intent || w.fresh);
             if pend {
                 roll.push(w.obj);
             }
