@@ -174,7 +174,8 @@ impl Dynamic {
                 skipped.push((stamp, obj));
                 continue;
             }
-            self.evict(pool, obj)?;
+            self.drop_copy(pool, obj)?;
+            self.evictions += 1;
         }
         if self.bytes + need > budget {
             self.over_budget += 1;
@@ -185,7 +186,8 @@ impl Dynamic {
         Ok(())
     }
 
-    fn evict(&mut self, pool: &Pool, obj: PoolOffset) -> Result<()> {
+    /// Unlinks and frees `obj`'s copy and its directory entry.
+    fn drop_copy(&mut self, pool: &Pool, obj: PoolOffset) -> Result<()> {
         let Some(e) = self.map.remove(&obj) else { return Ok(()) };
         self.lru.remove(&e.stamp);
         link(pool, obj, 0)?;
@@ -194,7 +196,6 @@ impl Dynamic {
         pool.persist(e.at, 8);
         self.free.push(e.at);
         self.bytes -= e.len;
-        self.evictions += 1;
         Ok(())
     }
 
@@ -228,10 +229,6 @@ impl Dynamic {
 
     /// Forgets `obj` (being freed): its entry goes before the object does.
     pub fn remove(&mut self, pool: &Pool, obj: PoolOffset) -> Result<()> {
-        if self.map.contains_key(&obj) {
-            self.evict(pool, obj)?;
-            self.evictions -= 1;
-        }
-        Ok(())
+        self.drop_copy(pool, obj)
     }
 }

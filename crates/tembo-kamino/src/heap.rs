@@ -301,20 +301,9 @@ impl Heap {
     }
 
     fn start(pool: Arc<Pool>, root: PoolOffset, opts: &HeapOptions, recovery: HeapRecovery) -> Result<Heap> {
-        let mode_id = pool.load_u64(root + R_MODE)?;
-        let mode =
-            TxMode::from_id(mode_id).ok_or_else(|| KaminoError::Layout(format!("unknown heap mode {mode_id}")))?;
+        let (mode, slots) = read_root(&pool, root)?;
         let alpha = f64::from_bits(pool.load_u64(root + R_ALPHA)?);
-        let count = pool.load_u64(root + R_SLOTS)?;
-        if count == 0 || count > 4096 {
-            return Err(invariant("kamino.root", root, format!("slot count {count}")));
-        }
-        let slots = SlotTable {
-            table: pool.load_u64(root + R_SLOT_TABLE)?,
-            count: count as u32,
-            chunk_bytes: chunk_bytes(mode),
-        };
-        pool.check_range(slots.table, count * SLOT_BYTES)?;
+        let count = u64::from(slots.count);
         let mut max_txid = 0;
         for s in 0..slots.count {
             let (txid, state) = slots.state(&pool, s)?;
@@ -751,9 +740,8 @@ pub(crate) fn roll_forward(inner: &Inner, obj: PoolOffset) -> Result<()> {
     }
 }
 
-/// Log recovery after an unclean shutdown.
-fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
-    let t0 = Instant::now();
+/// The heap root's mode and slot table, validated.
+fn read_root(pool: &Pool, root: PoolOffset) -> Result<(TxMode, SlotTable)> {
     let mode_id = pool.load_u64(root + R_MODE)?;
     let mode = TxMode::from_id(mode_id).ok_or_else(|| KaminoError::Layout(format!("unknown heap mode {mode_id}")))?;
     let count = pool.load_u64(root + R_SLOTS)?;
@@ -763,6 +751,13 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
     let t =
         SlotTable { table: pool.load_u64(root + R_SLOT_TABLE)?, count: count as u32, chunk_bytes: chunk_bytes(mode) };
     pool.check_range(t.table, count * SLOT_BYTES)?;
+    Ok((mode, t))
+}
+
+/// Log recovery after an unclean shutdown.
+fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
+    let t0 = Instant::now();
+    let (mode, t) = read_root(pool, root)?;
     let mut r = HeapRecovery { ran: true, ..HeapRecovery::default() };
     let mut max_txid = 0;
     let mut committed = Vec::new();

@@ -196,7 +196,7 @@ impl Tree {
 
     fn leaf_for(&self, key: &[u8], before: bool) -> Result<PoolOffset> {
         let rd = self.rd();
-        let mut node = rd.pool.load_u64(crate::layout::payload(self.anchor) + A_ROOT)?;
+        let mut node = root_of(rd.pool, self.anchor)?;
         for _ in 0..64 {
             let (level, count) = rd.meta(node)?;
             if level == 0 {
@@ -308,7 +308,7 @@ impl Tree {
         // Reverse: descend towards the upper bound keeping the path, then
         // step to the previous leaf through the path.
         let mut path: Vec<(PoolOffset, usize)> = Vec::new();
-        let mut node = rd.pool.load_u64(crate::layout::payload(self.anchor) + A_ROOT)?;
+        let mut node = root_of(rd.pool, self.anchor)?;
         loop {
             let (level, count) = rd.meta(node)?;
             if level == 0 {
@@ -369,12 +369,7 @@ impl Tree {
     /// Every object of the tree: anchor, nodes, records, separators.
     pub fn objects(&self) -> Result<Vec<PoolOffset>> {
         let _s = self.structure.write();
-        let mut v = vec![self.anchor];
-        walk(self.heap.pool(), self.anchor, &mut |o| {
-            v.push(o);
-            Ok(())
-        })?;
-        Ok(v)
+        all_objects(self.heap.pool(), self.anchor)
     }
 
     /// Counts keys, nodes, height and bytes (walks the tree).
@@ -386,24 +381,14 @@ impl Tree {
         let pool = self.heap.pool();
         let rd = self.rd();
         let mut st = KTreeStats { heap: self.heap.stats(), ..KTreeStats::default() };
-        let root = rd.pool.load_u64(crate::layout::payload(self.anchor) + A_ROOT)?;
+        let root = root_of(rd.pool, self.anchor)?;
         st.height = rd.meta(root)?.0 + 1;
-        let mut objs = vec![self.anchor];
-        walk(pool, self.anchor, &mut |o| {
-            objs.push(o);
-            Ok(())
-        })?;
-        for o in objs {
+        for o in all_objects(pool, self.anchor)? {
             let (len, b) = self.heap.object_info(PPtr::<()>::new(o))?;
             st.object_bytes += crate::layout::OBJ_HEADER + len;
             if b != 0 {
                 st.backup_bytes += crate::layout::OBJ_HEADER + len;
                 st.objects_with_backup += 1;
-            }
-            if len == NODE_BYTES && rd.meta(o).is_ok() {
-                // Nodes are the only objects of exactly this size with a
-                // sane meta word; records of that size are rare and only
-                // skew the node count.
             }
         }
         let mut stack = vec![root];
@@ -429,7 +414,7 @@ impl Tree {
         let _s = self.structure.write();
         let rd = self.rd();
         let mut v = Vec::new();
-        let root = rd.pool.load_u64(crate::layout::payload(self.anchor) + A_ROOT)?;
+        let root = root_of(rd.pool, self.anchor)?;
         let mut leaves = Vec::new();
         let mut leaf_depth = None;
         // (node, depth, lower bound, upper bound)
@@ -482,21 +467,30 @@ impl Tree {
         if chain != leaves {
             v.push(format!("kamino.tree.chain: the leaf chain has {} leaves, the tree {}", chain.len(), leaves.len()));
         }
-        let mut objs = vec![self.anchor];
-        walk(rd.pool, self.anchor, &mut |o| {
-            objs.push(o);
-            Ok(())
-        })?;
-        v.extend(self.heap.check(&objs)?);
+        v.extend(self.heap.check(&all_objects(rd.pool, self.anchor)?)?);
         Ok(v)
     }
+}
+
+/// The root node.
+fn root_of(pool: &Pool, anchor: PoolOffset) -> Result<PoolOffset> {
+    Ok(pool.load_u64(crate::layout::payload(anchor) + A_ROOT)?)
+}
+
+/// The anchor and every object reachable from it.
+fn all_objects(pool: &Pool, anchor: PoolOffset) -> Result<Vec<PoolOffset>> {
+    let mut v = vec![anchor];
+    walk(pool, anchor, &mut |o| {
+        v.push(o);
+        Ok(())
+    })?;
+    Ok(v)
 }
 
 /// Calls `f` on every object reachable from the anchor (not the anchor).
 fn walk(pool: &Pool, anchor: PoolOffset, f: &mut dyn FnMut(PoolOffset) -> Result<()>) -> Result<()> {
     let rd = Reader { pool };
-    let root = pool.load_u64(crate::layout::payload(anchor) + A_ROOT)?;
-    let mut stack = vec![root];
+    let mut stack = vec![root_of(pool, anchor)?];
     let mut seen = 0u64;
     while let Some(nd) = stack.pop() {
         seen += 1;
