@@ -2,8 +2,9 @@
 //! crash at every (or a sample of) fence under every crash policy, and an
 //! exact oracle. Shared by the test suite and `tembo crashtest`.
 //!
-//! Workloads mix puts (small and large values), overwrites, deletes and
-//! multi-op batches over uniform, monotonic or reverse keys, with
+//! Workloads mix puts (small and large values), overwrites, deletes,
+//! multi-op batches and incremental GC steps over uniform, monotonic or
+//! reverse keys, with
 //! in-memory snapshots held and released (so dead-slot reuse must honour
 //! them) and named snapshots created and dropped. Each crash state is
 //! reopened, recovered and judged:
@@ -108,6 +109,8 @@ enum WOp {
     Unpin,
     Name(String),
     Unname(String),
+    /// One incremental GC step visiting at most this many nodes.
+    Gc(usize),
 }
 
 #[derive(Clone, Debug, Default)]
@@ -181,6 +184,8 @@ fn generate(cfg: &CampaignConfig) -> Vec<WOp> {
                 let k = used[rng.gen_range(0..used.len())];
                 WOp::Batch(vec![(key_of(k), Some(value(&mut rng)))])
             }
+            // Small budgets, so passes stop and resume between other ops.
+            61..=65 => WOp::Gc(rng.gen_range(1..6)),
             _ => {
                 let k = fresh(&mut rng, &mut used);
                 WOp::Batch(vec![(key_of(k), Some(value(&mut rng)))])
@@ -212,7 +217,7 @@ fn model_states(ops: &[WOp]) -> Vec<ModelState> {
             WOp::Unname(n) => {
                 s.named.remove(n);
             }
-            WOp::Pin | WOp::Unpin => {}
+            WOp::Pin | WOp::Unpin | WOp::Gc(_) => {}
         }
         states.push(s);
     }
@@ -356,6 +361,9 @@ pub fn run(cfg: &CampaignConfig) -> CampaignReport {
                         tree.create_named_snapshot(n).map_err(|e| e.to_string())?;
                     }
                     WOp::Unname(n) => tree.drop_named_snapshot(n).map_err(|e| e.to_string())?,
+                    WOp::Gc(nodes) => {
+                        tree.gc_step(*nodes).map_err(|e| e.to_string())?;
+                    }
                 }
                 acks.ack();
             }

@@ -10,13 +10,14 @@
 //! Map: [`entry`] (self-checking slots), [`record`] (immutable key/value
 //! blocks), [`node`] (layout, seqlock copies, ordered shifts), `search`,
 //! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
-//! reuse), `scan` (iterators), `snapshot` (pins, named snapshots,
-//! rollback), `recover` (Alg. 6 and the leak tracer), `verify` (`check`,
-//! `stats`).
+//! reuse), `gc` (the background, incremental GC), `scan` (iterators),
+//! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6 and the
+//! leak tracer), `verify` (`check`, `stats`).
 
 pub mod campaign;
 pub mod entry;
 mod error;
+mod gc;
 mod meta;
 pub mod node;
 mod pins;
@@ -30,10 +31,11 @@ mod verify;
 mod write;
 
 pub use error::{CddsError, Result};
+pub use gc::{GcConfig, GcStats, GcStep};
 pub use meta::ROOT_NAME;
 pub use recover::RecoveryReport;
 pub use scan::{Iter, KeyValue};
 pub use snapshot::{NamedSnapshot, Snapshot, MAX_SNAPSHOT_NAME};
-pub use tree::{Limits, Tree};
+pub use tree::{Limits, Tree, TreeCore};
 pub use verify::{TreeCheck, TreeStats};
 pub use write::{Op, WriteOutcome, MIN_LIVE, SPLIT_TWO};

@@ -22,7 +22,7 @@ use crate::entry::{Entry, Slot};
 use crate::error::{CddsError, Result};
 use crate::node::{self, NodeWriter, NODE_SLOTS};
 use crate::search;
-use crate::tree::Tree;
+use crate::tree::TreeCore;
 
 /// What recovery did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -101,7 +101,7 @@ fn dup_of(left: &Slot, e: &Entry, v: u64) -> bool {
     }
 }
 
-impl Tree {
+impl TreeCore {
     /// Repairs the tree to its committed version and sweeps leaks.
     pub(crate) fn recover(&self) -> Result<RecoveryReport> {
         let _ws = self.writer.lock();

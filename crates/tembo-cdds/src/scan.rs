@@ -23,7 +23,7 @@ use crate::node;
 use crate::pins::PinGuard;
 use crate::record;
 use crate::search;
-use crate::tree::Tree;
+use crate::tree::TreeCore;
 
 /// A key and its value.
 pub type KeyValue = (Vec<u8>, Vec<u8>);
@@ -31,7 +31,7 @@ pub type KeyValue = (Vec<u8>, Vec<u8>);
 /// Iterator over a key range at one version.
 #[derive(Debug)]
 pub struct Iter<'t> {
-    tree: &'t Tree,
+    tree: &'t TreeCore,
     version: u64,
     _pin: Option<PinGuard<'t>>,
     lo: Bound<Vec<u8>>,
@@ -42,7 +42,7 @@ pub struct Iter<'t> {
     done: bool,
 }
 
-impl Tree {
+impl TreeCore {
     /// Iterates `range` at the current version (pinned while the iterator lives).
     pub fn scan(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Result<Iter<'_>> {
         let pin = self.pin()?;

@@ -11,7 +11,7 @@ use std::ops::Bound;
 
 use crate::error::{CddsError, Result};
 use crate::scan::Iter;
-use crate::tree::Tree;
+use crate::tree::TreeCore;
 use crate::write::{Op, WriteOutcome};
 
 const TABLE_RECORDS: u64 = 64;
@@ -22,7 +22,7 @@ pub const MAX_SNAPSHOT_NAME: usize = 23;
 /// A pinned, consistent view of the tree at one version.
 #[derive(Debug)]
 pub struct Snapshot<'t> {
-    tree: &'t Tree,
+    tree: &'t TreeCore,
     version: u64,
 }
 
@@ -40,7 +40,7 @@ impl<'t> Snapshot<'t> {
     /// The value of `key` at the snapshot.
     ///
     /// # Errors
-    /// As [`Tree::get`].
+    /// As [`TreeCore::get`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.tree.get_at(key, self.version)
     }
@@ -59,7 +59,7 @@ pub struct NamedSnapshot {
     pub version: u64,
 }
 
-impl Tree {
+impl TreeCore {
     /// Pins the current version.
     pub fn snapshot(&self) -> Result<Snapshot<'_>> {
         let mut map = self.snapshots.lock();

@@ -1,5 +1,9 @@
 //! The tree handle: open/create on a pool, the commit word, reader pins,
 //! point reads at a version.
+//!
+//! [`Tree`] owns a [`TreeCore`] behind an `Arc` (every operation is a
+//! method of the core, reached through `Deref`) so that the background GC
+//! thread (`gc`) can share it; dropping the `Tree` stops that thread first.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
@@ -37,11 +41,29 @@ pub(crate) struct WriterState {
     /// Blocks retired by the batch that committed at the tag, waiting until
     /// no read op older than it runs.
     pub limbo: Vec<(u64, Vec<u64>)>,
+    /// Where the incremental GC resumes (see `gc`).
+    pub gc: crate::gc::GcCursor,
 }
 
-/// A CDDS B+tree on a pool.
+/// A CDDS B+tree on a pool: the handle applications hold. Every operation
+/// is a method of [`TreeCore`], reached through `Deref`.
 #[derive(Debug)]
 pub struct Tree {
+    core: Arc<TreeCore>,
+    gc: Option<crate::gc::GcThread>,
+}
+
+impl std::ops::Deref for Tree {
+    type Target = TreeCore;
+    fn deref(&self) -> &TreeCore {
+        &self.core
+    }
+}
+
+/// The state of a tree, shared by its [`Tree`] handle and the background
+/// GC thread.
+#[derive(Debug)]
+pub struct TreeCore {
     pub(crate) pool: Arc<Pool>,
     pub(crate) meta: Meta,
     pub(crate) session: u64,
@@ -54,6 +76,9 @@ pub struct Tree {
     pub(crate) recovery: crate::recover::RecoveryReport,
     pub(crate) recovery_done: std::sync::OnceLock<crate::recover::RecoveryReport>,
     pub(crate) sweep: Mutex<Option<std::thread::JoinHandle<crate::recover::SweepOutcome>>>,
+    /// What the incremental GC has done (steps run by the thread or by
+    /// [`TreeCore::gc_step`]).
+    pub(crate) gc_stats: Mutex<crate::gc::GcStats>,
 }
 
 impl Tree {
@@ -68,7 +93,7 @@ impl Tree {
         let root = node::create(&pool, 0, &[])?;
         let meta = Meta::create(&pool, root)?;
         pool.set_root(ROOT_NAME, meta.off)?;
-        Self::finish_open(pool, meta, limits)
+        TreeCore::finish_open(pool, meta, limits).map(Tree::wrap)
     }
 
     /// Opens the tree of `pool`, recovering it first if the pool was not
@@ -79,12 +104,43 @@ impl Tree {
     pub fn open(pool: Arc<Pool>, limits: Limits) -> Result<Tree> {
         let off = pool.root(ROOT_NAME).ok_or_else(|| CddsError::NotATree("the pool has no `cdds` root".into()))?;
         let meta = Meta::open(&pool, off)?;
-        Self::finish_open(pool, meta, limits)
+        TreeCore::finish_open(pool, meta, limits).map(Tree::wrap)
     }
 
-    fn finish_open(pool: Arc<Pool>, meta: Meta, limits: Limits) -> Result<Tree> {
+    fn wrap(core: TreeCore) -> Tree {
+        Tree { core: Arc::new(core), gc: None }
+    }
+
+    /// Starts the background, incremental GC thread (see `gc`); a second
+    /// call replaces the first thread with one of the new settings.
+    pub fn start_gc(&mut self, cfg: crate::gc::GcConfig) {
+        self.stop_gc();
+        self.gc = Some(crate::gc::GcThread::start(self.core.clone(), cfg));
+    }
+
+    /// Stops the background GC thread, if one runs (waiting for its step).
+    pub fn stop_gc(&mut self) {
+        if let Some(g) = self.gc.take() {
+            g.stop();
+        }
+    }
+
+    /// Whether a background GC thread runs.
+    pub fn gc_running(&self) -> bool {
+        self.gc.is_some()
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        self.stop_gc();
+    }
+}
+
+impl TreeCore {
+    fn finish_open(pool: Arc<Pool>, meta: Meta, limits: Limits) -> Result<TreeCore> {
         let session = meta.next_session(&pool)?;
-        let mut tree = Tree {
+        let mut tree = TreeCore {
             pool,
             meta,
             session,
@@ -95,6 +151,7 @@ impl Tree {
             recovery: Default::default(),
             recovery_done: std::sync::OnceLock::new(),
             sweep: Mutex::new(None),
+            gc_stats: Default::default(),
         };
         if tree.pool.opened_unclean() {
             match tree.recover() {
@@ -177,7 +234,7 @@ impl Tree {
     /// (through a snapshot).
     ///
     /// # Errors
-    /// As [`Tree::get`].
+    /// As [`TreeCore::get`].
     pub fn get_at(&self, key: &[u8], v: u64) -> Result<Option<Vec<u8>>> {
         let _pin = self.pin()?;
         self.get_pinned(key, v)
@@ -215,7 +272,7 @@ impl Tree {
     }
 }
 
-impl Drop for Tree {
+impl Drop for TreeCore {
     /// Frees what batches retired while readers ran: no reader outlives the
     /// tree it borrows, so nothing can still reach those blocks. Without
     /// this a clean close would leave them allocated and unreachable.

@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::node::{self, NODE_SLOTS};
 use crate::record;
 use crate::search;
-use crate::tree::Tree;
+use crate::tree::TreeCore;
 use crate::write::MIN_LIVE;
 
 /// What a walk of the tree counted.
@@ -68,7 +68,7 @@ impl TreeCheck {
 }
 
 struct Walk<'a> {
-    tree: &'a Tree,
+    tree: &'a TreeCore,
     pool: &'a Pool,
     v: u64,
     full: bool,
@@ -212,7 +212,7 @@ impl Walk<'_> {
     }
 }
 
-impl Tree {
+impl TreeCore {
     fn walk(&self, full: bool) -> Result<TreeCheck> {
         let ws = self.writer.lock();
         let pool = &*self.pool;
@@ -258,13 +258,13 @@ impl Tree {
     /// Counts keys, entries, nodes and bytes (a full walk, O(tree)).
     ///
     /// # Errors
-    /// As [`Tree::check`].
+    /// As [`TreeCore::check`].
     pub fn stats(&self) -> Result<TreeStats> {
         Ok(self.walk(false)?.stats)
     }
 }
 
-impl Tree {
+impl TreeCore {
     /// A human-readable dump of node `n`'s slots (debugging aid).
     pub fn dump_node(&self, n: u64) -> Result<String> {
         let mut s = format!("node {n:#x} level {}\n", node::level(&self.pool, n)?);

@@ -18,7 +18,7 @@ use crate::error::{CddsError, Result};
 use crate::node::{self, NodeCopy, NodeWriter, NODE_SLOTS};
 use crate::record;
 use crate::search;
-use crate::tree::Tree;
+use crate::tree::TreeCore;
 
 /// Fewest live entries of a non-root node before it borrows or merges (ml).
 pub const MIN_LIVE: usize = 6;
@@ -50,19 +50,23 @@ struct Step {
     via: Option<Entry>,
 }
 
-struct Batch<'t> {
-    tree: &'t Tree,
-    pool: &'t Pool,
-    w: u64,
-    oldest: u64,
+/// One batch's (or one GC step's) work at version `w`.
+pub(crate) struct Batch<'t> {
+    tree: &'t TreeCore,
+    pub(crate) pool: &'t Pool,
+    /// The version the batch writes (current + 1).
+    pub(crate) w: u64,
+    /// The oldest version any reader or snapshot may still read.
+    pub(crate) oldest: u64,
     allocs: Vec<u64>,
     touched: Vec<u64>,
-    retired: Vec<u64>,
+    /// Blocks unlinked by this batch, to free once no reader needs them.
+    pub(crate) retired: Vec<u64>,
     old_root: u64,
     changed: bool,
 }
 
-impl Tree {
+impl TreeCore {
     /// Applies `ops` atomically: all of them become durable with one commit
     /// store, or (on error) none.
     ///
@@ -91,25 +95,13 @@ impl Tree {
         self.write_locked(&mut ws, ops)
     }
 
-    /// [`Tree::write`] for a caller already holding the writer lock.
+    /// [`TreeCore::write`] for a caller already holding the writer lock.
     pub(crate) fn write_locked(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
         let v = self.current_version()?;
         if v >= MAX_VERSION {
             return Err(CddsError::VersionsExhausted(v));
         }
-        let min_pinned = self.pins.min_pinned();
-        let oldest = self.oldest_retained(v, min_pinned);
-        let mut b = Batch {
-            tree: self,
-            pool: &self.pool,
-            w: v + 1,
-            oldest,
-            allocs: Vec::new(),
-            touched: Vec::new(),
-            retired: Vec::new(),
-            old_root: self.meta.root(&self.pool)?,
-            changed: false,
-        };
+        let mut b = Batch::new(self)?;
         b.collapse_root()?;
         let mut existed = Vec::with_capacity(ops.len());
         let mut failed = None;
@@ -179,7 +171,24 @@ impl Tree {
     }
 }
 
-impl Batch<'_> {
+impl<'t> Batch<'t> {
+    /// Starts a batch at the current version + 1 (the caller holds the writer lock).
+    pub(crate) fn new(tree: &'t TreeCore) -> Result<Batch<'t>> {
+        let v = tree.current_version()?;
+        let oldest = tree.oldest_retained(v, tree.pins.min_pinned());
+        Ok(Batch {
+            tree,
+            pool: &tree.pool,
+            w: v + 1,
+            oldest,
+            allocs: Vec::new(),
+            touched: Vec::new(),
+            retired: Vec::new(),
+            old_root: tree.meta.root(&tree.pool)?,
+            changed: false,
+        })
+    }
+
     fn descend(&self, key: &[u8]) -> Result<Vec<Step>> {
         let pfx = key_prefix(key);
         let mut path = vec![Step { node: self.tree.meta.root(self.pool)?, via: None }];
@@ -203,7 +212,7 @@ impl Batch<'_> {
     /// entry every retained version sees, all others dead to every retained
     /// version, is replaced by its child. No version's contents change, so
     /// the root store needs no commit; the old root is retired.
-    fn collapse_root(&mut self) -> Result<()> {
+    pub(crate) fn collapse_root(&mut self) -> Result<()> {
         loop {
             let root = self.tree.meta.root(self.pool)?;
             let mut raw = node::RawNode::default();
@@ -237,7 +246,7 @@ impl Batch<'_> {
         }
     }
 
-    fn read(&self, n: u64) -> Result<Box<NodeCopy>> {
+    pub(crate) fn read(&self, n: u64) -> Result<Box<NodeCopy>> {
         node::read_own(self.pool, n)
     }
 
@@ -494,8 +503,9 @@ impl Batch<'_> {
     }
 
     /// Dead-slot reuse: removes torn and duplicate slots and entries no
-    /// retained version can see, retiring what only they owned.
-    fn compact(&mut self, n: u64) -> Result<()> {
+    /// retained version can see, retiring what only they owned. Returns
+    /// the number of slots removed.
+    pub(crate) fn compact(&mut self, n: u64) -> Result<u64> {
         let slots = node::raw_slots(self.pool, n)?;
         let used = slots.iter().position(|s| *s == Slot::Empty).unwrap_or(NODE_SLOTS);
         let level = node::level(self.pool, n)?;
@@ -517,7 +527,7 @@ impl Batch<'_> {
             }
         }
         if remove.is_empty() {
-            return Ok(());
+            return Ok(0);
         }
         let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
         let mut used = used;
@@ -527,7 +537,7 @@ impl Batch<'_> {
         }
         drop(nw);
         self.touch(n);
-        Ok(())
+        Ok(remove.len() as u64)
     }
 
     /// Retires the blocks a dead, not-moved entry owns: its record, and for

@@ -50,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tembo_cdds::{Limits, Op, Snapshot, Tree};
+use tembo_cdds::{GcConfig, GcStats, Limits, Op, Snapshot, Tree};
 use tembo_pmem::{Pool, PoolOptions};
 
 /// Plain keys `k00000`..: every third one is longer than the 8-byte prefix
@@ -665,11 +665,29 @@ fn writer(tree: &Tree, shared: &Shared, seed: u64, ops: u64) -> R<(Model, Histor
 
 #[test]
 fn one_writer_three_readers() {
+    stress(None);
+}
+
+/// The same with the background GC thread stepping every millisecond:
+/// its shifts and frees must stay invisible to readers and snapshots.
+#[test]
+fn one_writer_three_readers_and_background_gc() {
+    let gc = GcConfig { nodes_per_step: 32, pause: Duration::from_millis(1), idle_pause: Duration::from_millis(2) };
+    let stats = stress(Some(gc)).expect("GC stats");
+    eprintln!("background GC: {stats:?}");
+    assert!(stats.error.is_none(), "{stats:?}");
+    assert!(stats.steps > 0 && stats.entries_removed > 0 && stats.blocks_retired > 0, "the GC did no work: {stats:?}");
+}
+
+fn stress(gc: Option<GcConfig>) -> Option<GcStats> {
     let seed = env_u64("TEMBO_STRESS_SEED", 0x7E3B_05EE);
     let ops = env_u64("TEMBO_STRESS_OPS", 60_000);
     let pool = Pool::in_memory(&PoolOptions { size: 16 << 20, max_size: Some(512 << 20), ..PoolOptions::default() })
         .expect("an in-memory pool");
-    let tree = Tree::create(Arc::new(pool), Limits::default()).expect("a tree");
+    let mut tree = Tree::create(Arc::new(pool), Limits::default()).expect("a tree");
+    if let Some(cfg) = gc {
+        tree.start_gc(cfg);
+    }
     let shared = Shared { done: AtomicBool::new(false), failed: AtomicBool::new(false), committed: AtomicU64::new(0) };
     let started = Instant::now();
 
@@ -752,4 +770,5 @@ fn one_writer_three_readers() {
     assert!(total(|s| s.groups_full) > 0, "no reader saw a group present");
     assert!(total(|s| s.rounds_with_progress) > 0, "no snapshot re-read ran while the writer committed");
     assert!(total(|s| s.long_snapshots) > 0, "no long-held snapshot was re-read");
+    gc.map(|_| tree.gc_stats())
 }

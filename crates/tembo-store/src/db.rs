@@ -11,7 +11,7 @@ use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use tembo_cdds::{Limits, NamedSnapshot, RecoveryReport, Tree, TreeCheck, TreeStats, WriteOutcome};
+use tembo_cdds::{GcStats, GcStep, Limits, NamedSnapshot, RecoveryReport, Tree, TreeCheck, TreeStats, WriteOutcome};
 use tembo_kamino::tree::{KTreeStats, Tree as KTree, TreeOp};
 use tembo_pmem::{AllocStats, CheckReport, FlushInstruction, Mode, OrderingMode, Pool, WriteStats};
 
@@ -40,7 +40,7 @@ pub struct Db {
 enum Backend {
     Cdds(Tree),
     /// The in-place tree, and what its recovery did in the CDDS report's terms.
-    InPlace(KTree, RecoveryReport),
+    InPlace(Box<KTree>, RecoveryReport),
 }
 
 /// What [`Db::stats`] reports.
@@ -66,6 +66,8 @@ pub struct Stats {
     /// The in-place engines' counts: transactions, copies in and out of the
     /// critical path, backup hits, backup bytes against object bytes.
     pub in_place: Option<KTreeStats>,
+    /// `cdds`: what the incremental GC has done since open.
+    pub gc: Option<GcStats>,
     /// Heap usage and fragmentation.
     pub alloc: AllocStats,
     /// Flushes, fences and msyncs since the pool was opened.
@@ -180,12 +182,12 @@ impl Db {
         let path = pool.path().to_path_buf();
         let engine = record::read(&pool, &path)?.ok_or_else(|| DbError::NoDatabase { path: path.clone() })?;
         let backend = match engine.tx_mode() {
-            None => Backend::Cdds(Tree::open(pool, opts.limits).map_err(|e| DbError::engine(&path, e))?),
+            None => Backend::Cdds(with_gc(Tree::open(pool, opts.limits).map_err(|e| DbError::engine(&path, e))?, opts)),
             Some(mode) => {
                 let t = KTree::open(pool, &opts.heap_options(mode), opts.tree_limits())
                     .map_err(|e| DbError::kamino(&path, e))?;
                 let r = in_place_report(&t);
-                Backend::InPlace(t, r)
+                Backend::InPlace(Box::new(t), r)
             }
         };
         Ok(Db { backend: Some(backend), engine, path })
@@ -195,14 +197,15 @@ impl Db {
         let path = pool.path().to_path_buf();
         let engine = opts.engine;
         let backend = match engine.tx_mode() {
-            None => Backend::Cdds(
+            None => Backend::Cdds(with_gc(
                 if pool.root(tembo_cdds::ROOT_NAME).is_some() {
                     Tree::open(pool, opts.limits)
                 } else {
                     Tree::create(pool, opts.limits)
                 }
                 .map_err(|e| DbError::engine(&path, e))?,
-            ),
+                opts,
+            )),
             Some(mode) => {
                 let (ho, lim) = (opts.heap_options(mode), opts.tree_limits());
                 let t = if pool.root("kamino").is_some() {
@@ -212,7 +215,7 @@ impl Db {
                 }
                 .map_err(|e| DbError::kamino(&path, e))?;
                 let r = in_place_report(&t);
-                Backend::InPlace(t, r)
+                Backend::InPlace(Box::new(t), r)
             }
         };
         let db = Db { backend: Some(backend), engine, path };
@@ -490,9 +493,27 @@ impl Db {
             max_size: pool.max_size(),
             tree,
             in_place,
+            gc: match self.backend() {
+                Backend::Cdds(t) => Some(t.gc_stats()),
+                Backend::InPlace(..) => None,
+            },
             alloc: pool.alloc_stats(),
             writes: pool.write_stats(),
         })
+    }
+
+    /// Runs the CDDS engine's incremental GC over the whole tree now (the
+    /// background thread does the same a step at a time): removes every
+    /// entry no retained version can see and frees what only it owned.
+    /// The in-place engines keep no dead entries: nothing to do there.
+    ///
+    /// # Errors
+    /// [`DbError::Engine`] if the walk meets a corrupted node.
+    pub fn gc(&self) -> Result<GcStep> {
+        match self.backend() {
+            Backend::Cdds(t) => t.gc_pass().map_err(self.err()),
+            Backend::InPlace(..) => Ok(GcStep { pass_complete: true, ..GcStep::default() }),
+        }
     }
 
     /// Validates every invariant of the engine record, the engine and the
@@ -545,6 +566,14 @@ impl Db {
             Err(_shared) => Ok(()),
         }
     }
+}
+
+/// Starts the background GC thread when the options ask for one.
+fn with_gc(mut tree: Tree, opts: &Options) -> Tree {
+    if let Some(cfg) = opts.gc {
+        tree.start_gc(cfg);
+    }
+    tree
 }
 
 fn non_empty(key: &[u8]) -> Result<()> {

@@ -75,7 +75,8 @@ pub use read::{prefix_range, Iter, KeyValue, Snapshot};
 pub use record::{RECORD_BYTES as ENGINE_RECORD_BYTES, ROOT_NAME as DB_ROOT};
 
 pub use tembo_cdds::{
-    CddsError, Limits, NamedSnapshot, RecoveryReport, TreeCheck, TreeStats, WriteOutcome, MAX_SNAPSHOT_NAME,
+    CddsError, GcConfig, GcStats, GcStep, Limits, NamedSnapshot, RecoveryReport, TreeCheck, TreeStats, WriteOutcome,
+    MAX_SNAPSHOT_NAME,
 };
 pub use tembo_pmem::{
     AllocStats, CheckReport, FlushInstruction, Mode, ModeRequest, OrderingMode, PmemError, Pool, WriteStats,

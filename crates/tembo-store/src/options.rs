@@ -1,6 +1,6 @@
 //! How a database is created and opened: [`Options`] and [`Engine`].
 
-use tembo_cdds::Limits;
+use tembo_cdds::{GcConfig, Limits};
 use tembo_pmem::{FlushInstruction, ModeRequest, OrderingMode, PoolOptions};
 
 /// The storage engine behind a [`Db`](crate::Db). Chosen at creation and
@@ -109,6 +109,10 @@ pub struct Options {
     /// `kamino-dynamic` only: the backup's budget as a fraction of the
     /// heap, in (0, 1] (create only; default 0.5).
     pub alpha: f64,
+    /// `cdds` only: the background, incremental GC thread's settings
+    /// (`None`: no thread; dead entries are then removed only when their
+    /// node fills up, or by [`Db::gc`](crate::Db::gc)).
+    pub gc: Option<GcConfig>,
 }
 
 impl Default for Options {
@@ -123,6 +127,7 @@ impl Default for Options {
             limits: Limits::default(),
             engine: Engine::default(),
             alpha: 0.5,
+            gc: Some(GcConfig::default()),
         }
     }
 }

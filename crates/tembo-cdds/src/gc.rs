@@ -1,0 +1,311 @@
+//! Background, incremental garbage collection (thesis §4.4.4, Alg. 5).
+//!
+//! Why: dead-slot reuse alone removes dead entries only when a node fills
+//! up, so the records of deleted or overwritten keys — a deleted 1 MiB
+//! value included — stay allocated until later writes happen to land in
+//! the same leaf. The incremental GC walks the tree in key order, a bounded
+//! number of nodes per step, and in each node removes the entries that
+//! ended at or before the oldest retained version (the oldest reader pin
+//! or snapshot, named ones included): *logical* GC. It retires what only
+//! they owned — their records, and for dead inner entries whole dead
+//! subtrees — and frees those blocks once no running read op can still
+//! reach them (the pin table): *physical* GC. An inner root left with one
+//! child is replaced by it.
+//!
+//! What it promises:
+//! - it changes no version's contents, so it needs no commit: every step is
+//!   made of the same persisted, crash-safe shifts as dead-slot reuse, and
+//!   a crash in the middle of a step recovers like any other crash;
+//! - it holds the writer lock for one step only (`nodes_per_step` nodes),
+//!   so writers wait at most one step; readers never wait;
+//! - an idle tree costs nothing: after a pass that removed nothing, the
+//!   thread only wakes to see whether anything was written or the oldest
+//!   retained version moved since.
+//!
+//! The walk resumes from a key (the upper bound of the last subtree it
+//! finished), so writers may split, merge and collapse nodes between steps
+//! without making it skip or repeat anything that matters.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::entry::key_prefix;
+use crate::error::Result;
+use crate::search;
+use crate::tree::{TreeCore, WriterState};
+use crate::write::Batch;
+
+/// Settings of the background GC thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GcConfig {
+    /// Nodes visited per step (the longest the writer lock is held).
+    pub nodes_per_step: usize,
+    /// Pause between steps while a pass is under way.
+    pub pause: Duration,
+    /// Pause between checks for new work once a pass found nothing to do.
+    pub idle_pause: Duration,
+}
+
+impl Default for GcConfig {
+    fn default() -> Self {
+        GcConfig { nodes_per_step: 256, pause: Duration::from_millis(5), idle_pause: Duration::from_millis(200) }
+    }
+}
+
+/// What one GC step did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcStep {
+    /// Nodes visited.
+    pub nodes_visited: u64,
+    /// Nodes from which entries were removed.
+    pub nodes_compacted: u64,
+    /// Dead (or torn, or duplicate) slots removed.
+    pub entries_removed: u64,
+    /// Blocks (records, nodes) retired, to be freed once no reader needs them.
+    pub blocks_retired: u64,
+    /// Whether this step finished a pass over the whole tree.
+    pub pass_complete: bool,
+    /// The oldest retained version the step used.
+    pub oldest: u64,
+}
+
+/// Totals of every GC step since the tree was opened.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GcStats {
+    /// Steps run.
+    pub steps: u64,
+    /// Passes over the whole tree completed.
+    pub passes: u64,
+    /// Nodes visited.
+    pub nodes_visited: u64,
+    /// Nodes from which entries were removed.
+    pub nodes_compacted: u64,
+    /// Slots removed.
+    pub entries_removed: u64,
+    /// Blocks retired.
+    pub blocks_retired: u64,
+    /// The error that stopped the background thread, if one did.
+    pub error: Option<String>,
+}
+
+/// Where the walk resumes.
+#[derive(Debug, Default)]
+pub(crate) struct GcCursor {
+    /// Keys at or below this one are done in the current pass (`None`: a
+    /// pass starts from the smallest key).
+    after: Option<Vec<u8>>,
+    /// Slots removed so far in the current pass.
+    pass_removed: u64,
+    /// Smallest oldest-retained version a step of the current pass used.
+    pass_oldest: u64,
+    /// A pass that removed nothing: (its oldest retained version, the
+    /// current version at its end). No work until either moves.
+    clean: Option<(u64, u64)>,
+}
+
+enum Flow {
+    Done,
+    Paused,
+}
+
+impl TreeCore {
+    /// Runs one GC step: visits up to `nodes` nodes (at least one) from
+    /// where the last step stopped, holding the writer lock meanwhile.
+    ///
+    /// # Errors
+    /// Invariant or pool errors met on the way (a corrupted pool).
+    pub fn gc_step(&self, nodes: usize) -> Result<GcStep> {
+        let mut ws = self.writer.lock();
+        let step = self.gc_step_locked(&mut ws, nodes.max(1))?;
+        let mut st = self.gc_stats.lock();
+        st.steps += 1;
+        st.passes += u64::from(step.pass_complete);
+        st.nodes_visited += step.nodes_visited;
+        st.nodes_compacted += step.nodes_compacted;
+        st.entries_removed += step.entries_removed;
+        st.blocks_retired += step.blocks_retired;
+        Ok(step)
+    }
+
+    /// Runs GC steps until a whole pass is done (for tests and tools).
+    ///
+    /// # Errors
+    /// As [`TreeCore::gc_step`].
+    pub fn gc_pass(&self) -> Result<GcStep> {
+        let mut total = GcStep::default();
+        loop {
+            let s = self.gc_step(4096)?;
+            total.nodes_visited += s.nodes_visited;
+            total.nodes_compacted += s.nodes_compacted;
+            total.entries_removed += s.entries_removed;
+            total.blocks_retired += s.blocks_retired;
+            total.oldest = s.oldest;
+            if s.pass_complete {
+                total.pass_complete = true;
+                return Ok(total);
+            }
+        }
+    }
+
+    /// What the GC has done since open.
+    pub fn gc_stats(&self) -> GcStats {
+        self.gc_stats.lock().clone()
+    }
+
+    /// Whether a pass could find work: false only right after a pass that
+    /// removed nothing, while neither the version nor the oldest retained
+    /// version has moved.
+    pub(crate) fn gc_has_work(&self) -> Result<bool> {
+        let ws = self.writer.lock();
+        let Some((oldest, version)) = ws.gc.clean else { return Ok(true) };
+        let v = self.current_version()?;
+        Ok(v != version || self.oldest_retained(v, self.pins.min_pinned()) != oldest)
+    }
+
+    fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize) -> Result<GcStep> {
+        let mut b = Batch::new(self)?;
+        let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
+        if ws.gc.after.is_none() {
+            ws.gc.pass_removed = 0;
+            ws.gc.pass_oldest = b.oldest;
+        }
+        ws.gc.pass_oldest = ws.gc.pass_oldest.min(b.oldest);
+        b.collapse_root()?;
+        let mut budget = nodes;
+        let root = self.meta.root(&self.pool)?;
+        let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, 0)?;
+        step.blocks_retired = b.retired.len() as u64;
+        ws.gc.pass_removed += step.entries_removed;
+        if let Flow::Done = flow {
+            ws.gc.after = None;
+            step.pass_complete = true;
+            ws.gc.clean = (ws.gc.pass_removed == 0 && step.blocks_retired == 0).then(|| (ws.gc.pass_oldest, b.w - 1));
+        } else {
+            ws.gc.clean = None;
+        }
+        let retired = std::mem::take(&mut b.retired);
+        if !retired.is_empty() {
+            // Tagged like a batch committing now: freed once every running
+            // read op started after this step.
+            ws.limbo.push((b.w, retired));
+        }
+        if !ws.limbo.is_empty() {
+            self.free_limbo(ws);
+        }
+        Ok(step)
+    }
+}
+
+impl Batch<'_> {
+    /// Compacts `n` if it holds reclaimable slots, then (inner nodes) walks
+    /// its children whose keys lie above `after`, in key order.
+    fn gc_walk(
+        &mut self,
+        n: u64,
+        after: &mut Option<Vec<u8>>,
+        budget: &mut usize,
+        step: &mut GcStep,
+        depth: usize,
+    ) -> Result<Flow> {
+        if depth > 64 {
+            return Err(crate::error::CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
+        }
+        let mut copy = self.read(n)?;
+        step.nodes_visited += 1;
+        *budget = budget.saturating_sub(1);
+        let oldest = self.oldest;
+        if copy.dirty || copy.entries().iter().any(|e| e.end != 0 && e.end <= oldest) {
+            let removed = self.compact(n)?;
+            if removed > 0 {
+                step.nodes_compacted += 1;
+                step.entries_removed += removed;
+            }
+            copy = self.read(n)?;
+        }
+        if copy.level == 0 {
+            return Ok(Flow::Done);
+        }
+        let entries = copy.entries();
+        let start = match after.as_deref() {
+            Some(k) => search::bound(self.pool, entries, k, key_prefix(k), true)?,
+            None => 0,
+        };
+        for e in &entries[start..] {
+            if !e.visible_at(self.w, &[]) {
+                continue;
+            }
+            if *budget == 0 {
+                return Ok(Flow::Paused);
+            }
+            let child = search::child_of(self.pool, e)?;
+            if let Flow::Paused = self.gc_walk(child, after, budget, step, depth + 1)? {
+                return Ok(Flow::Paused);
+            }
+            // Everything below this entry's key is done; the sentinel's
+            // subtree ends the node, and the caller records its own bound.
+            if let Some(k) = search::entry_key(self.pool, e)? {
+                *after = Some(k);
+            }
+        }
+        Ok(Flow::Done)
+    }
+}
+
+/// The background GC thread of a tree.
+#[derive(Debug)]
+pub(crate) struct GcThread {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    handle: JoinHandle<()>,
+}
+
+impl GcThread {
+    pub(crate) fn start(core: Arc<TreeCore>, cfg: GcConfig) -> GcThread {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("tembo-cdds-gc".into())
+            .spawn(move || run(&core, cfg, &flag))
+            .expect("spawning the GC thread");
+        GcThread { stop, handle }
+    }
+
+    pub(crate) fn stop(self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        let _ = self.handle.join();
+    }
+}
+
+fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
+    let mut pause = cfg.pause;
+    loop {
+        {
+            let mut stopped = stop.0.lock();
+            if *stopped {
+                return;
+            }
+            stop.1.wait_for(&mut stopped, pause);
+            if *stopped {
+                return;
+            }
+        }
+        let result =
+            core.gc_has_work()
+                .and_then(|work| if work { core.gc_step(cfg.nodes_per_step).map(Some) } else { Ok(None) });
+        match result {
+            // Between passes, rest: a busy tree gets a pass every idle pause.
+            Ok(Some(s)) if s.pass_complete => pause = cfg.idle_pause,
+            Ok(Some(_)) => pause = cfg.pause,
+            Ok(None) => pause = cfg.idle_pause,
+            Err(e) => {
+                // A corrupted pool: stop collecting (the writers and `check`
+                // report it too); never panic in the user's process.
+                core.gc_stats.lock().error = Some(e.to_string());
+                return;
+            }
+        }
+    }
+}

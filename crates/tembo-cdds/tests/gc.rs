@@ -1,0 +1,243 @@
+//! The incremental GC: it removes exactly the entries no retained version
+//! can see (honouring reader pins, snapshots and named snapshots), frees
+//! what they owned, resumes across steps while writers change the tree,
+//! and changes no version's contents. Against a `BTreeMap` model with
+//! random GC steps between batches (proptest), and on the background thread.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use tembo_cdds::{GcConfig, Limits, Op, Tree};
+use tembo_pmem::{Pool, PoolOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn tree() -> Tree {
+    let pool =
+        Pool::in_memory(&PoolOptions { size: 8 << 20, max_size: Some(256 << 20), ..PoolOptions::default() }).unwrap();
+    Tree::create(Arc::new(pool), Limits::default()).unwrap()
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key:{i:08}").into_bytes()
+}
+
+fn contents(t: &Tree) -> Model {
+    t.scan(Bound::Unbounded, Bound::Unbounded, false).unwrap().map(|r| r.unwrap()).collect()
+}
+
+fn assert_checks(t: &Tree) {
+    let c = t.check().unwrap();
+    assert!(c.is_ok() && c.allocator.is_empty(), "{:?} {:?}", c.violations, c.allocator);
+}
+
+fn used_bytes(t: &Tree) -> u64 {
+    t.pool().alloc_stats().used_bytes
+}
+
+#[test]
+fn a_pass_frees_deleted_values() {
+    let t = tree();
+    for i in 0..2000 {
+        t.write(&[Op::Put(&key(i), &[7u8; 1000])]).unwrap();
+    }
+    let full = used_bytes(&t);
+    // Every other key: leaves keep enough live entries not to merge, so
+    // the deleted entries (and their 1000-byte records) stay until GC.
+    for i in (0..2000).step_by(2) {
+        t.write(&[Op::Delete(&key(i))]).unwrap();
+    }
+    let before = t.stats().unwrap();
+    assert!(before.dead_entries >= 900, "deletes leave dead entries until GC: {before:?}");
+    assert!(used_bytes(&t) > full * 9 / 10, "deleted values are still allocated before GC");
+    let step = t.gc_pass().unwrap();
+    // Dead entries of live nodes are removed; dead nodes (left by splits
+    // and merges) are retired whole with their parents' dead entries.
+    assert!(step.pass_complete && step.entries_removed >= 900, "{step:?} {before:?}");
+    let after = t.stats().unwrap();
+    assert_eq!(after.dead_entries, 0, "{after:?}");
+    assert_eq!(after.nodes, after.live_nodes, "{after:?}");
+    assert_eq!(after.keys, 1000);
+    // Half of the 2 MB of values is back in the allocator.
+    let used = used_bytes(&t);
+    assert!(used < full * 6 / 10, "used {used} of {full} after deleting half and a GC pass");
+    assert_checks(&t);
+    let gs = t.gc_stats();
+    assert_eq!(gs.passes, 1);
+    assert!(gs.blocks_retired >= 1000, "{gs:?}");
+}
+
+#[test]
+fn snapshots_and_named_snapshots_keep_what_they_see() {
+    let t = tree();
+    for i in 0..500 {
+        t.write(&[Op::Put(&key(i), b"one")]).unwrap();
+    }
+    let snap = t.snapshot().unwrap();
+    t.create_named_snapshot("before").unwrap();
+    let at_snap = contents(&t);
+    for i in 0..500 {
+        if i % 2 == 0 {
+            t.write(&[Op::Delete(&key(i))]).unwrap();
+        } else {
+            t.write(&[Op::Put(&key(i), b"two")]).unwrap();
+        }
+    }
+    let now = contents(&t);
+    t.gc_pass().unwrap();
+    // The 250 deleted and 250 overwritten entries are still seen by the snapshots.
+    assert!(t.stats().unwrap().dead_entries >= 500);
+    let at: Model = snap.scan(Bound::Unbounded, Bound::Unbounded, false).map(|r| r.unwrap()).collect();
+    assert_eq!(at, at_snap);
+    drop(snap);
+    // The named snapshot still holds the old entries.
+    t.gc_pass().unwrap();
+    assert!(t.stats().unwrap().dead_entries >= 500);
+    assert_eq!(contents(&t), now);
+    t.rollback_to("before").unwrap();
+    assert_eq!(contents(&t), at_snap);
+    t.drop_named_snapshot("before").unwrap();
+    let step = t.gc_pass().unwrap();
+    assert!(step.blocks_retired >= 500, "{step:?}");
+    assert_eq!(t.stats().unwrap().dead_entries, 0);
+    assert_eq!(contents(&t), at_snap);
+    assert_checks(&t);
+}
+
+#[test]
+fn a_pass_resumes_across_small_steps_while_writers_change_the_tree() {
+    let t = tree();
+    let mut m = Model::new();
+    let mut x = 99u64;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut passes = 0;
+    for round in 0..40_000u32 {
+        let k = key((rnd() % 3000) as u32);
+        if rnd() % 3 == 0 {
+            t.write(&[Op::Delete(&k)]).unwrap();
+            m.remove(&k);
+        } else {
+            let v = round.to_le_bytes().to_vec();
+            t.write(&[Op::Put(&k, &v)]).unwrap();
+            m.insert(k, v);
+        }
+        if round % 7 == 0 {
+            passes += u32::from(t.gc_step(1 + (rnd() % 5) as usize).unwrap().pass_complete);
+        }
+    }
+    assert!(passes >= 2, "only {passes} passes completed");
+    assert_eq!(contents(&t), m);
+    assert_checks(&t);
+    // Churn with GC keeps few dead entries around.
+    let s = t.stats().unwrap();
+    assert!(s.dead_entries < s.live_entries, "{s:?}");
+}
+
+#[test]
+fn the_background_thread_collects_and_then_idles() {
+    let mut t = tree();
+    t.start_gc(GcConfig { nodes_per_step: 16, pause: Duration::from_millis(1), idle_pause: Duration::from_millis(5) });
+    assert!(t.gc_running());
+    for i in 0..3000 {
+        t.write(&[Op::Put(&key(i), &[1u8; 200])]).unwrap();
+    }
+    for i in 0..3000 {
+        if i % 3 != 0 {
+            t.write(&[Op::Delete(&key(i))]).unwrap();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = t.stats().unwrap();
+        if s.dead_entries == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the GC thread left {} dead entries: {:?}", s.dead_entries, t.gc_stats());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Idle: once a pass finds nothing, no more nodes are visited.
+    std::thread::sleep(Duration::from_millis(100));
+    let a = t.gc_stats();
+    std::thread::sleep(Duration::from_millis(100));
+    let b = t.gc_stats();
+    assert_eq!(a.nodes_visited, b.nodes_visited, "an idle tree is walked again and again");
+    assert!(b.error.is_none());
+    t.stop_gc();
+    assert!(!t.gc_running());
+    assert_eq!(t.stats().unwrap().keys, 1000);
+    assert_checks(&t);
+}
+
+#[derive(Clone, Debug)]
+enum TOp {
+    Put(u16, u8),
+    Del(u16),
+    Gc(u8),
+    Pin,
+    Unpin,
+}
+
+fn op() -> impl Strategy<Value = TOp> {
+    prop_oneof![
+        6 => (0u16..300, any::<u8>()).prop_map(|(k, v)| TOp::Put(k, v)),
+        4 => (0u16..300).prop_map(TOp::Del),
+        2 => (1u8..8).prop_map(TOp::Gc),
+        1 => Just(TOp::Pin),
+        1 => Just(TOp::Unpin),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// GC steps of random sizes between random writes, with snapshots held
+    /// and released: every snapshot keeps reading its version, the tree
+    /// always equals the model, and `check` passes at the end.
+    #[test]
+    fn gc_steps_never_change_what_any_version_reads(ops in prop::collection::vec(op(), 1..600)) {
+        let t = tree();
+        let mut m = Model::new();
+        let mut snaps = Vec::new();
+        for o in &ops {
+            match o {
+                TOp::Put(k, v) => {
+                    let v = vec![*v; (*v as usize) % 50 + 1];
+                    t.write(&[Op::Put(&key(*k as u32), &v)]).unwrap();
+                    m.insert(key(*k as u32), v);
+                }
+                TOp::Del(k) => {
+                    t.write(&[Op::Delete(&key(*k as u32))]).unwrap();
+                    m.remove(&key(*k as u32));
+                }
+                TOp::Gc(n) => {
+                    t.gc_step(*n as usize).unwrap();
+                }
+                TOp::Pin => snaps.push((t.snapshot().unwrap(), m.clone())),
+                TOp::Unpin => {
+                    if !snaps.is_empty() {
+                        snaps.remove(0);
+                    }
+                }
+            }
+        }
+        t.gc_pass().unwrap();
+        for (s, want) in &snaps {
+            let got: Model = s.scan(Bound::Unbounded, Bound::Unbounded, false).map(|r| r.unwrap()).collect();
+            prop_assert_eq!(&got, want);
+        }
+        prop_assert_eq!(contents(&t), m.clone());
+        snaps.clear();
+        t.gc_pass().unwrap();
+        prop_assert_eq!(t.stats().unwrap().dead_entries, 0);
+        prop_assert_eq!(contents(&t), m);
+        let c = t.check().unwrap();
+        prop_assert!(c.is_ok() && c.allocator.is_empty(), "{:?} {:?}", c.violations, c.allocator);
+    }
+}
