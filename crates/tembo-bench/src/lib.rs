@@ -31,6 +31,7 @@
 //!   `kamino`, `kamino-dynamic`, `undo`, `cdds` (and PMDK), and the
 //!   paper's worst case.
 
+pub mod churn;
 pub mod flush;
 pub mod heatmap;
 pub mod machine;

@@ -296,8 +296,7 @@ fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
             core.gc_has_work()
                 .and_then(|work| if work { core.gc_step(cfg.nodes_per_step).map(Some) } else { Ok(None) });
         match result {
-            // Between passes, rest: a busy tree gets a pass every idle pause.
-            Ok(Some(s)) if s.pass_complete => pause = cfg.idle_pause,
+            // Pass after pass while they find work; idle after a clean one.
             Ok(Some(_)) => pause = cfg.pause,
             Ok(None) => pause = cfg.idle_pause,
             Err(e) => {

@@ -108,6 +108,46 @@ pub enum BenchCommand {
         while it is open (what kill -9 leaves), opens the copy and times open + recovery + the first get; \
         reports the repair walk and leak sweep separately, and a clean open for comparison.")]
     Recovery(RecoveryArgs),
+    /// Pool space under long update/delete churn, with and without the background GC
+    #[command(
+        long_about = "Loads --keys keys into a CDDS database on an emulated pool, then runs --ops operations \
+        over the same keys (two in three overwrite a random key, one in three deletes one), each a durable \
+        commit, sampling --samples times the pool bytes in use against the live key and value bytes, the dead \
+        entries the tree holds, and the throughput. Runs once with the background incremental GC (the \
+        default of every database) and once without the GC thread, in the same process. Prints a table; \
+        --json saves the samples, --plot draws the used/live ratio over the churn (SVG and PNG).",
+        after_help = "Example:\n  tembo bench churn --keys 100000 --ops 1000000 --json docs/results/churn.json --plot docs/results/churn"
+    )]
+    Churn(ChurnArgs),
+}
+
+/// Options of `tembo bench churn`.
+#[derive(Debug, Args)]
+pub struct ChurnArgs {
+    /// Size of the key space (all loaded before the churn)
+    #[arg(long, default_value_t = 100_000)]
+    keys: usize,
+    /// Churn operations
+    #[arg(long, default_value_t = 1_000_000)]
+    ops: usize,
+    /// Value size in bytes
+    #[arg(long, default_value_t = 256)]
+    value_bytes: usize,
+    /// Samples over the churn
+    #[arg(long, default_value_t = 20)]
+    samples: usize,
+    /// Seed of keys and operations
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Directory of the pool files
+    #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
+    pool_dir: PathBuf,
+    /// Also write the report as JSON to FILE
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Also draw the used/live ratio as STEM.svg and STEM.png
+    #[arg(long, value_name = "STEM")]
+    plot: Option<PathBuf>,
 }
 
 /// Options of `tembo bench recovery`.
@@ -181,6 +221,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Smoke(a) => crate::bench_targets_cmd::run_smoke(a),
         BenchCommand::Plot(a) => crate::bench_targets_cmd::run_plot(a),
         BenchCommand::Recovery(a) => run_recovery(a),
+        BenchCommand::Churn(a) => run_churn(a),
     }
 }
 
@@ -258,6 +299,51 @@ fn available_names() -> String {
     } else {
         v.join(", ")
     }
+}
+
+fn run_churn(a: ChurnArgs) -> Result<()> {
+    require_dir(&a.pool_dir, "pool", "--pool-dir")?;
+    anyhow::ensure!(a.keys > 0 && a.samples > 0, "--keys and --samples must be at least 1");
+    let cfg = tembo_bench::churn::ChurnConfig {
+        keys: a.keys,
+        ops: a.ops,
+        value_bytes: a.value_bytes,
+        samples: a.samples,
+        pool_dir: a.pool_dir,
+        seed: a.seed,
+    };
+    let r = tembo_bench::churn::run(&cfg, &Progress::auto()).context("churn benchmark failed")?;
+    println!("{} keys x {} B, {} churn ops (2/3 overwrite, 1/3 delete)", r.keys, r.value_bytes, r.ops);
+    println!(
+        "{:<14} {:>10} {:>9} {:>12} {:>12} {:>7} {:>10} {:>10}",
+        "gc", "ops", "keys", "live MiB", "used MiB", "ratio", "dead", "ops/s"
+    );
+    for run in &r.runs {
+        for s in &run.samples {
+            println!(
+                "{:<14} {:>10} {:>9} {:>12.1} {:>12.1} {:>7.2} {:>10} {:>10.0}",
+                run.gc,
+                s.ops,
+                s.keys,
+                s.live_bytes as f64 / 1048576.0,
+                s.used_bytes as f64 / 1048576.0,
+                s.ratio,
+                s.dead_entries,
+                s.ops_per_sec
+            );
+        }
+        println!("{}: {} GC steps, {} passes", run.gc, run.gc_steps, run.gc_passes);
+    }
+    if let Some(path) = a.json {
+        std::fs::write(&path, serde_json::to_string_pretty(&r)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(stem) = a.plot {
+        tembo_bench::plot::write_svg_and_png(&stem, &tembo_bench::churn::ratio_svg(&r)?)?;
+        println!("wrote {}.svg and .png", stem.display());
+    }
+    Ok(())
 }
 
 fn run_recovery(a: RecoveryArgs) -> Result<()> {
