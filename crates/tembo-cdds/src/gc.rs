@@ -20,7 +20,13 @@
 //!   so writers wait at most one step; readers never wait;
 //! - an idle tree costs nothing: after a pass that removed nothing, the
 //!   thread only wakes to see whether anything was written or the oldest
-//!   retained version moved since.
+//!   retained version moved since;
+//! - while writers commit, the thread compacts only nearly full nodes with
+//!   dead entries — the dead-slot reuse the writer would otherwise do on its
+//!   critical path (removing one dead entry shifts every slot after it,
+//!   persisted line by line; a node that shrinks toward a merge loses its
+//!   dead entries for free in the merge) — and once no commit happened
+//!   between two of its steps it removes every dead entry.
 //!
 //! The walk resumes from a key (the upper bound of the last subtree it
 //! finished), so writers may split, merge and collapse nodes between steps
@@ -66,6 +72,9 @@ pub struct GcStep {
     pub entries_removed: u64,
     /// Blocks (records, nodes) retired, to be freed once no reader needs them.
     pub blocks_retired: u64,
+    /// Nodes left alone by a step that only compacts nodes with many dead
+    /// entries (the background thread's while writers are busy).
+    pub nodes_skipped: u64,
     /// Whether this step finished a pass over the whole tree.
     pub pass_complete: bool,
     /// The oldest retained version the step used.
@@ -97,7 +106,7 @@ pub(crate) struct GcCursor {
     /// Keys at or below this one are done in the current pass (`None`: a
     /// pass starts from the smallest key).
     after: Option<Vec<u8>>,
-    /// Slots removed so far in the current pass.
+    /// Slots removed and nodes skipped so far in the current pass.
     pass_removed: u64,
     /// Smallest oldest-retained version a step of the current pass used.
     pass_oldest: u64,
@@ -105,6 +114,12 @@ pub(crate) struct GcCursor {
     /// current version at its end). No work until either moves.
     clean: Option<(u64, u64)>,
 }
+
+/// While writers are busy, only nodes with at least this many slots used
+/// are compacted: those the writer would soon have to compact itself on
+/// its critical path (dead-slot reuse when a node is full). Nodes that
+/// shrink toward a merge lose their dead entries for free when merged.
+const BUSY_COMPACT_USED: usize = crate::node::NODE_SLOTS * 3 / 4;
 
 enum Flow {
     Done,
@@ -118,8 +133,17 @@ impl TreeCore {
     /// # Errors
     /// Invariant or pool errors met on the way (a corrupted pool).
     pub fn gc_step(&self, nodes: usize) -> Result<GcStep> {
+        self.gc_step_with(nodes, true)
+    }
+
+    /// [`TreeCore::gc_step`]; `thorough: false` compacts only nearly full
+    /// nodes (see `BUSY_COMPACT_USED`): removing a dead entry shifts the
+    /// slots after it, persisted line by line, so while writers are busy
+    /// the thread does only what the writer would soon do on its critical
+    /// path.
+    pub(crate) fn gc_step_with(&self, nodes: usize, thorough: bool) -> Result<GcStep> {
         let mut ws = self.writer.lock();
-        let step = self.gc_step_locked(&mut ws, nodes.max(1))?;
+        let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough)?;
         let mut st = self.gc_stats.lock();
         st.steps += 1;
         st.passes += u64::from(step.pass_complete);
@@ -165,7 +189,7 @@ impl TreeCore {
         Ok(v != version || self.oldest_retained(v, self.pins.min_pinned()) != oldest)
     }
 
-    fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize) -> Result<GcStep> {
+    fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize, thorough: bool) -> Result<GcStep> {
         let mut b = Batch::new(self)?;
         let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
         if ws.gc.after.is_none() {
@@ -176,9 +200,9 @@ impl TreeCore {
         b.collapse_root()?;
         let mut budget = nodes;
         let root = self.meta.root(&self.pool)?;
-        let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, 0)?;
+        let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, thorough, 0)?;
         step.blocks_retired = b.retired.len() as u64;
-        ws.gc.pass_removed += step.entries_removed;
+        ws.gc.pass_removed += step.entries_removed + step.nodes_skipped;
         if let Flow::Done = flow {
             ws.gc.after = None;
             step.pass_complete = true;
@@ -208,6 +232,7 @@ impl Batch<'_> {
         after: &mut Option<Vec<u8>>,
         budget: &mut usize,
         step: &mut GcStep,
+        thorough: bool,
         depth: usize,
     ) -> Result<Flow> {
         if depth > 64 {
@@ -217,13 +242,16 @@ impl Batch<'_> {
         step.nodes_visited += 1;
         *budget = budget.saturating_sub(1);
         let oldest = self.oldest;
-        if copy.dirty || copy.entries().iter().any(|e| e.end != 0 && e.end <= oldest) {
+        let dead = copy.entries().iter().filter(|e| e.end != 0 && e.end <= oldest).count();
+        if copy.dirty || (dead > 0 && (thorough || copy.used >= BUSY_COMPACT_USED)) {
             let removed = self.compact(n)?;
             if removed > 0 {
                 step.nodes_compacted += 1;
                 step.entries_removed += removed;
             }
             copy = self.read(n)?;
+        } else if dead > 0 {
+            step.nodes_skipped += 1;
         }
         if copy.level == 0 {
             return Ok(Flow::Done);
@@ -241,7 +269,7 @@ impl Batch<'_> {
                 return Ok(Flow::Paused);
             }
             let child = search::child_of(self.pool, e)?;
-            if let Flow::Paused = self.gc_walk(child, after, budget, step, depth + 1)? {
+            if let Flow::Paused = self.gc_walk(child, after, budget, step, thorough, depth + 1)? {
                 return Ok(Flow::Paused);
             }
             // Everything below this entry's key is done; the sentinel's
@@ -281,6 +309,7 @@ impl GcThread {
 
 fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
     let mut pause = cfg.pause;
+    let mut last_version: Option<u64> = None;
     loop {
         {
             let mut stopped = stop.0.lock();
@@ -292,13 +321,10 @@ fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
                 return;
             }
         }
-        let result =
-            core.gc_has_work()
-                .and_then(|work| if work { core.gc_step(cfg.nodes_per_step).map(Some) } else { Ok(None) });
-        match result {
+        match step(core, cfg.nodes_per_step, &mut last_version) {
             // Pass after pass while they find work; idle after a clean one.
-            Ok(Some(_)) => pause = cfg.pause,
-            Ok(None) => pause = cfg.idle_pause,
+            Ok(true) => pause = cfg.pause,
+            Ok(false) => pause = cfg.idle_pause,
             Err(e) => {
                 // A corrupted pool: stop collecting (the writers and `check`
                 // report it too); never panic in the user's process.
@@ -307,4 +333,18 @@ fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
             }
         }
     }
+}
+
+/// One step of the thread, if there is work: thorough only when nothing
+/// was committed since its previous step, so a quiet tree gets every dead
+/// entry removed and a busy one only the nearly full nodes.
+fn step(core: &TreeCore, nodes: usize, last_version: &mut Option<u64>) -> Result<bool> {
+    if !core.gc_has_work()? {
+        return Ok(false);
+    }
+    let v = core.current_version()?;
+    let thorough = *last_version == Some(v);
+    *last_version = Some(v);
+    core.gc_step_with(nodes, thorough)?;
+    Ok(true)
 }

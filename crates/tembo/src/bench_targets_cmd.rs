@@ -15,7 +15,7 @@ use tembo_bench::workload::Workload;
 /// Options every target benchmark shares.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Targets, comma-separated: names (cdds, cdds-full, cdds-none, kamino, kamino-dynamic, undo, btreemap,
+    /// Targets, comma-separated: names (cdds, cdds-full, cdds-none, cdds-nogc, kamino, kamino-dynamic, undo, btreemap,
     /// pmemobj, lmdb, lmdb-nosync,
     /// rocksdb, rocksdb-nowal, sqlite, sqlite-nosync, bdb, bdb-nosync, redb, redb-nosync) or groups
     /// (all, durable, volatile, tembo) [default: all; for `ordering`: tembo]
@@ -400,7 +400,7 @@ pub struct HeatmapArgs {
     /// Value size in bytes
     #[arg(long, default_value_t = 8)]
     value_bytes: usize,
-    /// Targets with one mapped pool: cdds, cdds-full, cdds-none, pmemobj (an in-place B+tree)
+    /// Targets with one mapped pool: cdds, cdds-full, cdds-none, cdds-nogc, pmemobj (an in-place B+tree)
     #[arg(long, value_name = "LIST", default_value = "cdds,pmemobj", value_parser = parse_targets)]
     targets: TargetList,
     /// Directory for the pools

@@ -15,9 +15,20 @@ pub(super) struct CddsTarget {
     db: Db,
 }
 
-pub(super) fn open(dir: &Path, size_hint: u64, ordering: OrderingMode, engine: Engine) -> Result<Box<dyn Target>> {
+/// Opens a fresh database; `gc: false` runs CDDS without its background GC
+/// thread (the `cdds-nogc` target, to show what the thread costs or saves).
+pub(super) fn open(
+    dir: &Path,
+    size_hint: u64,
+    ordering: OrderingMode,
+    engine: Engine,
+    gc: bool,
+) -> Result<Box<dyn Target>> {
     let path = dir.join("tembo.pool");
-    let opts = options(size_hint, ordering, engine);
+    let mut opts = options(size_hint, ordering, engine);
+    if !gc {
+        opts.gc = None;
+    }
     let db = Db::create(&path, &opts).with_context(|| format!("creating {}", path.display()))?;
     Ok(Box::new(CddsTarget { db }))
 }

@@ -67,6 +67,8 @@ pub enum TargetKind {
     CddsFull,
     /// The CDDS tree, ordering `none` (volatile: no flushes or fences).
     CddsNone,
+    /// The CDDS tree, ordering `fast`, without the background GC thread.
+    CddsNoGc,
     /// The in-place B+tree on Kamino-Tx-Simple transactions (`tembo_store` engine `kamino`).
     Kamino,
     /// The same with a dynamic backup of half the heap (`kamino-dynamic`, α = 0.5).
@@ -101,10 +103,11 @@ pub enum TargetKind {
 
 impl TargetKind {
     /// Every target, in report order.
-    pub const ALL: [TargetKind; 18] = [
+    pub const ALL: [TargetKind; 19] = [
         TargetKind::Cdds,
         TargetKind::CddsFull,
         TargetKind::CddsNone,
+        TargetKind::CddsNoGc,
         TargetKind::Kamino,
         TargetKind::KaminoDynamic,
         TargetKind::Undo,
@@ -128,6 +131,7 @@ impl TargetKind {
             TargetKind::Cdds => "cdds",
             TargetKind::CddsFull => "cdds-full",
             TargetKind::CddsNone => "cdds-none",
+            TargetKind::CddsNoGc => "cdds-nogc",
             TargetKind::Kamino => "kamino",
             TargetKind::KaminoDynamic => "kamino-dynamic",
             TargetKind::Undo => "undo",
@@ -167,6 +171,7 @@ impl TargetKind {
             TargetKind::Cdds
                 | TargetKind::CddsFull
                 | TargetKind::CddsNone
+                | TargetKind::CddsNoGc
                 | TargetKind::Kamino
                 | TargetKind::KaminoDynamic
                 | TargetKind::Undo
@@ -185,12 +190,13 @@ impl TargetKind {
     /// The system's own open errors, or this build lacking the peer.
     pub fn open(self, dir: &Path, size_hint: u64) -> Result<Box<dyn Target>> {
         match self {
-            TargetKind::Cdds => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Cdds),
-            TargetKind::CddsFull => cdds::open(dir, size_hint, OrderingMode::Full, Engine::Cdds),
-            TargetKind::CddsNone => cdds::open(dir, size_hint, OrderingMode::None, Engine::Cdds),
-            TargetKind::Kamino => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Kamino),
-            TargetKind::KaminoDynamic => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::KaminoDynamic),
-            TargetKind::Undo => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Undo),
+            TargetKind::Cdds => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Cdds, true),
+            TargetKind::CddsFull => cdds::open(dir, size_hint, OrderingMode::Full, Engine::Cdds, true),
+            TargetKind::CddsNone => cdds::open(dir, size_hint, OrderingMode::None, Engine::Cdds, true),
+            TargetKind::CddsNoGc => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Cdds, false),
+            TargetKind::Kamino => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Kamino, true),
+            TargetKind::KaminoDynamic => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::KaminoDynamic, true),
+            TargetKind::Undo => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Undo, true),
             TargetKind::BTreeMap => Ok(Box::new(btreemap::MapTarget::default())),
             _ => self.open_peer(dir, size_hint),
         }
@@ -283,6 +289,7 @@ mod tests {
                 TargetKind::Cdds,
                 TargetKind::CddsFull,
                 TargetKind::CddsNone,
+                TargetKind::CddsNoGc,
                 TargetKind::Kamino,
                 TargetKind::KaminoDynamic,
                 TargetKind::Undo
