@@ -35,9 +35,12 @@ impl Server {
             // the server answering is ours (its pid), and that ours still runs.
             assert!(s.child.try_wait().unwrap().is_none(), "tembo serve exited at start (port {port} taken?)");
             if let Ok(mut c) = s.try_connect() {
-                match c.call(&["INFO", "server"]) {
-                    R::Bulk(Some(text)) if String::from_utf8_lossy(&text).contains(&pid) => return s,
-                    R::Err(e) if e.starts_with("NOAUTH") => return s,
+                // A reset or a closed connection here is another test's
+                // server on this port going away (a kill -9 round): retry.
+                c.send_raw(&encode(&["INFO", "server"]));
+                match c.read() {
+                    Ok(R::Bulk(Some(text))) if String::from_utf8_lossy(&text).contains(&pid) => return s,
+                    Ok(R::Err(e)) if e.starts_with("NOAUTH") => return s,
                     _ => {}
                 }
             }
