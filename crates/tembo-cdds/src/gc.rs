@@ -106,8 +106,9 @@ pub(crate) struct GcCursor {
     /// Keys at or below this one are done in the current pass (`None`: a
     /// pass starts from the smallest key).
     after: Option<Vec<u8>>,
-    /// Slots removed and nodes skipped so far in the current pass.
-    pass_removed: u64,
+    /// Slots removed, nodes skipped and blocks retired so far in the
+    /// current pass (0 at its end: a clean pass).
+    pass_work: u64,
     /// Smallest oldest-retained version a step of the current pass used.
     pass_oldest: u64,
     /// A pass that removed nothing: (its oldest retained version, the
@@ -190,10 +191,10 @@ impl TreeCore {
     }
 
     fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize, thorough: bool) -> Result<GcStep> {
-        let mut b = Batch::new(self)?;
+        let mut b = Batch::new(self, self.current_version()?)?;
         let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
         if ws.gc.after.is_none() {
-            ws.gc.pass_removed = 0;
+            ws.gc.pass_work = 0;
             ws.gc.pass_oldest = b.oldest;
         }
         ws.gc.pass_oldest = ws.gc.pass_oldest.min(b.oldest);
@@ -202,11 +203,11 @@ impl TreeCore {
         let root = self.meta.root(&self.pool)?;
         let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, thorough, 0)?;
         step.blocks_retired = b.retired.len() as u64;
-        ws.gc.pass_removed += step.entries_removed + step.nodes_skipped;
+        ws.gc.pass_work += step.entries_removed + step.nodes_skipped + step.blocks_retired;
         if let Flow::Done = flow {
             ws.gc.after = None;
             step.pass_complete = true;
-            ws.gc.clean = (ws.gc.pass_removed == 0 && step.blocks_retired == 0).then(|| (ws.gc.pass_oldest, b.w - 1));
+            ws.gc.clean = (ws.gc.pass_work == 0).then(|| (ws.gc.pass_oldest, b.w - 1));
         } else {
             ws.gc.clean = None;
         }

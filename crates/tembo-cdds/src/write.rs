@@ -101,7 +101,7 @@ impl TreeCore {
         if v >= MAX_VERSION {
             return Err(CddsError::VersionsExhausted(v));
         }
-        let mut b = Batch::new(self)?;
+        let mut b = Batch::new(self, v)?;
         b.collapse_root()?;
         let mut existed = Vec::with_capacity(ops.len());
         let mut failed = None;
@@ -172,9 +172,9 @@ impl TreeCore {
 }
 
 impl<'t> Batch<'t> {
-    /// Starts a batch at the current version + 1 (the caller holds the writer lock).
-    pub(crate) fn new(tree: &'t TreeCore) -> Result<Batch<'t>> {
-        let v = tree.current_version()?;
+    /// Starts a batch at `v + 1`, `v` being the current version (the
+    /// caller holds the writer lock).
+    pub(crate) fn new(tree: &'t TreeCore, v: u64) -> Result<Batch<'t>> {
         let oldest = tree.oldest_retained(v, tree.pins.min_pinned());
         Ok(Batch {
             tree,
