@@ -102,9 +102,12 @@ impl CampaignReport {
     }
 }
 
+/// Puts (`Some`) and deletes (`None`) committed together.
+type KvBatch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 #[derive(Clone, Debug)]
 enum WOp {
-    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    Batch(KvBatch),
     Pin,
     Unpin,
     Name(String),
@@ -237,12 +240,68 @@ fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, S
     it.map(|r| r.map_err(|e| e.to_string())).collect()
 }
 
-/// Judges one reopened tree against the states before and after the op in flight.
+/// Judges one reopened tree (opened without its recovery thread, so the
+/// lazy phase is deterministic): the contents, named snapshots and their
+/// contents, read before any repair (checked reads, aborted versions
+/// honoured); then writes made before the repair walk (the writer repairs
+/// what it touches) must read back; then the rest of recovery, `check`,
+/// and the contents once more.
 fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String> {
+    let state = judge_contents(tree, states, acked)?;
+    let mut kv = (*state.kv).clone();
+    let writes = writes_during_recovery(&kv);
+    for batch in &writes {
+        let list: Vec<Op<'_>> = batch
+            .iter()
+            .map(|(k, v)| match v {
+                Some(v) => Op::Put(k, v),
+                None => Op::Delete(k),
+            })
+            .collect();
+        tree.write(&list).map_err(|e| format!("inconsistent: write during recovery: {e}"))?;
+        for (k, v) in batch {
+            match v {
+                Some(v) => kv.insert(k.clone(), v.clone()),
+                None => kv.remove(k),
+            };
+        }
+    }
+    if contents(tree, None).map_err(|e| format!("inconsistent: scan during recovery: {e}"))? != kv {
+        return Err("lost: writes made during recovery do not read back".into());
+    }
+    let r = tree.recovery_report();
+    if let Some(e) = &r.sweep_error {
+        return Err(format!("inconsistent: background recovery: {e}"));
+    }
     let c = tree.check().map_err(|e| format!("inconsistent: check failed: {e}"))?;
     if !c.is_ok() {
         return Err(format!("inconsistent: {:?} {:?}", c.violations, c.allocator));
     }
+    if contents(tree, None).map_err(|e| format!("inconsistent: scan: {e}"))? != kv {
+        return Err("lost: contents changed when recovery finished".into());
+    }
+    Ok(())
+}
+
+/// Two batches touching the start, the middle and the end of the key
+/// space (paths the interrupted operation may have left unrepaired).
+fn writes_during_recovery(kv: &BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<KvBatch> {
+    let mut first = Vec::new();
+    if let Some(k) = kv.keys().next() {
+        first.push((k.clone(), None));
+    }
+    if let Some(k) = kv.keys().next_back() {
+        first.push((k.clone(), Some(b"rewritten during recovery".to_vec())));
+    }
+    first.push((key_of(0), Some(b"new during recovery".to_vec())));
+    let mut mid = kv.keys().nth(kv.len() / 2).cloned().unwrap_or_else(|| key_of(7));
+    mid.push(b'~');
+    vec![first, vec![(mid, Some(vec![b'm'; 300]))]]
+}
+
+/// The model state (acknowledged, or with the op in flight) the reopened
+/// tree holds, named snapshots included.
+fn judge_contents<'s>(tree: &Tree, states: &'s [ModelState], acked: usize) -> Result<&'s ModelState, String> {
     let got = contents(tree, None).map_err(|e| format!("inconsistent: scan: {e}"))?;
     let named: BTreeMap<String, u64> = tree
         .named_snapshots()
@@ -267,7 +326,7 @@ fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String>
                 return Err(format!("lost: named snapshot {name} does not hold its version's contents"));
             }
         }
-        return Ok(());
+        return Ok(s);
     }
     Err(format!("lost: after {acked} acknowledged ops: {why}"))
 }
@@ -275,7 +334,8 @@ fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String>
 fn reopen(image: &[u8], ordering: OrderingMode) -> Result<(Arc<Pool>, Tree), String> {
     let pool =
         Arc::new(Pool::from_image(image, &pool_options(ordering)).map_err(|e| format!("inconsistent: reopen: {e}"))?);
-    let tree = Tree::open(pool.clone(), Limits::default()).map_err(|e| format!("inconsistent: recovery: {e}"))?;
+    let tree =
+        Tree::open_deferred(pool.clone(), Limits::default()).map_err(|e| format!("inconsistent: recovery: {e}"))?;
     Ok((pool, tree))
 }
 
@@ -316,7 +376,13 @@ pub fn run(cfg: &CampaignConfig) -> CampaignReport {
                             ..SweepConfig::exhaustive(st.seed)
                         },
                         &inner.clone(),
-                        move |_, _| Tree::open(inner, Limits::default()).map(|_| ()).map_err(|e| e.to_string()),
+                        move |_, _| {
+                            let t = Tree::open_deferred(inner, Limits::default()).map_err(|e| e.to_string())?;
+                            match &t.recovery_report().sweep_error {
+                                Some(e) => Err(e.clone()),
+                                None => Ok(()),
+                            }
+                        },
                         move |st2: &CrashState| {
                             let (_p, t) = reopen(&st2.image, ordering)?;
                             judge(&t, &states2, acked)

@@ -23,6 +23,24 @@ pub const MAX_VERSION: u64 = (1 << 47) - 1;
 const MOVED: u64 = 1 << 47;
 const MASK48: u64 = (1 << 48) - 1;
 
+/// A version to read at, with the aborted versions a lazy recovery has
+/// not yet repaired away (empty once it has).
+#[derive(Clone, Copy, Debug)]
+pub struct ReadAt<'a> {
+    /// The version read.
+    pub version: u64,
+    /// Aborted versions (see `recover`).
+    pub aborted: &'a [u64],
+}
+
+impl ReadAt<'_> {
+    /// Whether `e` is visible at this version.
+    #[inline]
+    pub fn sees(&self, e: &Entry) -> bool {
+        e.visible_at(self.version, self.aborted)
+    }
+}
+
 /// One decoded entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -129,6 +147,17 @@ impl Entry {
             rec: (w[2] >> 20) << 4,
             prefix: w[3],
         })
+    }
+
+    /// The entry as it reads once an end from an `aborted` version is reset
+    /// to live (what recovery's repair makes of it).
+    #[inline]
+    pub fn normalized(&self, aborted: &[u64]) -> Entry {
+        if self.end != 0 && aborted.contains(&self.end) && !aborted.contains(&self.start) {
+            Entry { end: 0, moved: false, ..*self }
+        } else {
+            *self
+        }
     }
 
     /// Whether the entry is visible at version `v`, given the aborted versions.

@@ -143,6 +143,11 @@ impl TreeCore {
     /// the thread does only what the writer would soon do on its critical
     /// path.
     pub(crate) fn gc_step_with(&self, nodes: usize, thorough: bool) -> Result<GcStep> {
+        if self.lazy_aborted().is_some() {
+            // Nodes may still carry aborted versions: the recovery walk
+            // goes first (see `recover`).
+            return Ok(GcStep::default());
+        }
         let mut ws = self.writer.lock();
         let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough)?;
         let mut st = self.gc_stats.lock();
@@ -160,6 +165,7 @@ impl TreeCore {
     /// # Errors
     /// As [`TreeCore::gc_step`].
     pub fn gc_pass(&self) -> Result<GcStep> {
+        let _ = self.recovery_report(); // a pass needs the repair walk done
         let mut total = GcStep::default();
         loop {
             let s = self.gc_step(4096)?;
@@ -340,7 +346,7 @@ fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
 /// was committed since its previous step, so a quiet tree gets every dead
 /// entry removed and a busy one only the nearly full nodes.
 fn step(core: &TreeCore, nodes: usize, last_version: &mut Option<u64>) -> Result<bool> {
-    if !core.gc_has_work()? {
+    if core.lazy_aborted().is_some() || !core.gc_has_work()? {
         return Ok(false);
     }
     let v = core.current_version()?;

@@ -33,7 +33,7 @@ mod write;
 pub use error::{CddsError, Result};
 pub use gc::{GcConfig, GcStats, GcStep};
 pub use meta::ROOT_NAME;
-pub use recover::RecoveryReport;
+pub use recover::{BetweenSteps, RecoveryReport, RecoveryTuning, NODES_PER_STEP as RECOVERY_NODES_PER_STEP};
 pub use scan::{Iter, KeyValue};
 pub use snapshot::{NamedSnapshot, Snapshot, MAX_SNAPSHOT_NAME};
 pub use tree::{Limits, Tree, TreeCore};

@@ -9,7 +9,8 @@
 //! | 3 | root node offset |
 //! | 4 | session counter (bumped at every open) |
 //! | 5 | named-snapshot table offset (0 = none yet) |
-//! | 6..15 | reserved, zero |
+//! | 6..13 | aborted versions (0 = free slot) while a lazy recovery runs (see `recover`) |
+//! | 14..15 | reserved, zero |
 
 use std::sync::atomic::AtomicU64;
 
@@ -27,6 +28,10 @@ const W_VERSION: u64 = 16;
 const W_ROOT: u64 = 24;
 const W_SESSION: u64 = 32;
 const W_SNAPSHOTS: u64 = 40;
+const W_ABORTED: u64 = 48;
+/// Room in the aborted-version list: crashes during one unfinished lazy
+/// recovery before the next open repairs eagerly.
+pub const ABORTED_SLOTS: usize = 8;
 
 /// Typed access to the metadata block at `off`.
 #[derive(Clone, Copy, Debug)]
@@ -105,6 +110,45 @@ impl Meta {
         pool.fence();
         pool.store_u64(self.off + W_SNAPSHOTS, table)?;
         pool.persist(self.off + W_SNAPSHOTS, 8);
+        Ok(())
+    }
+
+    /// The aborted versions recorded (see `recover`), in slot order.
+    pub fn aborted(&self, pool: &Pool) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for i in 0..ABORTED_SLOTS as u64 {
+            let v = pool.load_u64(self.off + W_ABORTED + 8 * i)?;
+            if v != 0 {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records `v` as aborted (persisted); `false` if the list is full.
+    pub fn add_aborted(&self, pool: &Pool, v: u64) -> Result<bool> {
+        for i in 0..ABORTED_SLOTS as u64 {
+            let off = self.off + W_ABORTED + 8 * i;
+            let w = pool.load_u64(off)?;
+            if w == v {
+                return Ok(true);
+            }
+            if w == 0 {
+                pool.store_u64(off, v)?;
+                pool.persist(off, 8);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Empties the aborted list (persisted). Any subset of the stores may
+    /// survive a crash: a version left in the list marks nothing any more.
+    pub fn clear_aborted(&self, pool: &Pool) -> Result<()> {
+        for i in 0..ABORTED_SLOTS as u64 {
+            pool.store_u64(self.off + W_ABORTED + 8 * i, 0)?;
+        }
+        pool.persist(self.off + W_ABORTED, 8 * ABORTED_SLOTS as u64);
         Ok(())
     }
 }

@@ -98,15 +98,18 @@ fn wait_unlocked(word: &AtomicU64, session: u64) -> u64 {
 /// Torn slots exist only in nodes an interrupted batch touched, and
 /// recovery repairs all of those before the tree serves (see `recover`).
 pub fn read(pool: &Pool, node: u64, session: u64) -> Result<Box<NodeCopy>> {
-    read_with(pool, node, session, false)
+    read_with(pool, node, session, None)
 }
 
-/// [`read`] verifying every slot's checks (torn slots skipped, `dirty` set).
-pub fn read_checked(pool: &Pool, node: u64, session: u64) -> Result<Box<NodeCopy>> {
-    read_with(pool, node, session, true)
+/// [`read`] verifying every slot's checks (torn slots skipped, `dirty` set)
+/// and skipping a slot equal to its left neighbour once ends from an
+/// `aborted` version count as live (a repair interrupted between the
+/// two copies of a shift's duplicate leaves them different only there).
+pub fn read_checked(pool: &Pool, node: u64, session: u64, aborted: &[u64]) -> Result<Box<NodeCopy>> {
+    read_with(pool, node, session, Some(aborted))
 }
 
-fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<Box<NodeCopy>> {
+fn read_with(pool: &Pool, node: u64, session: u64, checked: Option<&[u64]>) -> Result<Box<NodeCopy>> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
     let mut buf = [0u64; NODE_WORDS];
     loop {
@@ -122,7 +125,7 @@ fn read_with(pool: &Pool, node: u64, session: u64, checked: bool) -> Result<Box<
     decode(&buf, node, checked)
 }
 
-fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: bool) -> Result<Box<NodeCopy>> {
+fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: Option<&[u64]>) -> Result<Box<NodeCopy>> {
     decode_slots(buf[1], node, checked, |i| {
         let mut w = [0u64; SLOT_WORDS];
         w.copy_from_slice(&buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]);
@@ -135,7 +138,7 @@ fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: bool) -> Result<Box<NodeC
 /// whole-node copy first, and no slot read past the first empty one.
 pub fn read_own(pool: &Pool, node: u64) -> Result<Box<NodeCopy>> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
-    decode_slots(words[1].load(Ordering::Relaxed), node, false, |i| {
+    decode_slots(words[1].load(Ordering::Relaxed), node, None, |i| {
         let mut w = [0u64; SLOT_WORDS];
         for (d, a) in w.iter_mut().zip(&words[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]) {
             *d = a.load(Ordering::Relaxed);
@@ -145,11 +148,12 @@ pub fn read_own(pool: &Pool, node: u64) -> Result<Box<NodeCopy>> {
 }
 
 /// Decodes a node from its head word and its slots (read by `slot(i)`, in
-/// order, up to the first empty one).
+/// order, up to the first empty one); `checked`: verify slots, with the
+/// aborted versions that normalise duplicates.
 fn decode_slots(
     head: u64,
     node: u64,
-    checked: bool,
+    checked: Option<&[u64]>,
     mut slot: impl FnMut(usize) -> [u64; SLOT_WORDS],
 ) -> Result<Box<NodeCopy>> {
     if head >> 32 != NODE_MAGIC {
@@ -165,9 +169,10 @@ fn decode_slots(
         dirty: false,
     });
     let mut prev: Option<[u64; SLOT_WORDS]> = None;
+    let mut prev_entry: Option<Entry> = None;
     for i in 0..NODE_SLOTS {
         let w = slot(i);
-        let decoded = if checked { Entry::decode(&w) } else { Entry::decode_unchecked(&w) };
+        let decoded = if checked.is_some() { Entry::decode(&w) } else { Entry::decode_unchecked(&w) };
         match decoded {
             Slot::Empty => {
                 copy.used = i;
@@ -175,7 +180,11 @@ fn decode_slots(
             }
             Slot::Torn => copy.dirty = true,
             Slot::Valid(e) => {
-                if prev == Some(w) {
+                let dup = prev == Some(w)
+                    || checked.is_some_and(|ab| {
+                        !ab.is_empty() && prev_entry.is_some_and(|p| e.normalized(ab) == p.normalized(ab))
+                    });
+                if dup {
                     copy.dirty = true;
                 } else {
                     copy.entries[copy.len] = e;
@@ -183,6 +192,7 @@ fn decode_slots(
                     copy.len += 1;
                 }
                 prev = Some(w);
+                prev_entry = Some(e);
             }
         }
     }

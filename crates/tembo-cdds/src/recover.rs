@@ -1,21 +1,49 @@
-//! Recovery after an unclean shutdown (thesis §4.4.5, Alg. 6) and the
-//! tracer that tells the pool which blocks the tree owns.
+//! Recovery after an unclean shutdown (thesis §4.4.5, Alg. 6), done lazily:
+//! the tree serves reads and writes at once and repairs itself behind them.
 //!
-//! The batch in flight at the crash can only have used version `v + 1`
-//! (`v` = the commit word) and only touched nodes of version `v`'s tree and
-//! nodes it allocated. Repair walks version `v`'s nodes and, in each, resets
-//! ends above `v` to live and removes entries that start above `v`, torn
-//! slots and shift duplicates; then the leak sweep frees what the aborted
-//! batch allocated (records, new nodes) and what committed batches retired
-//! but had not freed yet. The sweep also keeps the block of every other
-//! pool root (the store's engine record), so a pool shared with other
-//! roots loses nothing. Every repair step is an ordinary persisted store
-//! or shift, so a crash during recovery leaves a pool the next recovery
-//! repairs the same way.
+//! The batch in flight at the crash can only have used version `a = v + 1`
+//! (`v` = the commit word). Open records `a` in the metadata block's
+//! aborted list and stores `a` as the commit word (both persisted): from
+//! then on an entry that *starts* at an aborted version is absent, an entry
+//! that *ends* at one is live, and writers use `a + 1` and up, so version
+//! `a` reads exactly as `v` did. While the list is non-empty:
+//! - readers verify every slot's checks (skipping torn slots and shift
+//!   duplicates) and apply the aborted rule;
+//! - a writer repairs every node before it reads it for a change (its
+//!   descent path, a sibling it merges with): torn and duplicate slots and
+//!   aborted starts are removed, aborted ends reset to live — the same
+//!   persisted shifts and stores a full repair uses, so every repair is
+//!   itself crash-safe;
+//! - a background thread walks every node visible at `a` (which it pins,
+//!   so no entry it still has to follow is collected under it), a few
+//!   dozen nodes per step under the writer lock, and repairs them; then it
+//!   empties the list and readers return to the unchecked fast path.
+//!
+//! Then the leak sweep frees what the aborted batch allocated and what
+//! committed batches retired but had not freed, while writers go on: the
+//! pool marks every block allocated from the sweep's start, the tree
+//! defers its own frees, and the thread marks, in steps under the writer
+//! lock, everything reachable from the root it started at — the records
+//! and children of non-moved entries, and of moved entries that moved
+//! after the version the sweep pins (their copies may sit in nodes created
+//! since, which the walk does not visit; an entry moved earlier has its
+//! owner in a node that existed when the walk began). Nothing the walk has
+//! still to reach can be freed meanwhile (entries visible at the pinned
+//! version are kept, and frees are deferred), so at the end, under the
+//! writer lock, every block still reachable was marked, allocated since,
+//! or is waiting in the tree's limbo; the pool frees the rest.
+//!
+//! After eight crashes before a lazy recovery finished, the list is full
+//! and open repairs eagerly before serving (then sweeps the same way).
+//! The sweep also keeps the block of every other pool root (the store's
+//! engine record), so a pool shared with other roots loses nothing.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::{Mutex, RwLock};
 use tembo_pmem::{Marker, PmemError, Pool};
 
 use crate::entry::{Entry, Slot};
@@ -24,42 +52,118 @@ use crate::node::{self, NodeWriter, NODE_SLOTS};
 use crate::search;
 use crate::tree::TreeCore;
 
+/// Nodes one background recovery step handles under the writer lock, by
+/// default (about half a millisecond).
+pub const NODES_PER_STEP: usize = 64;
+
+/// Hook run between two background recovery steps, without the writer lock.
+pub type BetweenSteps = Arc<dyn Fn(&TreeCore) + Send + Sync>;
+
+/// Knobs of the background recovery (see [`TreeCore::tune_recovery`]).
+#[derive(Clone)]
+pub struct RecoveryTuning {
+    /// Nodes per step (at least 1): smaller steps let writers in sooner.
+    pub nodes_per_step: usize,
+    /// Run between steps (tests use it to interleave writes exactly there).
+    pub between_steps: Option<BetweenSteps>,
+}
+
+impl Default for RecoveryTuning {
+    fn default() -> Self {
+        RecoveryTuning { nodes_per_step: NODES_PER_STEP, between_steps: None }
+    }
+}
+
+impl std::fmt::Debug for RecoveryTuning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecoveryTuning")
+            .field("nodes_per_step", &self.nodes_per_step)
+            .field("between_steps", &self.between_steps.is_some())
+            .finish()
+    }
+}
+
 /// What recovery did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
     /// Whether the pool was opened after an unclean shutdown.
     pub ran: bool,
-    /// Nodes walked.
+    /// Whether the tree served at once and repaired in the background
+    /// (`false`: the aborted list was full and open repaired first).
+    pub lazy: bool,
+    /// The versions recorded as aborted at open.
+    pub aborted: Vec<u64>,
+    /// Nodes walked by the repair.
     pub nodes_visited: u64,
-    /// Nodes that needed a change.
+    /// Nodes that needed a change (by the walk or by writers).
     pub nodes_repaired: u64,
-    /// Slots removed (torn, duplicate, or from the aborted version).
+    /// Slots removed (torn, duplicate, or from an aborted version).
     pub slots_removed: u64,
-    /// Entries whose end from the aborted version was reset to live.
+    /// Entries whose end from an aborted version was reset to live.
     pub ends_reset: u64,
     /// Leaked blocks freed by the sweep.
     pub leaks_freed: u64,
     /// Their usable bytes.
     pub leak_bytes: u64,
-    /// Wall time of the repair walk.
+    /// Wall time from open until the tree served (what open itself took).
+    pub open_time: Duration,
+    /// Wall time of the repair (eager: at open; lazy: the background walk).
     pub repair_time: Duration,
-    /// Wall time of the leak sweep (which runs in the background: see
-    /// [`crate::Tree::recovery_report`]).
+    /// Wall time of the leak sweep (in the background).
     pub sweep_time: Duration,
-    /// Why the leak sweep failed, if it did (the pool then stays marked
-    /// for recovery at the next open).
+    /// Why the background recovery failed, if it did (the pool then stays
+    /// marked for recovery at the next open).
     pub sweep_error: Option<String>,
+    /// Whether the background part had finished when the report was taken.
+    pub finished: bool,
 }
 
-/// Brings node `n` back to exactly version `v`: returns (slots removed,
-/// ends reset).
-pub fn repair_node(pool: &Pool, session: u64, n: u64, v: u64) -> Result<(u64, u64)> {
+/// The tree's recovery state, shared by readers, writers and the
+/// background recovery thread.
+#[derive(Debug, Default)]
+pub(crate) struct RecoveryState {
+    /// Whether aborted versions are still marked somewhere in the tree.
+    active: AtomicBool,
+    aborted: RwLock<Arc<Vec<u64>>>,
+    /// Set while the concurrent leak sweep runs: frees wait in the limbo.
+    pub(crate) sweeping: AtomicBool,
+    /// Set by `Tree::drop` to stop the background thread between steps.
+    pub(crate) cancel: AtomicBool,
+    /// What the background work needs to do (`None`: nothing).
+    plan: Mutex<Option<Plan>>,
+    pub(crate) report: Mutex<RecoveryReport>,
+    pub(crate) thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) done: std::sync::OnceLock<RecoveryReport>,
+    tuning: Mutex<RecoveryTuning>,
+}
+
+/// The background work decided at open.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Repair walk from this root, following entries visible at `pinned`.
+    repair_from: Option<u64>,
+    /// The version pinned at open (released once the walk is done).
+    pinned: u64,
+}
+
+/// Brings node `n` back to what it holds without the versions `aborted`
+/// says were aborted: removes torn slots, shift duplicates and entries
+/// starting at an aborted version, resets ends at an aborted version to
+/// live. Returns (slots removed, ends reset); a clean node is not written.
+pub fn repair_node_with(pool: &Pool, session: u64, n: u64, aborted: &dyn Fn(u64) -> bool) -> Result<(u64, u64)> {
     let slots = node::raw_slots(pool, n)?;
     let used = slots.iter().position(|s| *s == Slot::Empty).unwrap_or(NODE_SLOTS);
+    let norm = |e: &Entry| {
+        if e.end != 0 && aborted(e.end) && !aborted(e.start) {
+            Entry { end: 0, moved: false, ..*e }
+        } else {
+            *e
+        }
+    };
     let mut reset = 0;
     for (i, s) in slots.iter().enumerate().take(used) {
         if let Slot::Valid(e) = s {
-            if e.start <= v && e.end > v {
+            if norm(e) != *e {
                 node::set_end(pool, n, i, e, 0, false)?;
                 reset += 1;
             }
@@ -73,7 +177,9 @@ pub fn repair_node(pool: &Pool, session: u64, n: u64, v: u64) -> Result<(u64, u6
         let drop = match slots[i] {
             Slot::Empty => false,
             Slot::Torn => true,
-            Slot::Valid(e) => e.start > v || (i > 0 && dup_of(&slots[i - 1], &e, v)),
+            Slot::Valid(e) => {
+                aborted(e.start) || (i > 0 && matches!(slots[i - 1], Slot::Valid(l) if norm(&l) == norm(&e)))
+            }
         };
         if drop {
             remove.push(i);
@@ -90,71 +196,352 @@ pub fn repair_node(pool: &Pool, session: u64, n: u64, v: u64) -> Result<(u64, u6
     Ok((remove.len() as u64, reset))
 }
 
-/// Whether `e` duplicates the slot to its left (after the end reset).
-fn dup_of(left: &Slot, e: &Entry, v: u64) -> bool {
-    match left {
-        Slot::Valid(l) => {
-            let norm = |x: &Entry| if x.start <= v && x.end > v { Entry { end: 0, moved: false, ..*x } } else { *x };
-            norm(l) == norm(e)
+/// Brings node `n` back to exactly version `v` (every version above `v`
+/// aborted): the undo of a failed batch.
+pub fn repair_node(pool: &Pool, session: u64, n: u64, v: u64) -> Result<(u64, u64)> {
+    repair_node_with(pool, session, n, &|x| x > v)
+}
+
+impl RecoveryState {
+    /// The aborted versions while some node may still carry them.
+    #[inline]
+    pub(crate) fn aborted(&self) -> Option<Arc<Vec<u64>>> {
+        if self.active.load(Ordering::Acquire) {
+            Some(self.aborted.read().clone())
+        } else {
+            None
         }
-        _ => false,
+    }
+
+    fn note_repair(&self, removed: u64, reset: u64) {
+        if removed + reset > 0 {
+            let mut r = self.report.lock();
+            r.nodes_repaired += 1;
+            r.slots_removed += removed;
+            r.ends_reset += reset;
+        }
     }
 }
 
 impl TreeCore {
-    /// Repairs the tree to its committed version and sweeps leaks.
-    pub(crate) fn recover(&self) -> Result<RecoveryReport> {
-        let _ws = self.writer.lock();
-        let pool = &*self.pool;
-        let v = self.current_version()?;
-        let mut r = RecoveryReport { ran: true, ..Default::default() };
+    /// The aborted versions while a lazy recovery has not repaired every
+    /// node (readers then take the checked path).
+    #[inline]
+    pub(crate) fn lazy_aborted(&self) -> Option<Arc<Vec<u64>>> {
+        self.recovery.aborted()
+    }
+
+    /// Repairs node `n` if a lazy recovery may have left it unrepaired
+    /// (the writer calls it, holding the writer lock, before it reads a
+    /// node it will change).
+    pub(crate) fn repair_before_write(&self, n: u64, aborted: &[u64]) -> Result<()> {
+        let (removed, reset) = repair_node_with(&self.pool, self.session, n, &|x| aborted.contains(&x))?;
+        self.recovery.note_repair(removed, reset);
+        Ok(())
+    }
+
+    /// Decides recovery at open (before the tree serves): records the
+    /// aborted version and moves the commit word past it (lazy), or repairs
+    /// every node first when the aborted list is full (eager). Either way
+    /// the leak sweep is left for [`TreeCore::run_recovery`].
+    pub(crate) fn begin_recovery(&self, unclean: bool) -> Result<()> {
         let t0 = Instant::now();
-        let mut stack = vec![self.meta.root(pool)?];
+        let pool = &*self.pool;
+        let mut aborted = self.meta.aborted(pool)?;
+        if !unclean && aborted.is_empty() {
+            return Ok(());
+        }
+        let _ws = self.writer.lock();
+        let v = self.current_version()?;
+        let root = self.meta.root(pool)?;
+        let mut report = RecoveryReport { ran: true, ..Default::default() };
+        if unclean && !aborted.contains(&(v + 1)) {
+            if self.meta.add_aborted(pool, v + 1)? {
+                aborted.push(v + 1);
+            } else {
+                // The list is full: repair everything now, then forget it.
+                let walk = self.repair_eager(root, v, &aborted)?;
+                self.meta.clear_aborted(pool)?;
+                report.aborted = aborted;
+                report.nodes_visited = walk.0;
+                report.repair_time = t0.elapsed();
+                report.open_time = t0.elapsed();
+                *self.recovery.report.lock() = report;
+                self.recovery.note_repair_totals(walk.1, walk.2, walk.3);
+                self.pin_version(v);
+                *self.recovery.plan.lock() = Some(Plan { repair_from: None, pinned: v });
+                return Ok(());
+            }
+        }
+        // Version v + 1 now reads exactly as v: make it the current one so
+        // that writers start above every aborted version.
+        let current = if unclean {
+            self.meta.commit(pool, v + 1)?;
+            v + 1
+        } else {
+            v
+        };
+        *self.recovery.aborted.write() = Arc::new(aborted.clone());
+        self.recovery.active.store(true, Ordering::Release);
+        report.lazy = true;
+        report.aborted = aborted;
+        report.open_time = t0.elapsed();
+        *self.recovery.report.lock() = report;
+        self.pin_version(current);
+        *self.recovery.plan.lock() = Some(Plan { repair_from: Some(root), pinned: current });
+        Ok(())
+    }
+
+    /// Whether background recovery work is pending (started by `Tree::open`).
+    pub(crate) fn recovery_pending(&self) -> bool {
+        self.recovery.plan.lock().is_some()
+    }
+
+    /// Repairs every node visible at `v` (aborted: above `v` or listed):
+    /// returns (nodes visited, nodes repaired, slots removed, ends reset).
+    fn repair_eager(&self, root: u64, v: u64, listed: &[u64]) -> Result<(u64, u64, u64, u64)> {
+        let pool = &*self.pool;
+        let aborted = |x: u64| x > v || listed.contains(&x);
+        let mut out = (0, 0, 0, 0);
+        let mut stack = vec![root];
         let mut seen = HashSet::new();
         while let Some(n) = stack.pop() {
             if !seen.insert(n) {
                 continue;
             }
-            r.nodes_visited += 1;
-            let (removed, reset) = repair_node(pool, self.session, n, v)?;
+            out.0 += 1;
+            let (removed, reset) = repair_node_with(pool, self.session, n, &aborted)?;
             if removed + reset > 0 {
-                r.nodes_repaired += 1;
-                r.slots_removed += removed;
-                r.ends_reset += reset;
+                out.1 += 1;
+                out.2 += removed;
+                out.3 += reset;
             }
-            let copy = node::read(pool, n, self.session)?;
+            let copy = node::read_own(pool, n)?;
             if copy.level > 0 {
                 for e in copy.entries().iter().filter(|e| e.visible_at(v, &[])) {
                     stack.push(search::child_of(pool, e)?);
                 }
             }
         }
-        r.repair_time = t0.elapsed();
-        Ok(r)
+        Ok(out)
     }
 
-    /// Starts the leak sweep on a background thread that holds the writer
-    /// lock until it is done: reads are served meanwhile (they never touch
-    /// a leaked block, and the sweep only reads the tree), writes wait.
-    /// Returns once the thread holds the lock, so no write can come first.
-    pub(crate) fn start_sweep(&self) -> std::thread::JoinHandle<SweepOutcome> {
-        let (pool, meta, writer) = (self.pool.clone(), self.meta, self.writer.clone());
-        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
-        let handle = std::thread::spawn(move || {
-            let _ws = writer.lock();
-            let _ = locked_tx.send(());
-            let t1 = Instant::now();
-            let traced = |p: &Pool, m: &mut Marker<'_>| trace_owned(p, meta, m);
-            let rep = pool.reclaim_leaks(&[&traced, &trace_foreign_roots]);
-            if rep.is_err() {
-                // The next open must recover again.
-                pool.keep_unclean();
-            }
-            SweepOutcome { result: rep.map_err(|e| e.to_string()), time: t1.elapsed() }
-        });
-        let _ = locked_rx.recv();
-        handle
+    fn pin_version(&self, v: u64) {
+        *self.snapshots.lock().entry(v).or_insert(0) += 1;
     }
+
+    fn unpin_version(&self, v: u64) {
+        let mut s = self.snapshots.lock();
+        if let Some(c) = s.get_mut(&v) {
+            *c -= 1;
+            if *c == 0 {
+                s.remove(&v);
+            }
+        }
+    }
+
+    /// Runs the background part of recovery (repair walk, then the leak
+    /// sweep) on the calling thread, in steps that each hold the writer
+    /// lock briefly. Stops early, leaving the pool marked for recovery,
+    /// when the tree is being dropped.
+    pub(crate) fn run_recovery(&self) {
+        let Some(plan) = self.recovery.plan.lock().take() else { return };
+        let outcome = self.recovery_phases(plan);
+        let mut r = self.recovery.report.lock();
+        if let Err(e) = outcome {
+            // The next open must recover again.
+            self.pool.keep_unclean();
+            if self.pool.concurrent_sweep_running() {
+                self.pool.abandon_concurrent_sweep();
+            }
+            self.recovery.sweeping.store(false, Ordering::Release);
+            r.sweep_error = Some(e.to_string());
+        }
+        r.finished = true;
+    }
+
+    fn recovery_phases(&self, plan: Plan) -> Result<()> {
+        let mut pinned = Some(plan.pinned);
+        let result = (|| {
+            if let Some(root) = plan.repair_from {
+                let t = Instant::now();
+                self.repair_walk(root, plan.pinned)?;
+                self.recovery.report.lock().repair_time = t.elapsed();
+            }
+            let t = Instant::now();
+            let (blocks, bytes) = self.concurrent_sweep(&mut pinned)?;
+            let mut r = self.recovery.report.lock();
+            r.sweep_time = t.elapsed();
+            r.leaks_freed = blocks;
+            r.leak_bytes = bytes;
+            Ok(())
+        })();
+        if let Some(p) = pinned {
+            self.unpin_version(p);
+        }
+        result
+    }
+
+    /// Sets the background recovery's step size and hook; takes effect at
+    /// its next step. (Call it right after [`crate::Tree::open_deferred`] to
+    /// cover the whole recovery.)
+    pub fn tune_recovery(&self, tuning: RecoveryTuning) {
+        *self.recovery.tuning.lock() = RecoveryTuning { nodes_per_step: tuning.nodes_per_step.max(1), ..tuning };
+    }
+
+    /// Between two steps: runs the hook, then checks for cancellation.
+    /// Returns the size of the next step.
+    fn between_steps(&self) -> Result<usize> {
+        let t = self.recovery.tuning.lock().clone();
+        if let Some(hook) = &t.between_steps {
+            hook(self);
+        }
+        self.check_cancel()?;
+        Ok(t.nodes_per_step)
+    }
+
+    fn check_cancel(&self) -> Result<()> {
+        if self.recovery.cancel.load(Ordering::Acquire) {
+            return Err(CddsError::invariant("recovery interrupted by close; the next open resumes it", 0));
+        }
+        Ok(())
+    }
+
+    /// The lazy repair walk: every node visible at `pinned` (kept visible by
+    /// the pin), a step at a time; then the aborted list is emptied.
+    fn repair_walk(&self, root: u64, pinned: u64) -> Result<()> {
+        let pool = &*self.pool;
+        let aborted = self.recovery.aborted.read().clone();
+        let is_aborted = |x: u64| aborted.contains(&x);
+        let mut stack = vec![root];
+        let mut seen = HashSet::new();
+        while !stack.is_empty() {
+            let step = self.between_steps()?;
+            let ws = self.writer.lock();
+            let mut visited = 0;
+            while visited < step {
+                let Some(n) = stack.pop() else { break };
+                if !seen.insert(n) {
+                    continue;
+                }
+                visited += 1;
+                let (removed, reset) = repair_node_with(pool, self.session, n, &is_aborted)?;
+                self.recovery.note_repair(removed, reset);
+                let copy = node::read_own(pool, n)?;
+                if copy.level > 0 {
+                    for e in copy.entries().iter().filter(|e| e.visible_at(pinned, &[])) {
+                        stack.push(search::child_of(pool, e)?);
+                    }
+                }
+            }
+            self.recovery.report.lock().nodes_visited += visited as u64;
+            // A writer waiting for the lock gets it before the next step.
+            parking_lot::MutexGuard::unlock_fair(ws);
+        }
+        let _ws = self.writer.lock();
+        self.meta.clear_aborted(pool)?;
+        self.recovery.active.store(false, Ordering::Release);
+        Ok(())
+    }
+
+    /// The leak sweep, concurrent with writers (see the module docs).
+    /// Returns (blocks freed, bytes freed).
+    fn concurrent_sweep(&self, pinned: &mut Option<u64>) -> Result<(u64, u64)> {
+        let pool = &*self.pool;
+        let (root, since) = {
+            let _ws = self.writer.lock();
+            let since = self.current_version()?;
+            self.pin_version(since);
+            if let Some(p) = pinned.replace(since) {
+                self.unpin_version(p);
+            }
+            self.recovery.sweeping.store(true, Ordering::Release);
+            pool.begin_concurrent_sweep();
+            let mut fixed = vec![self.meta.off];
+            let table = self.meta.snapshots(pool)?;
+            if table != 0 {
+                fixed.push(table);
+            }
+            let root = self.meta.root(pool)?;
+            fixed.push(root);
+            pool.concurrent_sweep_mark(&fixed, true)?;
+            let foreign: Vec<u64> = pool
+                .roots()
+                .into_iter()
+                .filter(|r| r.name != crate::meta::ROOT_NAME && r.offset != 0)
+                .map(|r| r.offset)
+                .collect();
+            pool.concurrent_sweep_mark(&foreign, false)?;
+            (root, since)
+        };
+        let mut stack = vec![root];
+        let mut seen = HashSet::new();
+        seen.insert(root);
+        let mut marks = Vec::new();
+        while !stack.is_empty() {
+            let step = self.between_steps()?;
+            let ws = self.writer.lock();
+            for _ in 0..step {
+                let Some(n) = stack.pop() else { break };
+                let level = node::level(pool, n)?;
+                for s in node::raw_slots(pool, n)? {
+                    let Slot::Valid(e) = s else { continue };
+                    if e.moved && e.end <= since {
+                        continue; // its owner is the copy, found on its own
+                    }
+                    marks.push(e.rec);
+                    if level > 0 {
+                        let child = search::child_of(pool, &e)?;
+                        marks.push(child);
+                        if seen.insert(child) {
+                            stack.push(child);
+                        }
+                    }
+                }
+            }
+            pool.concurrent_sweep_mark(&marks, true)?;
+            marks.clear();
+            parking_lot::MutexGuard::unlock_fair(ws);
+        }
+        let mut ws = self.writer.lock();
+        let waiting: Vec<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+        pool.concurrent_sweep_mark(&waiting, false)?;
+        let rep = pool.finish_concurrent_sweep()?;
+        self.recovery.sweeping.store(false, Ordering::Release);
+        if let Some(p) = pinned.take() {
+            self.unpin_version(p);
+        }
+        self.free_limbo(&mut ws);
+        Ok((rep.reclaimed_blocks, rep.reclaimed_bytes))
+    }
+
+    /// What recovery did at open, waiting for the background part to finish
+    /// (running it here if no thread does). All zero after a clean shutdown.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        self.recovery.done.get_or_init(|| {
+            let handle = self.recovery.thread.lock().take();
+            match handle {
+                Some(h) => {
+                    if h.join().is_err() {
+                        self.recovery.report.lock().sweep_error = Some("the recovery thread panicked".into());
+                    }
+                }
+                None => self.run_recovery(),
+            }
+            let mut r = self.recovery.report.lock().clone();
+            r.finished = true;
+            r
+        })
+    }
+
+    /// What recovery has done so far, without waiting for it.
+    pub fn recovery_progress(&self) -> RecoveryReport {
+        match self.recovery.done.get() {
+            Some(r) => r.clone(),
+            None => self.recovery.report.lock().clone(),
+        }
+    }
+
     /// Marks every block the tree owns: the metadata block, the snapshot
     /// table, every node reachable through non-moved entries, and the
     /// records of non-moved entries (a moved entry's record belongs to its copy).
@@ -163,11 +550,13 @@ impl TreeCore {
     }
 }
 
-/// What the background leak sweep did.
-#[derive(Debug)]
-pub(crate) struct SweepOutcome {
-    pub result: std::result::Result<tembo_pmem::ReclaimReport, String>,
-    pub time: Duration,
+impl RecoveryState {
+    fn note_repair_totals(&self, repaired: u64, removed: u64, reset: u64) {
+        let mut r = self.report.lock();
+        r.nodes_repaired += repaired;
+        r.slots_removed += removed;
+        r.ends_reset += reset;
+    }
 }
 
 fn trace_owned(pool: &Pool, meta: crate::meta::Meta, m: &mut Marker<'_>) -> std::result::Result<(), PmemError> {
@@ -193,20 +582,6 @@ fn trace_owned(pool: &Pool, meta: crate::meta::Meta, m: &mut Marker<'_>) -> std:
                     stack.push(child);
                 }
             }
-        }
-    }
-    Ok(())
-}
-
-/// Marks the block each pool root other than the tree's own points to, so
-/// the sweep never frees what another user of the pool keeps there (e.g. the
-/// store's `tembo-db` engine record). Only that block: whoever links more
-/// blocks from it must trace them. A root that is not the start of an
-/// allocated block is not the tree's to judge and is skipped.
-fn trace_foreign_roots(pool: &Pool, m: &mut Marker<'_>) -> std::result::Result<(), PmemError> {
-    for r in pool.roots() {
-        if r.name != crate::meta::ROOT_NAME && r.offset != 0 {
-            let _ = m.mark(r.offset);
         }
     }
     Ok(())

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::ops::Bound;
 
-use crate::entry::key_prefix;
+use crate::entry::{key_prefix, ReadAt};
 use crate::error::{CddsError, Result};
 use crate::node;
 use crate::pins::PinGuard;
@@ -84,6 +84,10 @@ impl Iter<'_> {
         let pool = &**self.tree.pool();
         let v = self.version;
         let session = self.tree.session;
+        // While a lazy recovery runs, slots are verified and aborted
+        // versions honoured (see `recover`).
+        let lazy = self.tree.lazy_aborted();
+        let ab: &[u64] = lazy.as_deref().map_or(&[], |a| a.as_slice());
         let mut n = self.tree.meta.root(pool)?;
         // Forward: the leaf holding the smallest key >= lo; its upper bound
         // is the deepest chosen entry's key. Reverse: the leaf holding the
@@ -103,26 +107,35 @@ impl Iter<'_> {
         let mut edge: Option<Option<Vec<u8>>> = None; // forward: upper bound (None inside = +inf)
         let mut lower: Option<Vec<u8>> = None; // reverse: lower bound
         let copy = loop {
-            let copy = node::read(pool, n, session)?;
+            let copy =
+                if lazy.is_some() { node::read_checked(pool, n, session, ab)? } else { node::read(pool, n, session)? };
             if copy.level == 0 {
                 break copy;
             }
             let i = match seek {
-                Some(k) => search::child_index(pool, &copy, n, k, key_prefix(k), v, at_or_above)?,
+                Some(k) => search::child_index(
+                    pool,
+                    &copy,
+                    n,
+                    k,
+                    key_prefix(k),
+                    ReadAt { version: v, aborted: ab },
+                    at_or_above,
+                )?,
                 None => (0..copy.entries().len())
                     .rev()
-                    .find(|&i| copy.entries()[i].visible_at(v, &[]))
+                    .find(|&i| copy.entries()[i].visible_at(v, ab))
                     .ok_or_else(|| CddsError::invariant("inner node with no visible entry", n))?,
             };
             let e = copy.entries()[i];
             edge = Some(search::entry_key(pool, &e)?);
-            if let Some(p) = (0..i).rev().find(|&j| copy.entries()[j].visible_at(v, &[])) {
+            if let Some(p) = (0..i).rev().find(|&j| copy.entries()[j].visible_at(v, ab)) {
                 lower = search::entry_key(pool, &copy.entries()[p])?;
             }
             n = search::child_of(pool, &e)?;
         };
         let mut got = Vec::new();
-        for e in copy.entries().iter().filter(|e| e.visible_at(v, &[])) {
+        for e in copy.entries().iter().filter(|e| e.visible_at(v, ab)) {
             let h = record::header(pool, e.rec)?;
             let k = record::key(pool, e.rec, &h)?;
             if above_lo(k, &self.lo) && below_hi(k, &self.hi) {

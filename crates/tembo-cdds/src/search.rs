@@ -4,7 +4,7 @@ use std::cmp::Ordering;
 
 use tembo_pmem::Pool;
 
-use crate::entry::Entry;
+use crate::entry::{Entry, ReadAt};
 use crate::error::{CddsError, Result};
 use crate::node::{NodeCopy, RawNode};
 use crate::record;
@@ -40,13 +40,13 @@ pub fn child_index(
     node: u64,
     key: &[u8],
     pfx: u64,
-    v: u64,
+    at: ReadAt<'_>,
     at_or_above: bool,
 ) -> Result<usize> {
     let start = bound(pool, copy.entries(), key, pfx, !at_or_above)?;
-    (start..copy.entries().len())
-        .find(|&i| copy.entries()[i].visible_at(v, &[]))
-        .ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), node))
+    (start..copy.entries().len()).find(|&i| at.sees(&copy.entries()[i])).ok_or_else(|| {
+        CddsError::invariant(format!("no inner entry visible at version {} covers the key", at.version), node)
+    })
 }
 
 /// The child node an inner entry points to.
@@ -59,14 +59,14 @@ pub fn child_of(pool: &Pool, e: &Entry) -> Result<u64> {
 }
 
 /// The index of the entry for `key` visible at `v` in a leaf copy.
-pub fn leaf_find(pool: &Pool, copy: &NodeCopy, key: &[u8], pfx: u64, v: u64) -> Result<Option<usize>> {
+pub fn leaf_find(pool: &Pool, copy: &NodeCopy, key: &[u8], pfx: u64, at: ReadAt<'_>) -> Result<Option<usize>> {
     let mut i = bound(pool, copy.entries(), key, pfx, false)?;
     while i < copy.entries().len() {
         let e = &copy.entries()[i];
         if record::cmp_entry(pool, e, key, pfx)? != Ordering::Equal {
             break;
         }
-        if e.visible_at(v, &[]) {
+        if at.sees(e) {
             return Ok(Some(i));
         }
         i += 1;

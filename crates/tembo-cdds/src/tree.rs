@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tembo_pmem::Pool;
 
-use crate::entry::key_prefix;
+use crate::entry::{key_prefix, ReadAt};
 use crate::error::{CddsError, Result};
 use crate::meta::{Meta, ROOT_NAME};
 use crate::node;
@@ -72,10 +72,9 @@ pub struct TreeCore {
     /// Versions pinned by snapshots (version → holders).
     pub(crate) snapshots: Mutex<BTreeMap<u64, usize>>,
     pub(crate) limits: Limits,
-    /// The repair walk's report; the sweep's part is merged in when it ends.
-    pub(crate) recovery: crate::recover::RecoveryReport,
-    pub(crate) recovery_done: std::sync::OnceLock<crate::recover::RecoveryReport>,
-    pub(crate) sweep: Mutex<Option<std::thread::JoinHandle<crate::recover::SweepOutcome>>>,
+    /// Recovery after an unclean shutdown: aborted versions, the background
+    /// repair and sweep, and what they did (see `recover`).
+    pub(crate) recovery: crate::recover::RecoveryState,
     /// What the incremental GC has done (steps run by the thread or by
     /// [`TreeCore::gc_step`]).
     pub(crate) gc_stats: Mutex<crate::gc::GcStats>,
@@ -102,6 +101,27 @@ impl Tree {
     /// # Errors
     /// [`CddsError::NotATree`] if there is none; invariant errors from recovery.
     pub fn open(pool: Arc<Pool>, limits: Limits) -> Result<Tree> {
+        let tree = Tree::open_deferred(pool, limits)?;
+        if tree.recovery_pending() {
+            let core = tree.core.clone();
+            let handle = std::thread::Builder::new()
+                .name("tembo-cdds-recovery".into())
+                .spawn(move || core.run_recovery())
+                .map_err(|e| CddsError::invariant(format!("cannot start the recovery thread: {e}"), 0))?;
+            *tree.recovery.thread.lock() = Some(handle);
+        }
+        Ok(tree)
+    }
+
+    /// [`Tree::open`] without the background recovery thread: after an
+    /// unclean shutdown the tree serves at once (repairing what writers
+    /// touch), and the rest of recovery runs on the first call of
+    /// [`TreeCore::recovery_report`] (or `check`, `stats`, `gc_pass`).
+    /// For tests and tools that want recovery on their own thread.
+    ///
+    /// # Errors
+    /// As [`Tree::open`].
+    pub fn open_deferred(pool: Arc<Pool>, limits: Limits) -> Result<Tree> {
         let off = pool.root(ROOT_NAME).ok_or_else(|| CddsError::NotATree("the pool has no `cdds` root".into()))?;
         let meta = Meta::open(&pool, off)?;
         TreeCore::finish_open(pool, meta, limits).map(Tree::wrap)
@@ -134,13 +154,22 @@ impl Tree {
 impl Drop for Tree {
     fn drop(&mut self) {
         self.stop_gc();
+        // A recovery still running stops between two steps; the pool then
+        // stays marked for recovery and the next open resumes it.
+        self.core.recovery.cancel.store(true, std::sync::atomic::Ordering::Release);
+        if let Some(h) = self.core.recovery.thread.lock().take() {
+            let _ = h.join();
+        }
+        if self.core.recovery_pending() || self.core.lazy_aborted().is_some() {
+            self.core.pool.keep_unclean();
+        }
     }
 }
 
 impl TreeCore {
     fn finish_open(pool: Arc<Pool>, meta: Meta, limits: Limits) -> Result<TreeCore> {
         let session = meta.next_session(&pool)?;
-        let mut tree = TreeCore {
+        let tree = TreeCore {
             pool,
             meta,
             session,
@@ -149,23 +178,12 @@ impl TreeCore {
             snapshots: Mutex::new(BTreeMap::new()),
             limits,
             recovery: Default::default(),
-            recovery_done: std::sync::OnceLock::new(),
-            sweep: Mutex::new(None),
             gc_stats: Default::default(),
         };
-        if tree.pool.opened_unclean() {
-            match tree.recover() {
-                Ok(r) => tree.recovery = r,
-                Err(e) => {
-                    // Never let a failed recovery's pool be marked clean.
-                    tree.pool.keep_unclean();
-                    return Err(e);
-                }
-            }
-            tree.load_named_snapshots()?;
-            // Reads are served from here on; writes wait for the sweep.
-            *tree.sweep.lock() = Some(tree.start_sweep());
-            return Ok(tree);
+        if let Err(e) = tree.begin_recovery(tree.pool.opened_unclean()) {
+            // Never let a failed recovery's pool be marked clean.
+            tree.pool.keep_unclean();
+            return Err(e);
         }
         tree.load_named_snapshots()?;
         Ok(tree)
@@ -179,32 +197,6 @@ impl TreeCore {
     /// The size limits in force.
     pub fn limits(&self) -> Limits {
         self.limits
-    }
-
-    /// What recovery did at open (all zero after a clean shutdown). The
-    /// tree serves reads as soon as the repair walk is done; the leak sweep
-    /// runs in the background holding the writer lock, and this call waits
-    /// for it to finish (as does the first write).
-    pub fn recovery_report(&self) -> &crate::recover::RecoveryReport {
-        self.recovery_done.get_or_init(|| {
-            let mut r = self.recovery.clone();
-            if let Some(h) = self.sweep.lock().take() {
-                match h.join() {
-                    Ok(out) => {
-                        r.sweep_time = out.time;
-                        match out.result {
-                            Ok(rep) => {
-                                r.leaks_freed = rep.reclaimed_blocks;
-                                r.leak_bytes = rep.reclaimed_bytes;
-                            }
-                            Err(e) => r.sweep_error = Some(e),
-                        }
-                    }
-                    Err(_) => r.sweep_error = Some("the leak sweep thread panicked".into()),
-                }
-            }
-            r
-        })
     }
 
     pub(crate) fn version_word(&self) -> Result<&AtomicU64> {
@@ -241,6 +233,9 @@ impl TreeCore {
     }
 
     fn get_pinned(&self, key: &[u8], v: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(ab) = self.lazy_aborted() {
+            return self.get_checked(key, v, &ab);
+        }
         let pool = &*self.pool;
         let pfx = key_prefix(key);
         let mut n = self.meta.root(pool)?;
@@ -272,12 +267,40 @@ impl TreeCore {
     }
 }
 
+impl TreeCore {
+    /// A point read on the checked path, while a lazy recovery runs: node
+    /// copies with verified slots, aborted versions honoured.
+    fn get_checked(&self, key: &[u8], v: u64, aborted: &[u64]) -> Result<Option<Vec<u8>>> {
+        let pool = &*self.pool;
+        let pfx = key_prefix(key);
+        let mut n = self.meta.root(pool)?;
+        for _ in 0..64 {
+            let copy = node::read_checked(pool, n, self.session, aborted)?;
+            if copy.level == 0 {
+                return match search::leaf_find(pool, &copy, key, pfx, ReadAt { version: v, aborted })? {
+                    Some(i) => {
+                        let rec = copy.entries()[i].rec;
+                        let h = record::header(pool, rec)?;
+                        Ok(Some(record::value(pool, rec, &h)?))
+                    }
+                    None => Ok(None),
+                };
+            }
+            let i = search::child_index(pool, &copy, n, key, pfx, ReadAt { version: v, aborted }, false)?;
+            n = search::child_of(pool, &copy.entries()[i])?;
+        }
+        Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n))
+    }
+}
+
 impl Drop for TreeCore {
     /// Frees what batches retired while readers ran: no reader outlives the
     /// tree it borrows, so nothing can still reach those blocks. Without
     /// this a clean close would leave them allocated and unreachable.
     fn drop(&mut self) {
-        let _ = self.recovery_report(); // joins a sweep still running
+        if self.pool.concurrent_sweep_running() {
+            self.pool.abandon_concurrent_sweep();
+        }
         let mut ws = self.writer.lock();
         for (_, blocks) in ws.limbo.drain(..) {
             for b in blocks {

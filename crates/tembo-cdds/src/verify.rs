@@ -93,7 +93,7 @@ impl Walk<'_> {
         root: bool,
         only: bool,
     ) -> Result<()> {
-        let copy = node::read_checked(self.pool, n, self.tree.session)?;
+        let copy = node::read_checked(self.pool, n, self.tree.session, &[])?;
         self.out.stats.live_nodes += 1;
         if copy.level != level {
             self.bad(n, format!("level {} where {level} expected", copy.level));
@@ -252,6 +252,7 @@ impl TreeCore {
     /// # Errors
     /// Pool or invariant errors that stop the walk.
     pub fn check(&self) -> Result<TreeCheck> {
+        let _ = self.recovery_report(); // the walk expects a repaired tree
         self.walk(true)
     }
 
@@ -260,6 +261,7 @@ impl TreeCore {
     /// # Errors
     /// As [`TreeCore::check`].
     pub fn stats(&self) -> Result<TreeStats> {
+        let _ = self.recovery_report();
         Ok(self.walk(false)?.stats)
     }
 }

@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 
 use tembo_pmem::Pool;
 
-use crate::entry::{key_prefix, Entry, Slot, MAX_VERSION};
+use crate::entry::{key_prefix, Entry, ReadAt, Slot, MAX_VERSION};
 use crate::error::{CddsError, Result};
 use crate::node::{self, NodeCopy, NodeWriter, NODE_SLOTS};
 use crate::record;
@@ -64,6 +64,9 @@ pub(crate) struct Batch<'t> {
     pub(crate) retired: Vec<u64>,
     old_root: u64,
     changed: bool,
+    /// While a lazy recovery runs: the aborted versions, and every node is
+    /// repaired before the batch reads it for a change (see `recover`).
+    aborted: Option<std::sync::Arc<Vec<u64>>>,
 }
 
 impl TreeCore {
@@ -155,6 +158,9 @@ impl TreeCore {
 
     /// Frees retired blocks no running read op can still reach.
     pub(crate) fn free_limbo(&self, ws: &mut crate::tree::WriterState) {
+        if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
+            return; // the leak sweep needs every block it may reach to stay put
+        }
         let min = self.pins.min_pinned();
         let pool = &self.pool;
         ws.limbo.retain(|(tag, blocks)| {
@@ -186,7 +192,16 @@ impl<'t> Batch<'t> {
             retired: Vec::new(),
             old_root: tree.meta.root(&tree.pool)?,
             changed: false,
+            aborted: tree.lazy_aborted(),
         })
+    }
+
+    /// Repairs `n` first if a lazy recovery may not have reached it yet.
+    fn repaired(&self, n: u64) -> Result<u64> {
+        if let Some(ab) = &self.aborted {
+            self.tree.repair_before_write(n, ab)?;
+        }
+        Ok(n)
     }
 
     fn descend(&self, key: &[u8]) -> Result<Vec<Step>> {
@@ -194,7 +209,7 @@ impl<'t> Batch<'t> {
         let mut path = vec![Step { node: self.tree.meta.root(self.pool)?, via: None }];
         let mut raw = node::RawNode::default();
         loop {
-            let n = path.last().expect("non-empty").node;
+            let n = self.repaired(path.last().expect("non-empty").node)?;
             raw.load(self.pool, n, self.tree.session)?;
             if raw.level() == 0 {
                 return Ok(path);
@@ -214,7 +229,7 @@ impl<'t> Batch<'t> {
     /// the root store needs no commit; the old root is retired.
     pub(crate) fn collapse_root(&mut self) -> Result<()> {
         loop {
-            let root = self.tree.meta.root(self.pool)?;
+            let root = self.repaired(self.tree.meta.root(self.pool)?)?;
             let mut raw = node::RawNode::default();
             raw.load(self.pool, root, self.tree.session)?;
             if raw.level() == 0 || (0..raw.used()).filter(|&i| raw.entry(i).end == 0).nth(1).is_some() {
@@ -257,7 +272,8 @@ impl<'t> Batch<'t> {
         let leaf = path.last().expect("non-empty").node;
         let copy = self.read(leaf)?;
         let pfx = key_prefix(key);
-        let old = search::leaf_find(self.pool, &copy, key, pfx, self.w)?.map(|i| copy.entries()[i]);
+        let old = search::leaf_find(self.pool, &copy, key, pfx, ReadAt { version: self.w, aborted: &[] })?
+            .map(|i| copy.entries()[i]);
         self.changed = true;
         let depth = path.len() - 1;
         self.rewrite_from(Some(copy), &path, depth, old.into_iter().collect(), vec![Entry::new(self.w, rec, pfx)])?;
@@ -268,7 +284,9 @@ impl<'t> Batch<'t> {
         let path = self.descend(key)?;
         let leaf = path.last().expect("non-empty").node;
         let copy = self.read(leaf)?;
-        let Some(i) = search::leaf_find(self.pool, &copy, key, key_prefix(key), self.w)? else {
+        let Some(i) =
+            search::leaf_find(self.pool, &copy, key, key_prefix(key), ReadAt { version: self.w, aborted: &[] })?
+        else {
             return Ok(false);
         };
         self.changed = true;
@@ -483,7 +501,7 @@ impl<'t> Batch<'t> {
             return Ok(false);
         };
         let sib_via = pvis[sj];
-        let sib = search::child_of(self.pool, &sib_via)?;
+        let sib = self.repaired(search::child_of(self.pool, &sib_via)?)?;
         if self.read(sib)?.dirty {
             self.compact(sib)?;
         }

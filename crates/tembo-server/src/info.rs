@@ -114,8 +114,9 @@ fn section(cx: &mut Ctx, name: &str) -> Result<String, tembo_store::DbError> {
             kv("commits", &st.stats.commits);
             kv("committed_writes", &st.stats.committed_writes);
             kv("reclaimed_elements", &st.stats.reclaimed);
-            let r = st.store.db().recovery_report();
+            let r = st.store.db().recovery_progress();
             kv("last_open_recovered", &if r.ran { 1 } else { 0 });
+            kv("recovery_in_progress", &if r.ran && !r.finished { 1 } else { 0 });
         }
         "stats" => {
             kv("total_connections_received", &st.stats.connections);

@@ -125,12 +125,12 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
     };
     let pool_err = |source| ServeError::Pool { path: cfg.pool.clone(), source };
     let db = Db::open_or_create(&cfg.pool, &opts).map_err(pool_err)?;
-    let report = db.recovery_report().clone();
+    let report = db.recovery_progress();
     if report.ran {
         log::warn!(
-            "the pool was not closed cleanly: recovered ({} nodes repaired, {} leaked blocks freed)",
+            "the pool was not closed cleanly: serving now; repair and leak sweep {} ({} nodes repaired so far)",
+            if report.finished { "done" } else { "continue in the background" },
             report.nodes_repaired,
-            report.leaks_freed
         );
     }
     let mode = db.mode();

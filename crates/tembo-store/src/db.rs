@@ -298,10 +298,23 @@ impl Db {
     /// transactions rolled back or forward, `slots_removed` objects
     /// restored from the backup or undo log, `repair_time` the log
     /// recovery's time, and the leak fields the sweep's.
+    ///
+    /// The CDDS engine recovers lazily: it serves at once and repairs and
+    /// sweeps in the background; this call waits until that is done (see
+    /// [`Db::recovery_progress`] for a look without waiting).
     pub fn recovery_report(&self) -> &RecoveryReport {
         match self.backend() {
             Backend::Cdds(t) => t.recovery_report(),
             Backend::InPlace(_, r) => r,
+        }
+    }
+
+    /// What recovery has done so far, without waiting for the background
+    /// part (`finished` says whether it is over).
+    pub fn recovery_progress(&self) -> RecoveryReport {
+        match self.backend() {
+            Backend::Cdds(t) => t.recovery_progress(),
+            Backend::InPlace(_, r) => RecoveryReport { finished: true, ..r.clone() },
         }
     }
 
@@ -608,6 +621,7 @@ fn in_place_report(t: &KTree) -> RecoveryReport {
         leaks_freed: leaks.map_or(0, |l| l.reclaimed_blocks),
         leak_bytes: leaks.map_or(0, |l| l.reclaimed_bytes),
         repair_time: h.time,
+        finished: true,
         ..RecoveryReport::default()
     }
 }

@@ -159,6 +159,9 @@ pub(crate) struct AllocState {
     empty_slabs: Vec<u64>,
     used_bytes: u64,
     blocks: u64,
+    /// While a concurrent leak sweep runs (see `sweep`): the blocks marked
+    /// so far, every block allocated since it began included.
+    concurrent_marks: Option<sweep::OffsetSet>,
 }
 
 fn page_offset(page: u64) -> PoolOffset {
@@ -365,6 +368,15 @@ impl AllocState {
     }
 
     fn alloc(&mut self, pool: &Pool, size: u64, fence: bool) -> Result<PoolOffset> {
+        let off = self.alloc_unmarked(pool, size, fence)?;
+        if let Some(marks) = &mut self.concurrent_marks {
+            // Allocated after the sweep began: never the sweep's to free.
+            marks.insert(off);
+        }
+        Ok(off)
+    }
+
+    fn alloc_unmarked(&mut self, pool: &Pool, size: u64, fence: bool) -> Result<PoolOffset> {
         match class_of(size) {
             Some(class) => self.alloc_small(pool, class, fence),
             None => {

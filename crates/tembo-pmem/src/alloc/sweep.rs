@@ -160,3 +160,90 @@ impl Pool {
         Ok(report)
     }
 }
+
+/// A leak sweep that runs while the engine keeps allocating and freeing:
+/// the engine marks what it reaches in as many calls as it likes, in
+/// between its own writes, and every block allocated after
+/// [`Pool::begin_concurrent_sweep`] counts as marked. The engine is
+/// responsible for the rest of the argument: that whatever it can reach at
+/// [`Pool::finish_concurrent_sweep`] was marked, or was allocated after
+/// the sweep began, and that no block it marked was freed meanwhile
+/// without its knowledge (an engine defers its frees while it sweeps).
+impl Pool {
+    /// Starts a concurrent sweep (replacing one already running).
+    pub fn begin_concurrent_sweep(&self) {
+        self.alloc.lock().concurrent_marks = Some(OffsetSet::default());
+    }
+
+    /// Whether a concurrent sweep is running.
+    pub fn concurrent_sweep_running(&self) -> bool {
+        self.alloc.lock().concurrent_marks.is_some()
+    }
+
+    /// Marks `offsets` as reachable. `strict`: each must be the start of an
+    /// allocated block (a reference the engine knows is valid); otherwise
+    /// offsets that are not are skipped (a possibly stale reference the
+    /// engine follows only to be safe).
+    ///
+    /// # Errors
+    /// [`PmemError::Corrupted`] for a strict offset that is not an allocated
+    /// block; [`PmemError::Invariant`] when no concurrent sweep runs.
+    pub fn concurrent_sweep_mark(&self, offsets: &[PoolOffset], strict: bool) -> Result<()> {
+        let mut st = self.alloc.lock();
+        let Some(mut marks) = st.concurrent_marks.take() else {
+            return Err(PmemError::Invariant { name: "alloc.sweep", detail: "no concurrent sweep is running".into() });
+        };
+        let mut result = Ok(());
+        for &o in offsets {
+            if marks.contains(&o) {
+                continue;
+            }
+            match st.locate(self, o) {
+                Ok(_) => {
+                    marks.insert(o);
+                }
+                Err(why) if strict => {
+                    result = Err(PmemError::corrupted(format!("reachable reference to a block that is {why}"), o));
+                    break;
+                }
+                Err(_) => {}
+            }
+        }
+        st.concurrent_marks = Some(marks);
+        result
+    }
+
+    /// Ends the concurrent sweep: frees every allocated block that was not
+    /// marked and was allocated before the sweep began. Call it at a point
+    /// where the engine changes nothing (its writer lock held).
+    ///
+    /// # Errors
+    /// [`PmemError::Invariant`] when no concurrent sweep runs; allocator
+    /// errors of the frees (the sweep is over either way).
+    pub fn finish_concurrent_sweep(&self) -> Result<ReclaimReport> {
+        let mut st = self.alloc.lock();
+        let Some(marked) = st.concurrent_marks.take() else {
+            return Err(PmemError::Invariant { name: "alloc.sweep", detail: "no concurrent sweep is running".into() });
+        };
+        let mut report = ReclaimReport { reachable_blocks: marked.len() as u64, ..ReclaimReport::default() };
+        for (offset, usable) in st.blocks(self)? {
+            if marked.contains(&offset) {
+                continue;
+            }
+            let at = st.locate(self, offset).map_err(|why| PmemError::Invariant {
+                name: "alloc.slab_bitmap",
+                detail: format!("listed block {offset:#x} does not locate: {why}"),
+            })?;
+            st.free_located(self, at)?;
+            report.reclaimed_blocks += 1;
+            report.reclaimed_bytes += usable;
+        }
+        self.set_leaks_reclaimed();
+        Ok(report)
+    }
+
+    /// Drops a running concurrent sweep without freeing anything.
+    pub fn abandon_concurrent_sweep(&self) {
+        self.alloc.lock().concurrent_marks = None;
+    }
+}
