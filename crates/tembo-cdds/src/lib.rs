@@ -11,8 +11,8 @@
 //! blocks), [`node`] (layout, seqlock copies, ordered shifts), `search`,
 //! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
 //! reuse), `gc` (the background, incremental GC), `scan` (iterators),
-//! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6 and the
-//! leak tracer), `verify` (`check`, `stats`).
+//! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6, done lazily:
+//! the tree serves at once after a crash and repairs and sweeps behind it), `verify` (`check`, `stats`).
 
 pub mod campaign;
 pub mod entry;

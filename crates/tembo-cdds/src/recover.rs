@@ -29,9 +29,12 @@
 //! since, which the walk does not visit; an entry moved earlier has its
 //! owner in a node that existed when the walk began). Nothing the walk has
 //! still to reach can be freed meanwhile (entries visible at the pinned
-//! version are kept, and frees are deferred), so at the end, under the
-//! writer lock, every block still reachable was marked, allocated since,
-//! or is waiting in the tree's limbo; the pool frees the rest.
+//! version are kept, and frees are deferred), so when the walk is done,
+//! under the writer lock, every block still reachable was marked,
+//! allocated since, or is waiting in the tree's limbo (marked then). What
+//! is unmarked at that moment nobody can reach again; the pool frees it
+//! run by run while writers go on (blocks they allocate meanwhile are
+//! still marked), and the tree's own frees resume.
 //!
 //! After eight crashes before a lazy recovery finished, the list is full
 //! and open repairs eagerly before serving (then sweeps the same way).
@@ -144,6 +147,29 @@ struct Plan {
     repair_from: Option<u64>,
     /// The version pinned at open (released once the walk is done).
     pinned: u64,
+}
+
+/// The nodes a walk has seen: one bit per 64-byte line of the pool (nodes
+/// are line aligned), allocated up front so that no rehash of hundreds of
+/// thousands of entries happens in a step that holds the writer lock.
+struct SeenNodes(Vec<u64>);
+
+impl SeenNodes {
+    fn new(pool: &Pool) -> SeenNodes {
+        SeenNodes(vec![0; (pool.size() / 64 / 64 + 1) as usize])
+    }
+
+    /// Marks `n` seen; `true` the first time.
+    fn insert(&mut self, n: u64) -> bool {
+        let line = (n / 64) as usize;
+        if line / 64 >= self.0.len() {
+            self.0.resize(line / 64 + 1, 0); // the pool grew meanwhile
+        }
+        let (w, b) = (line / 64, line % 64);
+        let fresh = self.0[w] & (1 << b) == 0;
+        self.0[w] |= 1 << b;
+        fresh
+    }
 }
 
 /// Brings node `n` back to what it holds without the versions `aborted`
@@ -414,7 +440,7 @@ impl TreeCore {
         let aborted = self.recovery.aborted.read().clone();
         let is_aborted = |x: u64| aborted.contains(&x);
         let mut stack = vec![root];
-        let mut seen = HashSet::new();
+        let mut seen = SeenNodes::new(pool);
         while !stack.is_empty() {
             let step = self.between_steps()?;
             let ws = self.writer.lock();
@@ -475,7 +501,7 @@ impl TreeCore {
             (root, since)
         };
         let mut stack = vec![root];
-        let mut seen = HashSet::new();
+        let mut seen = SeenNodes::new(pool);
         seen.insert(root);
         let mut marks = Vec::new();
         while !stack.is_empty() {
@@ -503,16 +529,32 @@ impl TreeCore {
             marks.clear();
             parking_lot::MutexGuard::unlock_fair(ws);
         }
-        let mut ws = self.writer.lock();
-        let waiting: Vec<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
-        pool.concurrent_sweep_mark(&waiting, false)?;
-        let rep = pool.finish_concurrent_sweep()?;
-        self.recovery.sweeping.store(false, Ordering::Release);
-        if let Some(p) = pinned.take() {
-            self.unpin_version(p);
+        {
+            // Everything reachable now is marked (or allocated since); what
+            // waits in the limbo is about to be freed by the tree itself.
+            let mut ws = self.writer.lock();
+            let waiting: Vec<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            pool.concurrent_sweep_mark(&waiting, false)?;
+            self.recovery.sweeping.store(false, Ordering::Release);
+            if let Some(p) = pinned.take() {
+                self.unpin_version(p);
+            }
+            self.free_limbo(&mut ws);
         }
-        self.free_limbo(&mut ws);
-        Ok((rep.reclaimed_blocks, rep.reclaimed_bytes))
+        // What is unmarked now nobody can reach again: free it in steps that
+        // hold only the allocator lock, while writers go on.
+        let (mut blocks, mut bytes) = (0, 0);
+        loop {
+            let budget = self.between_steps()? * 64;
+            let step = pool.concurrent_sweep_free_step(budget)?;
+            blocks += step.freed_blocks;
+            bytes += step.freed_bytes;
+            if step.done {
+                break;
+            }
+        }
+        pool.end_concurrent_sweep();
+        Ok((blocks, bytes))
     }
 
     /// What recovery did at open, waiting for the background part to finish

@@ -55,7 +55,7 @@ mod pptr;
 pub mod sim;
 mod stats;
 
-pub use alloc::{AllocStats, CheckReport, LeakReport, LeakTracer, Marker, ReclaimReport, Violation};
+pub use alloc::{AllocStats, CheckReport, LeakReport, LeakTracer, Marker, ReclaimReport, SweepFreeStep, Violation};
 pub use error::{PmemError, Result};
 pub use ordered::OrderedWrites;
 pub use persist::{FlushInstruction, OrderingMode, CACHE_LINE_BYTES};

@@ -42,7 +42,7 @@ use std::sync::atomic::Ordering;
 
 pub use run::{RunKind, RUN_HEADER_BYTES};
 pub use size_class::{class_of, geometry, SlabGeometry, CLASS_COUNT, CLASS_SIZES, MAX_SLAB_BLOCK};
-pub use sweep::{LeakReport, LeakTracer, Marker, ReclaimReport};
+pub use sweep::{LeakReport, LeakTracer, Marker, ReclaimReport, SweepFreeStep};
 
 use crate::error::{PmemError, Result};
 use crate::header::{HEADER_BYTES, PAGE_BYTES};
@@ -162,6 +162,8 @@ pub(crate) struct AllocState {
     /// While a concurrent leak sweep runs (see `sweep`): the blocks marked
     /// so far, every block allocated since it began included.
     concurrent_marks: Option<sweep::OffsetSet>,
+    /// The first page the concurrent sweep's free phase has yet to visit.
+    concurrent_cursor: u64,
 }
 
 fn page_offset(page: u64) -> PoolOffset {
@@ -543,26 +545,45 @@ impl AllocState {
         Ok(())
     }
 
+    /// The allocated blocks of the runs starting at page `from` or later,
+    /// run by run until at least `budget` blocks are listed: the blocks and
+    /// the page to continue from (`None`: no run left).
+    fn blocks_from(&self, pool: &Pool, from: u64, budget: usize) -> Result<(Vec<(PoolOffset, u64)>, Option<u64>)> {
+        let mut out = Vec::new();
+        for (&page, run) in self.runs.range(from..) {
+            if out.len() >= budget {
+                return Ok((out, Some(page)));
+            }
+            self.run_blocks(pool, page, run, &mut out)?;
+        }
+        Ok((out, None))
+    }
+
+    fn run_blocks(&self, pool: &Pool, page: u64, run: &Run, out: &mut Vec<(PoolOffset, u64)>) -> Result<()> {
+        let run_off = page_offset(page);
+        match run.kind {
+            RunKind::Free => {}
+            RunKind::Large => out.push((run_off + RUN_HEADER_BYTES, run.pages * PAGE_BYTES - RUN_HEADER_BYTES)),
+            RunKind::Slab(class) => {
+                let g = geometry(class);
+                for w in 0..g.bitmap_words {
+                    let mut bits = pool.load_u64(run_off + RUN_HEADER_BYTES + w * 8)?;
+                    while bits != 0 {
+                        let b = bits.trailing_zeros() as u64;
+                        bits &= bits - 1;
+                        out.push((run_off + g.first_block + (w * 64 + b) * g.block_bytes, g.block_bytes));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every allocated block as (offset, usable size), in address order.
     fn blocks(&self, pool: &Pool) -> Result<Vec<(PoolOffset, u64)>> {
         let mut out = Vec::with_capacity(self.blocks as usize);
         for (&page, run) in &self.runs {
-            let run_off = page_offset(page);
-            match run.kind {
-                RunKind::Free => {}
-                RunKind::Large => out.push((run_off + RUN_HEADER_BYTES, run.pages * PAGE_BYTES - RUN_HEADER_BYTES)),
-                RunKind::Slab(class) => {
-                    let g = geometry(class);
-                    for w in 0..g.bitmap_words {
-                        let mut bits = pool.load_u64(run_off + RUN_HEADER_BYTES + w * 8)?;
-                        while bits != 0 {
-                            let b = bits.trailing_zeros() as u64;
-                            bits &= bits - 1;
-                            out.push((run_off + g.first_block + (w * 64 + b) * g.block_bytes, g.block_bytes));
-                        }
-                    }
-                }
-            }
+            self.run_blocks(pool, page, run, &mut out)?;
         }
         Ok(out)
     }

@@ -101,6 +101,17 @@ pub struct LeakReport {
     pub leaked: Vec<(PoolOffset, u64)>,
 }
 
+/// What one [`Pool::concurrent_sweep_free_step`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepFreeStep {
+    /// Leaked blocks freed.
+    pub freed_blocks: u64,
+    /// Their usable bytes.
+    pub freed_bytes: u64,
+    /// Whether the whole heap has been swept.
+    pub done: bool,
+}
+
 /// What [`Pool::reclaim_leaks`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReclaimReport {
@@ -172,7 +183,12 @@ impl Pool {
 impl Pool {
     /// Starts a concurrent sweep (replacing one already running).
     pub fn begin_concurrent_sweep(&self) {
-        self.alloc.lock().concurrent_marks = Some(OffsetSet::default());
+        let mut st = self.alloc.lock();
+        // Sized for every block there is and a quarter more, so that no
+        // rehash of millions of marks stalls an allocation mid-sweep.
+        let capacity = st.blocks as usize + st.blocks as usize / 4 + 1024;
+        st.concurrent_marks = Some(OffsetSet::with_capacity_and_hasher(capacity, Default::default()));
+        st.concurrent_cursor = 0;
     }
 
     /// Whether a concurrent sweep is running.
@@ -213,33 +229,47 @@ impl Pool {
         result
     }
 
-    /// Ends the concurrent sweep: frees every allocated block that was not
-    /// marked and was allocated before the sweep began. Call it at a point
-    /// where the engine changes nothing (its writer lock held).
+    /// One step of the concurrent sweep's free phase, which the engine
+    /// starts once it has marked everything it can reach (and changes
+    /// nothing meanwhile): every allocated block not marked then is garbage
+    /// and stays so, while blocks allocated since keep being marked. Frees
+    /// the unmarked blocks of the next runs (about `budget` blocks looked
+    /// at, under the allocator lock only), so writers go on between steps.
     ///
     /// # Errors
     /// [`PmemError::Invariant`] when no concurrent sweep runs; allocator
-    /// errors of the frees (the sweep is over either way).
-    pub fn finish_concurrent_sweep(&self) -> Result<ReclaimReport> {
+    /// errors of the frees.
+    pub fn concurrent_sweep_free_step(&self, budget: usize) -> Result<SweepFreeStep> {
         let mut st = self.alloc.lock();
-        let Some(marked) = st.concurrent_marks.take() else {
+        let Some(marks) = st.concurrent_marks.take() else {
             return Err(PmemError::Invariant { name: "alloc.sweep", detail: "no concurrent sweep is running".into() });
         };
-        let mut report = ReclaimReport { reachable_blocks: marked.len() as u64, ..ReclaimReport::default() };
-        for (offset, usable) in st.blocks(self)? {
-            if marked.contains(&offset) {
-                continue;
+        let result = (|| {
+            let (blocks, next) = st.blocks_from(self, st.concurrent_cursor, budget.max(1))?;
+            let mut step = SweepFreeStep { done: next.is_none(), ..SweepFreeStep::default() };
+            for (offset, usable) in blocks {
+                if marks.contains(&offset) {
+                    continue;
+                }
+                let at = st.locate(self, offset).map_err(|why| PmemError::Invariant {
+                    name: "alloc.slab_bitmap",
+                    detail: format!("listed block {offset:#x} does not locate: {why}"),
+                })?;
+                st.free_located(self, at)?;
+                step.freed_blocks += 1;
+                step.freed_bytes += usable;
             }
-            let at = st.locate(self, offset).map_err(|why| PmemError::Invariant {
-                name: "alloc.slab_bitmap",
-                detail: format!("listed block {offset:#x} does not locate: {why}"),
-            })?;
-            st.free_located(self, at)?;
-            report.reclaimed_blocks += 1;
-            report.reclaimed_bytes += usable;
-        }
+            st.concurrent_cursor = next.unwrap_or(u64::MAX);
+            Ok(step)
+        })();
+        st.concurrent_marks = Some(marks);
+        result
+    }
+
+    /// Ends a concurrent sweep whose free phase is done.
+    pub fn end_concurrent_sweep(&self) {
+        self.alloc.lock().concurrent_marks = None;
         self.set_leaks_reclaimed();
-        Ok(report)
     }
 
     /// Drops a running concurrent sweep without freeing anything.
