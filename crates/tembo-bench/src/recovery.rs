@@ -63,6 +63,10 @@ pub struct RecoveryReport {
     /// Under load: the slowest of those writes, in milliseconds.
     #[serde(default)]
     pub loaded_max_write_ms: f64,
+    /// Under load: when the slowest write started, in milliseconds after
+    /// the unclean open began.
+    #[serde(default)]
+    pub loaded_max_write_at_ms: f64,
     /// Under load: unclean open until recovery finished.
     #[serde(default)]
     pub loaded_fully_recovered_ms: f64,
@@ -130,12 +134,16 @@ pub fn run(cfg: &RecoveryConfig, progress: Progress) -> Result<RecoveryReport> {
     let t = Instant::now();
     let pool = Arc::new(Pool::open(&copy, &opts)?);
     let tree = Tree::open(pool.clone(), Limits::default())?;
-    let (mut loaded_writes, mut worst) = (0u64, 0f64);
+    let (mut loaded_writes, mut worst, mut worst_at) = (0u64, 0f64, 0f64);
     let mut i = 0usize;
     while !tree.recovery_progress().finished {
         let w = Instant::now();
         tree.write(&[Op::Put(&keys[i % keys.len()], &value)])?;
-        worst = worst.max(w.elapsed().as_secs_f64() * 1e3);
+        let took = w.elapsed().as_secs_f64() * 1e3;
+        if took > worst {
+            worst = took;
+            worst_at = (w - t).as_secs_f64() * 1e3;
+        }
         loaded_writes += 1;
         i = i.wrapping_add(7919);
     }
@@ -167,6 +175,7 @@ pub fn run(cfg: &RecoveryConfig, progress: Progress) -> Result<RecoveryReport> {
         nodes_visited: r.nodes_visited,
         loaded_writes,
         loaded_max_write_ms: worst,
+        loaded_max_write_at_ms: worst_at,
         loaded_fully_recovered_ms,
         clean_first_request_ms,
     })

@@ -55,9 +55,12 @@ use crate::node::{self, NodeWriter, NODE_SLOTS};
 use crate::search;
 use crate::tree::TreeCore;
 
-/// Nodes one background recovery step handles under the writer lock, by
-/// default (about half a millisecond).
+/// Nodes one background recovery step handles under the writer lock at
+/// most, by default.
 pub const NODES_PER_STEP: usize = 64;
+/// A step also ends once it has held the writer lock this long, so a
+/// waiting writer's latency stays bounded whatever the nodes cost.
+const STEP_TIME: Duration = Duration::from_micros(500);
 
 /// Hook run between two background recovery steps, without the writer lock.
 pub type BetweenSteps = Arc<dyn Fn(&TreeCore) + Send + Sync>;
@@ -444,8 +447,9 @@ impl TreeCore {
         while !stack.is_empty() {
             let step = self.between_steps()?;
             let ws = self.writer.lock();
+            let started = Instant::now();
             let mut visited = 0;
-            while visited < step {
+            while visited < step && started.elapsed() < STEP_TIME {
                 let Some(n) = stack.pop() else { break };
                 if !seen.insert(n) {
                     continue;
@@ -474,6 +478,9 @@ impl TreeCore {
     /// Returns (blocks freed, bytes freed).
     fn concurrent_sweep(&self, pinned: &mut Option<u64>) -> Result<(u64, u64)> {
         let pool = &*self.pool;
+        // Before the writer lock: marking blocks allocated from here on is
+        // only ever too cautious, and the mark set is large to build.
+        pool.begin_concurrent_sweep();
         let (root, since) = {
             let _ws = self.writer.lock();
             let since = self.current_version()?;
@@ -482,7 +489,6 @@ impl TreeCore {
                 self.unpin_version(p);
             }
             self.recovery.sweeping.store(true, Ordering::Release);
-            pool.begin_concurrent_sweep();
             let mut fixed = vec![self.meta.off];
             let table = self.meta.snapshots(pool)?;
             if table != 0 {
@@ -507,7 +513,11 @@ impl TreeCore {
         while !stack.is_empty() {
             let step = self.between_steps()?;
             let ws = self.writer.lock();
+            let started = Instant::now();
             for _ in 0..step {
+                if started.elapsed() >= STEP_TIME {
+                    break;
+                }
                 let Some(n) = stack.pop() else { break };
                 let level = node::level(pool, n)?;
                 for s in node::raw_slots(pool, n)? {
@@ -524,12 +534,12 @@ impl TreeCore {
                         }
                     }
                 }
+                pool.concurrent_sweep_mark(&marks, true)?;
+                marks.clear();
             }
-            pool.concurrent_sweep_mark(&marks, true)?;
-            marks.clear();
             parking_lot::MutexGuard::unlock_fair(ws);
         }
-        {
+        let deferred = {
             // Everything reachable now is marked (or allocated since); what
             // waits in the limbo is about to be freed by the tree itself.
             let mut ws = self.writer.lock();
@@ -539,7 +549,15 @@ impl TreeCore {
             if let Some(p) = pinned.take() {
                 self.unpin_version(p);
             }
-            self.free_limbo(&mut ws);
+            self.take_freeable(&mut ws)
+        };
+        // What the limbo kept while the walk ran, freed here rather than
+        // all at once in some writer's commit.
+        for chunk in deferred.chunks(1024) {
+            self.between_steps()?;
+            for &b in chunk {
+                let _ = pool.free(b);
+            }
         }
         // What is unmarked now nobody can reach again: free it in steps that
         // hold only the allocator lock, while writers go on.

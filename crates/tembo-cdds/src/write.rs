@@ -161,19 +161,27 @@ impl TreeCore {
         if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
             return; // the leak sweep needs every block it may reach to stay put
         }
+        for b in self.take_freeable(ws) {
+            // A failed free leaves a leak for the next recovery's sweep,
+            // never a double use: nothing references these blocks.
+            let _ = self.pool.free(b);
+        }
+    }
+
+    /// Removes from the limbo the blocks no running read op can still
+    /// reach: nothing references them any more, so whoever takes them may
+    /// free them without the writer lock.
+    pub(crate) fn take_freeable(&self, ws: &mut crate::tree::WriterState) -> Vec<u64> {
         let min = self.pins.min_pinned();
-        let pool = &self.pool;
-        ws.limbo.retain(|(tag, blocks)| {
+        let mut out = Vec::new();
+        ws.limbo.retain_mut(|(tag, blocks)| {
             if min.is_some_and(|m| m < *tag) {
                 return true;
             }
-            for &b in blocks {
-                // A failed free leaves a leak for the next recovery's sweep,
-                // never a double use: nothing references these blocks.
-                let _ = pool.free(b);
-            }
+            out.append(blocks);
             false
         });
+        out
     }
 }
 

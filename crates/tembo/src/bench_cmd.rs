@@ -364,9 +364,13 @@ fn run_recovery(a: RecoveryArgs) -> Result<()> {
         r.sweep_ms,
     );
     println!(
-        "with a writer overwriting keys meanwhile: {} writes served during recovery, slowest {:.2} ms, recovery \
-         done after {:.1} ms; clean open to first get {:.1} ms",
-        r.loaded_writes, r.loaded_max_write_ms, r.loaded_fully_recovered_ms, r.clean_first_request_ms
+        "with a writer overwriting keys meanwhile: {} writes served during recovery, slowest {:.2} ms (at {:.0} ms), \
+         recovery done after {:.1} ms; clean open to first get {:.1} ms",
+        r.loaded_writes,
+        r.loaded_max_write_ms,
+        r.loaded_max_write_at_ms,
+        r.loaded_fully_recovered_ms,
+        r.clean_first_request_ms
     );
     if let Some(path) = a.json {
         std::fs::write(&path, serde_json::to_string_pretty(&r)?)

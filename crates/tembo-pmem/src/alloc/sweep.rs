@@ -183,11 +183,13 @@ impl Pool {
 impl Pool {
     /// Starts a concurrent sweep (replacing one already running).
     pub fn begin_concurrent_sweep(&self) {
-        let mut st = self.alloc.lock();
         // Sized for every block there is and a quarter more, so that no
-        // rehash of millions of marks stalls an allocation mid-sweep.
-        let capacity = st.blocks as usize + st.blocks as usize / 4 + 1024;
-        st.concurrent_marks = Some(OffsetSet::with_capacity_and_hasher(capacity, Default::default()));
+        // rehash of millions of marks stalls an allocation mid-sweep; built
+        // before the allocator lock is taken.
+        let blocks = self.alloc.lock().blocks as usize;
+        let marks = OffsetSet::with_capacity_and_hasher(blocks + blocks / 4 + 1024, Default::default());
+        let mut st = self.alloc.lock();
+        st.concurrent_marks = Some(marks);
         st.concurrent_cursor = 0;
     }
 
@@ -268,12 +270,16 @@ impl Pool {
 
     /// Ends a concurrent sweep whose free phase is done.
     pub fn end_concurrent_sweep(&self) {
-        self.alloc.lock().concurrent_marks = None;
+        // Dropped after the lock is released: freeing a set of millions of
+        // marks takes a while.
+        let marks = self.alloc.lock().concurrent_marks.take();
+        drop(marks);
         self.set_leaks_reclaimed();
     }
 
     /// Drops a running concurrent sweep without freeing anything.
     pub fn abandon_concurrent_sweep(&self) {
-        self.alloc.lock().concurrent_marks = None;
+        let marks = self.alloc.lock().concurrent_marks.take();
+        drop(marks);
     }
 }
