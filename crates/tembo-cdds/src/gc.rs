@@ -221,7 +221,7 @@ impl TreeCore {
         if !retired.is_empty() {
             // Tagged like a batch committing now: freed once every running
             // read op started after this step.
-            ws.limbo.push((b.w, retired));
+            self.to_limbo(ws, b.w, retired);
         }
         if !ws.limbo.is_empty() {
             self.free_limbo(ws);

@@ -482,13 +482,17 @@ impl TreeCore {
         // only ever too cautious, and the mark set is large to build.
         pool.begin_concurrent_sweep();
         let (root, since) = {
-            let _ws = self.writer.lock();
+            let ws = self.writer.lock();
             let since = self.current_version()?;
             self.pin_version(since);
             if let Some(p) = pinned.replace(since) {
                 self.unpin_version(p);
             }
             self.recovery.sweeping.store(true, Ordering::Release);
+            // Retired before the sweep began and still waiting for readers:
+            // allocated, and to be freed by the tree, not by the sweep.
+            let waiting: Vec<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            pool.concurrent_sweep_mark(&waiting, false)?;
             let mut fixed = vec![self.meta.off];
             let table = self.meta.snapshots(pool)?;
             if table != 0 {
@@ -540,11 +544,9 @@ impl TreeCore {
             parking_lot::MutexGuard::unlock_fair(ws);
         }
         let deferred = {
-            // Everything reachable now is marked (or allocated since); what
-            // waits in the limbo is about to be freed by the tree itself.
+            // Everything reachable now is marked (or allocated since), and
+            // so is what waits in the limbo (marked as it was retired).
             let mut ws = self.writer.lock();
-            let waiting: Vec<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
-            pool.concurrent_sweep_mark(&waiting, false)?;
             self.recovery.sweeping.store(false, Ordering::Release);
             if let Some(p) = pinned.take() {
                 self.unpin_version(p);

@@ -125,7 +125,7 @@ impl TreeCore {
         let version = match failed {
             Some(e) => {
                 let undo = b.undo();
-                ws.limbo.push((v + 1, retired));
+                self.to_limbo(ws, v + 1, retired);
                 undo?;
                 return Err(e);
             }
@@ -136,7 +136,7 @@ impl TreeCore {
             None => v,
         };
         if !retired.is_empty() {
-            ws.limbo.push((v + 1, retired));
+            self.to_limbo(ws, v + 1, retired);
         }
         if !ws.limbo.is_empty() {
             self.free_limbo(ws);
@@ -154,6 +154,17 @@ impl TreeCore {
             oldest = oldest.min(s);
         }
         oldest
+    }
+
+    /// Puts blocks retired by the batch at `tag` in the limbo. While the
+    /// leak sweep runs they are marked now (they were reachable when it
+    /// began), so its end need not mark a limbo of thousands at once.
+    pub(crate) fn to_limbo(&self, ws: &mut crate::tree::WriterState, tag: u64, blocks: Vec<u64>) {
+        if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
+            // Lenient: a block that is not allocated needs no keeping.
+            let _ = self.pool.concurrent_sweep_mark(&blocks, false);
+        }
+        ws.limbo.push((tag, blocks));
     }
 
     /// Frees retired blocks no running read op can still reach.
