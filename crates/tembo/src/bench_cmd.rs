@@ -103,10 +103,13 @@ pub enum BenchCommand {
     Smoke(crate::bench_targets_cmd::SmokeArgs),
     /// Draw the charts of a saved micro/ycsb report again (SVG and PNG)
     Plot(crate::bench_targets_cmd::PlotArgs),
-    /// Time from an unclean shutdown to the first answered request, and what recovery did
+    /// Time from an unclean shutdown to the first answered get and put, and to full recovery
     #[command(long_about = "Loads --keys keys into a CDDS tree on an emulated pool, copies the pool file \
-        while it is open (what kill -9 leaves), opens the copy and times open + recovery + the first get; \
-        reports the repair walk and leak sweep separately, and a clean open for comparison.")]
+        while it is open (what kill -9 leaves), opens the copy and times the first answered get and the \
+        first committed put (the tree recovers lazily and serves at once) and the background repair walk \
+        and leak sweep. A second copy is opened with a writer overwriting keys for as long as recovery \
+        runs: writes served meanwhile, the slowest of them, and the recovery time under that load. A \
+        clean open is timed for comparison. Needs room for three copies of the pool in --pool-dir.")]
     Recovery(RecoveryArgs),
     /// Pool space under long update/delete churn, with and without the background GC
     #[command(
