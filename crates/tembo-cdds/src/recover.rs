@@ -282,6 +282,14 @@ impl TreeCore {
         }
         let _ws = self.writer.lock();
         let v = self.current_version()?;
+        if let Some(&bad) = aborted.iter().find(|&&a| a > v + 1) {
+            // Only `v + 1` is ever recorded, and the commit word then moves
+            // to it: a later version in the list is a corrupted block.
+            return Err(CddsError::invariant(
+                format!("metadata block lists version {bad} as aborted, beyond the current version {v}"),
+                self.meta.off,
+            ));
+        }
         let root = self.meta.root(pool)?;
         let mut report = RecoveryReport { ran: true, ..Default::default() };
         if unclean && !aborted.contains(&(v + 1)) {

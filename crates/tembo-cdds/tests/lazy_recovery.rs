@@ -252,3 +252,25 @@ fn writes_between_every_step_of_the_walks() {
         assert!(g.2 > 5_000, "too few interleaved writes: {}", g.2);
     }
 }
+
+/// A corrupted aborted list (a version beyond the current one) is reported
+/// as corruption at open, not trusted: trusting it would hide entries.
+#[test]
+fn an_aborted_version_beyond_the_current_one_is_corruption() {
+    let opts = PoolOptions::with_size(1 << 20);
+    let pool = Arc::new(Pool::simulated(&opts).unwrap());
+    let tree = Tree::create(pool.clone(), Limits::default()).unwrap();
+    for i in 0..50u64 {
+        tree.write(&[Op::Put(&key(i), b"v")]).unwrap();
+    }
+    let meta = pool.root(tembo_cdds::ROOT_NAME).unwrap();
+    // Word 6 of the metadata block: the first aborted-list slot.
+    pool.store_u64(meta + 48, 1_000_000).unwrap();
+    pool.persist(meta + 48, 8);
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let image = pool.simulator().unwrap().crash_image(&pool, CrashPolicy::None, &mut rng);
+    drop(tree);
+    let pool = Arc::new(Pool::from_image(&image, &opts).unwrap());
+    let err = Tree::open(pool, Limits::default()).unwrap_err().to_string();
+    assert!(err.contains("aborted") && err.contains("beyond the current version"), "{err}");
+}
