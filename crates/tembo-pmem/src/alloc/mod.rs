@@ -148,6 +148,9 @@ impl CheckReport {
     }
 }
 
+/// An allocated block: offset and usable size.
+type Block = (PoolOffset, u64);
+
 /// The allocator's DRAM state. Lives in `Pool::alloc`, behind its mutex.
 #[derive(Debug, Default)]
 pub(crate) struct AllocState {
@@ -548,7 +551,7 @@ impl AllocState {
     /// The allocated blocks of the runs starting at page `from` or later,
     /// run by run until at least `budget` blocks are listed: the blocks and
     /// the page to continue from (`None`: no run left).
-    fn blocks_from(&self, pool: &Pool, from: u64, budget: usize) -> Result<(Vec<(PoolOffset, u64)>, Option<u64>)> {
+    fn blocks_from(&self, pool: &Pool, from: u64, budget: usize) -> Result<(Vec<Block>, Option<u64>)> {
         let mut out = Vec::new();
         for (&page, run) in self.runs.range(from..) {
             if out.len() >= budget {
@@ -559,7 +562,7 @@ impl AllocState {
         Ok((out, None))
     }
 
-    fn run_blocks(&self, pool: &Pool, page: u64, run: &Run, out: &mut Vec<(PoolOffset, u64)>) -> Result<()> {
+    fn run_blocks(&self, pool: &Pool, page: u64, run: &Run, out: &mut Vec<Block>) -> Result<()> {
         let run_off = page_offset(page);
         match run.kind {
             RunKind::Free => {}
