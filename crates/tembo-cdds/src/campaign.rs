@@ -251,14 +251,7 @@ fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String>
     let mut kv = (*state.kv).clone();
     let writes = writes_during_recovery(&kv);
     for batch in &writes {
-        let list: Vec<Op<'_>> = batch
-            .iter()
-            .map(|(k, v)| match v {
-                Some(v) => Op::Put(k, v),
-                None => Op::Delete(k),
-            })
-            .collect();
-        tree.write(&list).map_err(|e| format!("inconsistent: write during recovery: {e}"))?;
+        tree.write(&ops_of(batch)).map_err(|e| format!("inconsistent: write during recovery: {e}"))?;
         for (k, v) in batch {
             match v {
                 Some(v) => kv.insert(k.clone(), v.clone()),
@@ -281,6 +274,17 @@ fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String>
         return Err("lost: contents changed when recovery finished".into());
     }
     Ok(())
+}
+
+/// A model batch as tree operations.
+fn ops_of(batch: &KvBatch) -> Vec<Op<'_>> {
+    batch
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => Op::Put(k, v),
+            None => Op::Delete(k),
+        })
+        .collect()
 }
 
 /// Two batches touching the start, the middle and the end of the key
@@ -410,14 +414,7 @@ pub fn run(cfg: &CampaignConfig) -> CampaignReport {
             for op in &ops {
                 match op {
                     WOp::Batch(b) => {
-                        let list: Vec<Op<'_>> = b
-                            .iter()
-                            .map(|(k, v)| match v {
-                                Some(v) => Op::Put(k, v),
-                                None => Op::Delete(k),
-                            })
-                            .collect();
-                        tree.write(&list).map_err(|e| e.to_string())?;
+                        tree.write(&ops_of(b)).map_err(|e| e.to_string())?;
                     }
                     WOp::Pin => pins.push(tree.snapshot().map_err(|e| e.to_string())?),
                     WOp::Unpin => {

@@ -123,6 +123,29 @@ pub struct ReclaimReport {
     pub reclaimed_bytes: u64,
 }
 
+/// Frees the listed blocks that are not marked: (blocks, usable bytes).
+fn free_unmarked(
+    pool: &Pool,
+    st: &mut AllocState,
+    blocks: Vec<(PoolOffset, u64)>,
+    marked: &OffsetSet,
+) -> Result<(u64, u64)> {
+    let (mut count, mut bytes) = (0, 0);
+    for (offset, usable) in blocks {
+        if marked.contains(&offset) {
+            continue;
+        }
+        let at = st.locate(pool, offset).map_err(|why| PmemError::Invariant {
+            name: "alloc.slab_bitmap",
+            detail: format!("listed block {offset:#x} does not locate: {why}"),
+        })?;
+        st.free_located(pool, at)?;
+        count += 1;
+        bytes += usable;
+    }
+    Ok((count, bytes))
+}
+
 fn mark_all(pool: &Pool, st: &AllocState, tracers: &[&dyn LeakTracer]) -> Result<OffsetSet> {
     let mut marker = Marker { state: st, pool, marked: OffsetSet::default() };
     for t in tracers {
@@ -154,19 +177,9 @@ impl Pool {
     pub fn reclaim_leaks(&self, tracers: &[&dyn LeakTracer]) -> Result<ReclaimReport> {
         let mut st = self.alloc.lock();
         let marked = mark_all(self, &st, tracers)?;
-        let mut report = ReclaimReport { reachable_blocks: marked.len() as u64, ..ReclaimReport::default() };
-        for (offset, usable) in st.blocks(self)? {
-            if marked.contains(&offset) {
-                continue;
-            }
-            let at = st.locate(self, offset).map_err(|why| PmemError::Invariant {
-                name: "alloc.slab_bitmap",
-                detail: format!("listed block {offset:#x} does not locate: {why}"),
-            })?;
-            st.free_located(self, at)?;
-            report.reclaimed_blocks += 1;
-            report.reclaimed_bytes += usable;
-        }
+        let blocks = st.blocks(self)?;
+        let (reclaimed_blocks, reclaimed_bytes) = free_unmarked(self, &mut st, blocks, &marked)?;
+        let report = ReclaimReport { reachable_blocks: marked.len() as u64, reclaimed_blocks, reclaimed_bytes };
         self.set_leaks_reclaimed();
         Ok(report)
     }
@@ -248,21 +261,9 @@ impl Pool {
         };
         let result = (|| {
             let (blocks, next) = st.blocks_from(self, st.concurrent_cursor, budget.max(1))?;
-            let mut step = SweepFreeStep { done: next.is_none(), ..SweepFreeStep::default() };
-            for (offset, usable) in blocks {
-                if marks.contains(&offset) {
-                    continue;
-                }
-                let at = st.locate(self, offset).map_err(|why| PmemError::Invariant {
-                    name: "alloc.slab_bitmap",
-                    detail: format!("listed block {offset:#x} does not locate: {why}"),
-                })?;
-                st.free_located(self, at)?;
-                step.freed_blocks += 1;
-                step.freed_bytes += usable;
-            }
+            let (freed_blocks, freed_bytes) = free_unmarked(self, &mut st, blocks, &marks)?;
             st.concurrent_cursor = next.unwrap_or(u64::MAX);
-            Ok(step)
+            Ok(SweepFreeStep { freed_blocks, freed_bytes, done: next.is_none() })
         })();
         st.concurrent_marks = Some(marks);
         result
