@@ -240,8 +240,24 @@ class HarnessError(Exception):
     pass
 
 
+def _stat_fields(path):
+    """state, ppid, pgrp, ... of a /proc stat file (None if it is gone)."""
+    try:
+        with open(path, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # pid (comm) state ppid pgrp ...; comm may contain spaces and ')'
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
 def group_alive(pgid):
-    """True while a process of group `pgid` is alive (zombies do not count)."""
+    """True while a process of group `pgid` is alive (zombies do not count).
+
+    A process whose main thread is already a zombie may still have other
+    threads exiting, and they hold its descriptors (and so the pool's
+    flock) until the last one is gone: every thread is looked at.
+    """
     if not os.path.isdir("/proc"):
         try:
             os.killpg(pgid, 0)
@@ -251,15 +267,17 @@ def group_alive(pgid):
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
-        try:
-            with open("/proc/%s/stat" % pid, "rb") as f:
-                stat = f.read()
-        except OSError:
+        fields = _stat_fields("/proc/%s/stat" % pid)
+        if not fields or len(fields) <= 2 or int(fields[2]) != pgid:
             continue
-        # pid (comm) state ppid pgrp ...; comm may contain spaces and ')'
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
+        try:
+            tids = os.listdir("/proc/%s/task" % pid)
+        except OSError:
+            tids = [pid]
+        for tid in tids:
+            t = _stat_fields("/proc/%s/task/%s/stat" % (pid, tid))
+            if t and t[0] not in (b"Z", b"X"):
+                return True
     return False
 
 
