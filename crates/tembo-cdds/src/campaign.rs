@@ -123,6 +123,71 @@ struct ModelState {
     named: BTreeMap<String, usize>,
 }
 
+/// Ops between two full copies of the model's contents: a state in
+/// between is rebuilt by replaying at most this many ops, so a 100,000-op
+/// workload keeps ~50 copies instead of one per op.
+const CHECKPOINT_EVERY: usize = 2048;
+
+/// The model after each op (state `i` = after the first `i` ops), kept as
+/// checkpoints plus the ops.
+struct Model {
+    ops: Vec<WOp>,
+    checkpoints: Vec<Arc<BTreeMap<Vec<u8>, Vec<u8>>>>,
+    /// The named snapshots after each op (a few names each).
+    named: Vec<BTreeMap<String, usize>>,
+}
+
+impl Model {
+    fn new(ops: &[WOp]) -> Model {
+        let mut kv = BTreeMap::new();
+        let mut named = vec![BTreeMap::new()];
+        let mut checkpoints = vec![Arc::new(kv.clone())];
+        for (i, op) in ops.iter().enumerate() {
+            apply(&mut kv, op);
+            let mut n = named.last().cloned().unwrap_or_default();
+            match op {
+                WOp::Name(s) => {
+                    n.insert(s.clone(), i);
+                }
+                WOp::Unname(s) => {
+                    n.remove(s);
+                }
+                _ => {}
+            }
+            named.push(n);
+            if (i + 1) % CHECKPOINT_EVERY == 0 {
+                checkpoints.push(Arc::new(kv.clone()));
+            }
+        }
+        Model { ops: ops.to_vec(), checkpoints, named }
+    }
+
+    /// Number of states (ops + 1).
+    fn len(&self) -> usize {
+        self.named.len()
+    }
+
+    fn state(&self, i: usize) -> ModelState {
+        let c = i / CHECKPOINT_EVERY;
+        let mut kv = (*self.checkpoints[c]).clone();
+        for op in &self.ops[c * CHECKPOINT_EVERY..i] {
+            apply(&mut kv, op);
+        }
+        ModelState { kv: Arc::new(kv), named: self.named[i].clone() }
+    }
+}
+
+fn apply(kv: &mut BTreeMap<Vec<u8>, Vec<u8>>, op: &WOp) {
+    if let WOp::Batch(b) = op {
+        for (k, v) in b {
+            match v {
+                Some(v) => kv.insert(k.clone(), v.clone()),
+                None => kv.remove(k),
+            };
+        }
+    }
+}
+
 fn key_of(n: u64) -> Vec<u8> {
     format!("k{n:010}").into_bytes()
 }
@@ -199,34 +264,6 @@ fn generate(cfg: &CampaignConfig) -> Vec<WOp> {
     out
 }
 
-fn model_states(ops: &[WOp]) -> Vec<ModelState> {
-    let mut states = vec![ModelState::default()];
-    for op in ops {
-        let mut s = states.last().expect("non-empty").clone();
-        match op {
-            WOp::Batch(b) => {
-                let mut kv = (*s.kv).clone();
-                for (k, v) in b {
-                    match v {
-                        Some(v) => kv.insert(k.clone(), v.clone()),
-                        None => kv.remove(k),
-                    };
-                }
-                s.kv = Arc::new(kv);
-            }
-            WOp::Name(n) => {
-                s.named.insert(n.clone(), states.len() - 1);
-            }
-            WOp::Unname(n) => {
-                s.named.remove(n);
-            }
-            WOp::Pin | WOp::Unpin | WOp::Gc(_) => {}
-        }
-        states.push(s);
-    }
-    states
-}
-
 /// The pool options campaigns use.
 pub fn pool_options(ordering: OrderingMode) -> PoolOptions {
     PoolOptions { size: 1 << 20, max_size: Some(32 << 20), ordering, ..PoolOptions::default() }
@@ -246,7 +283,7 @@ fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, S
 /// honoured); then writes made before the repair walk (the writer repairs
 /// what it touches) must read back; then the rest of recovery, `check`,
 /// and the contents once more.
-fn judge(tree: &Tree, states: &[ModelState], acked: usize) -> Result<(), String> {
+fn judge(tree: &Tree, states: &Model, acked: usize) -> Result<(), String> {
     let state = judge_contents(tree, states, acked)?;
     let mut kv = (*state.kv).clone();
     let writes = writes_during_recovery(&kv);
@@ -305,7 +342,7 @@ fn writes_during_recovery(kv: &BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<KvBatch> {
 
 /// The model state (acknowledged, or with the op in flight) the reopened
 /// tree holds, named snapshots included.
-fn judge_contents<'s>(tree: &Tree, states: &'s [ModelState], acked: usize) -> Result<&'s ModelState, String> {
+fn judge_contents(tree: &Tree, states: &Model, acked: usize) -> Result<ModelState, String> {
     let got = contents(tree, None).map_err(|e| format!("inconsistent: scan: {e}"))?;
     let named: BTreeMap<String, u64> = tree
         .named_snapshots()
@@ -315,7 +352,7 @@ fn judge_contents<'s>(tree: &Tree, states: &'s [ModelState], acked: usize) -> Re
         .collect();
     let candidates = [Some(acked), Some(acked + 1).filter(|&i| i < states.len())];
     let mut why = String::new();
-    for s in candidates.into_iter().flatten().map(|i| &states[i]) {
+    for s in candidates.into_iter().flatten().map(|i| states.state(i)) {
         if *s.kv != got {
             why = format!("contents ({} keys) differ from the model ({} keys)", got.len(), s.kv.len());
             continue;
@@ -326,7 +363,7 @@ fn judge_contents<'s>(tree: &Tree, states: &'s [ModelState], acked: usize) -> Re
         }
         for (name, &idx) in &s.named {
             let at = contents(tree, Some(named[name])).map_err(|e| format!("inconsistent: snapshot scan: {e}"))?;
-            if at != *states[idx].kv {
+            if at != *states.state(idx).kv {
                 return Err(format!("lost: named snapshot {name} does not hold its version's contents"));
             }
         }
@@ -346,7 +383,7 @@ fn reopen(image: &[u8], ordering: OrderingMode) -> Result<(Arc<Pool>, Tree), Str
 /// Runs one campaign.
 pub fn run(cfg: &CampaignConfig) -> CampaignReport {
     let ops = generate(cfg);
-    let states = Arc::new(model_states(&ops));
+    let states = Arc::new(Model::new(&ops));
     let pool = Arc::new(Pool::simulated(&pool_options(cfg.ordering)).expect("a simulated pool"));
     let tree = Tree::create(pool.clone(), Limits::default()).expect("a tree on a fresh pool");
     pool.reset_write_stats();

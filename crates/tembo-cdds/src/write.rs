@@ -295,7 +295,8 @@ impl<'t> Batch<'t> {
             .map(|i| copy.entries()[i]);
         self.changed = true;
         let depth = path.len() - 1;
-        self.rewrite_from(Some(copy), &path, depth, old.into_iter().collect(), vec![Entry::new(self.w, rec, pfx)])?;
+        let ends = old.as_slice();
+        self.rewrite_from(Some(copy), &path, depth, ends, &[Entry::new(self.w, rec, pfx)])?;
         Ok(old.is_some())
     }
 
@@ -311,7 +312,7 @@ impl<'t> Batch<'t> {
         self.changed = true;
         let depth = path.len() - 1;
         let old = copy.entries()[i];
-        self.rewrite_from(Some(copy), &path, depth, vec![old], Vec::new())?;
+        self.rewrite_from(Some(copy), &path, depth, &[old], &[])?;
         Ok(true)
     }
 
@@ -332,7 +333,7 @@ impl<'t> Batch<'t> {
     /// Ends `ends` and adds `adds` in the node at `path[depth]`: in place if
     /// it has room (after dead-slot reuse), else by rebuilding it into new
     /// nodes (split, or merge with a sibling when too few live entries).
-    fn rewrite(&mut self, path: &[Step], depth: usize, ends: Vec<Entry>, adds: Vec<Entry>) -> Result<()> {
+    fn rewrite(&mut self, path: &[Step], depth: usize, ends: &[Entry], adds: &[Entry]) -> Result<()> {
         self.rewrite_from(None, path, depth, ends, adds)
     }
 
@@ -342,8 +343,8 @@ impl<'t> Batch<'t> {
         copy: Option<Box<NodeCopy>>,
         path: &[Step],
         depth: usize,
-        ends: Vec<Entry>,
-        adds: Vec<Entry>,
+        ends: &[Entry],
+        adds: &[Entry],
     ) -> Result<()> {
         let n = path[depth].node;
         let mut copy = match copy {
@@ -354,7 +355,7 @@ impl<'t> Batch<'t> {
             self.compact(n)?;
             copy = self.read(n)?;
         }
-        for e in &ends {
+        for e in ends {
             let slot = self.slot_of(n, &copy, e)?;
             node::set_end(self.pool, n, slot, e, self.w, false)?;
             self.touch(n);
@@ -371,7 +372,7 @@ impl<'t> Batch<'t> {
             // matters here (no list of live slots to build on every put).
             let live_count = copy.entries().iter().filter(|e| e.visible_at(self.w, &[])).count();
             let mut fresh = Some(copy);
-            for a in &adds {
+            for a in adds {
                 let c = match fresh.take() {
                     Some(c) => c,
                     None => self.read(n)?,
@@ -397,11 +398,11 @@ impl<'t> Batch<'t> {
         let live = live_slots(&copy, self.w);
         let mut list = self.restart(&live);
         for a in adds {
-            let idx = match search::entry_key(self.pool, &a)? {
+            let idx = match search::entry_key(self.pool, a)? {
                 Some(k) => search::bound(self.pool, &list, &k, a.prefix, true)?,
                 None => list.len(),
             };
-            list.insert(idx, a);
+            list.insert(idx, *a);
         }
         if depth > 0 && list.len() < MIN_LIVE {
             let done = self.rebalance(path, depth, &live, list.clone())?;
@@ -482,7 +483,7 @@ impl<'t> Batch<'t> {
             Some(via) => {
                 let last = search::entry_key(self.pool, &via)?;
                 let adds = self.parent_entries(built, last)?;
-                self.rewrite(path, depth - 1, vec![via], adds)
+                self.rewrite(path, depth - 1, &[via], &adds)
             }
             None => {
                 // Root split: the new root keeps the old root visible to
@@ -535,7 +536,7 @@ impl<'t> Batch<'t> {
         let right_via = if sib_right { sib_via } else { via };
         let last = search::entry_key(self.pool, &right_via)?;
         let adds = self.parent_entries(built, last)?;
-        self.rewrite(path, depth - 1, vec![via, sib_via], adds)?;
+        self.rewrite(path, depth - 1, &[via, sib_via], &adds)?;
         Ok(true)
     }
 
