@@ -41,7 +41,6 @@
 //! The sweep also keeps the block of every other pool root (the store's
 //! engine record), so a pool shared with other roots loses nothing.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -297,14 +296,15 @@ impl TreeCore {
                 aborted.push(v + 1);
             } else {
                 // The list is full: repair everything now, then forget it.
-                let walk = self.repair_eager(root, v, &aborted)?;
-                self.meta.clear_aborted(pool)?;
-                report.aborted = aborted;
-                report.nodes_visited = walk.0;
-                report.repair_time = t0.elapsed();
-                report.open_time = t0.elapsed();
                 *self.recovery.report.lock() = report;
-                self.recovery.note_repair_totals(walk.1, walk.2, walk.3);
+                let visited = self.repair_eager(root, v, &aborted)?;
+                self.meta.clear_aborted(pool)?;
+                let mut r = self.recovery.report.lock();
+                r.aborted = aborted;
+                r.nodes_visited = visited;
+                r.repair_time = t0.elapsed();
+                r.open_time = t0.elapsed();
+                drop(r);
                 self.pin_version(v);
                 *self.recovery.plan.lock() = Some(Plan { repair_from: None, pinned: v });
                 return Ok(());
@@ -334,33 +334,34 @@ impl TreeCore {
         self.recovery.plan.lock().is_some()
     }
 
-    /// Repairs every node visible at `v` (aborted: above `v` or listed):
-    /// returns (nodes visited, nodes repaired, slots removed, ends reset).
-    fn repair_eager(&self, root: u64, v: u64, listed: &[u64]) -> Result<(u64, u64, u64, u64)> {
-        let pool = &*self.pool;
+    /// Repairs every node visible at `v` (aborted: above `v` or listed)
+    /// at once; the caller holds the writer lock. Returns the nodes visited.
+    fn repair_eager(&self, root: u64, v: u64, listed: &[u64]) -> Result<u64> {
         let aborted = |x: u64| x > v || listed.contains(&x);
-        let mut out = (0, 0, 0, 0);
         let mut stack = vec![root];
-        let mut seen = HashSet::new();
+        let mut seen = SeenNodes::new(&self.pool);
+        let mut visited = 0;
         while let Some(n) = stack.pop() {
-            if !seen.insert(n) {
-                continue;
-            }
-            out.0 += 1;
-            let (removed, reset) = repair_node_with(pool, self.session, n, &aborted)?;
-            if removed + reset > 0 {
-                out.1 += 1;
-                out.2 += removed;
-                out.3 += reset;
-            }
-            let copy = node::read_own(pool, n)?;
-            if copy.level > 0 {
-                for e in copy.entries().iter().filter(|e| e.visible_at(v, &[])) {
-                    stack.push(search::child_of(pool, e)?);
-                }
+            if seen.insert(n) {
+                visited += 1;
+                self.repair_and_descend(n, &aborted, v, &mut stack)?;
             }
         }
-        Ok(out)
+        Ok(visited)
+    }
+
+    /// Repairs node `n` (one step of a repair walk) and pushes the children
+    /// of its entries visible at `v` once repaired.
+    fn repair_and_descend(&self, n: u64, aborted: &dyn Fn(u64) -> bool, v: u64, stack: &mut Vec<u64>) -> Result<()> {
+        let (removed, reset) = repair_node_with(&self.pool, self.session, n, aborted)?;
+        self.recovery.note_repair(removed, reset);
+        let copy = node::read_own(&self.pool, n)?;
+        if copy.level > 0 {
+            for e in copy.entries().iter().filter(|e| e.visible_at(v, &[])) {
+                stack.push(search::child_of(&self.pool, e)?);
+            }
+        }
+        Ok(())
     }
 
     fn pin_version(&self, v: u64) {
@@ -463,14 +464,7 @@ impl TreeCore {
                     continue;
                 }
                 visited += 1;
-                let (removed, reset) = repair_node_with(pool, self.session, n, &is_aborted)?;
-                self.recovery.note_repair(removed, reset);
-                let copy = node::read_own(pool, n)?;
-                if copy.level > 0 {
-                    for e in copy.entries().iter().filter(|e| e.visible_at(pinned, &[])) {
-                        stack.push(search::child_of(pool, e)?);
-                    }
-                }
+                self.repair_and_descend(n, &is_aborted, pinned, &mut stack)?;
             }
             self.recovery.report.lock().nodes_visited += visited as u64;
             // A writer waiting for the lock gets it before the next step.
@@ -617,15 +611,6 @@ impl TreeCore {
     /// records of non-moved entries (a moved entry's record belongs to its copy).
     pub fn trace(&self, pool: &Pool, m: &mut Marker<'_>) -> std::result::Result<(), PmemError> {
         trace_owned(pool, self.meta, m)
-    }
-}
-
-impl RecoveryState {
-    fn note_repair_totals(&self, repaired: u64, removed: u64, reset: u64) {
-        let mut r = self.report.lock();
-        r.nodes_repaired += repaired;
-        r.slots_removed += removed;
-        r.ends_reset += reset;
     }
 }
 
