@@ -274,3 +274,38 @@ fn an_aborted_version_beyond_the_current_one_is_corruption() {
     let err = Tree::open(pool, Limits::default()).unwrap_err().to_string();
     assert!(err.contains("aborted") && err.contains("beyond the current version"), "{err}");
 }
+
+/// Eight unclean opens in a row that never finish their recovery fill the
+/// aborted list; the ninth repairs every node before serving, and writes
+/// made at every stage are all there.
+#[test]
+fn a_full_aborted_list_makes_open_repair_eagerly() {
+    let opts = PoolOptions { size: 4 << 20, max_size: Some(64 << 20), ..PoolOptions::default() };
+    let pool = Arc::new(Pool::simulated(&opts).unwrap());
+    let tree = Tree::create(pool.clone(), Limits::default()).unwrap();
+    for i in 0..2_000u64 {
+        tree.write(&[Op::Put(&key(i), &value(i, 0))]).unwrap();
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut image = pool.simulator().unwrap().crash_image(&pool, CrashPolicy::None, &mut rng);
+    drop(tree);
+    drop(pool);
+    for round in 1..=9u64 {
+        let pool = Arc::new(Pool::from_image(&image, &opts).unwrap());
+        let tree = Tree::open_deferred(pool.clone(), Limits::default()).unwrap();
+        let lazy = tree.recovery_progress().lazy;
+        assert_eq!(lazy, round <= 8, "round {round}");
+        for r in 1..round {
+            assert_eq!(tree.get(&key(r)).unwrap(), Some(value(r, r)), "round {round}: write of round {r}");
+        }
+        tree.write(&[Op::Put(&key(round), &value(round, round))]).unwrap();
+        if round == 9 {
+            let report = tree.recovery_report().clone();
+            assert!(report.sweep_error.is_none() && report.nodes_visited > 0, "{report:?}");
+            let check = tree.check().unwrap();
+            assert!(check.is_ok(), "{:?}", check.violations);
+            assert_eq!(tree.get(&key(1_999)).unwrap(), Some(value(1_999, 0)));
+        }
+        image = pool.simulator().unwrap().crash_image(&pool, CrashPolicy::None, &mut rng);
+    }
+}
