@@ -23,7 +23,8 @@ pub const ROOT_NAME: &str = "cdds";
 /// Bytes of the metadata block (two lines).
 pub const META_BYTES: u64 = 128;
 const MAGIC: u64 = u64::from_le_bytes(*b"CDDSTREE");
-const LAYOUT: u64 = 1;
+/// 2: nodes with an order line and unsorted slots (1: sorted, shifted slots).
+const LAYOUT: u64 = 2;
 const W_VERSION: u64 = 16;
 const W_ROOT: u64 = 24;
 const W_SESSION: u64 = 32;
@@ -59,7 +60,10 @@ impl Meta {
         }
         let layout = pool.load_u64(off + 8)?;
         if layout != LAYOUT {
-            return Err(CddsError::NotATree(format!("tree layout {layout}, this build reads layout {LAYOUT}")));
+            return Err(CddsError::NotATree(format!(
+                "tree layout {layout}, this build reads layout {LAYOUT} only: open the pool with the build that wrote it, \
+                 copy the data out (a scan), and load it into a pool this build creates"
+            )));
         }
         Ok(Meta { off })
     }

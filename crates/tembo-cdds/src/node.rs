@@ -1,29 +1,43 @@
-//! Nodes: a header line and 30 packed, self-checking entry slots.
+//! Nodes: a header line holding the *order line*, and 30 unsorted,
+//! self-checking entry slots.
 //!
 //! ```text
-//! word 0   reader version word: session:16 | counter:48 (odd = shifting)
-//! word 1   NODE_MAGIC:32 | level:8   (level 0 = leaf; immutable)
-//! 2..7     zero
+//! word 0     reader version word: session:16 | counter:48 (odd = being written)
+//! word 1     NODE_MAGIC:32 | level:8   (level 0 = leaf; immutable)
+//! words 2..5 the order line: byte 0 = n, bytes 1..=n = the used slots'
+//!            indices in (key, start) order
+//! words 6..7 zero
 //! 64 + 32·i  slot i (see `entry`)
 //! ```
 //!
-//! Readers copy the slots between two reads of the version word (the
+//! Why an order line instead of sorted slots: an insert into sorted slots
+//! shifts half a node, one persisted line and one fence per line crossed
+//! (7 of the 17 lines a put flushed). Here a new entry goes into any free
+//! slot, and the order line is rewritten: two lines, no ordering between
+//! them, one fence (the commit's). Versions make that safe without atomic
+//! 64-byte stores: every entry a batch adds starts at the uncommitted
+//! version, so whatever mix of old and new order-line words a crash leaves,
+//! no committed entry was overwritten, and the truth is the set of valid
+//! slots. The fast paths trust the order line (a clean node always has one
+//! that names exactly its used slots, in key order); after a crash readers
+//! take [`read_checked`], which verifies slots, ignores an order line that
+//! does not name exactly the valid slots, and sorts what it needs by key;
+//! and recovery rebuilds every order line before the fast paths resume.
+//!
+//! Readers copy the node between two reads of the version word (the
 //! Persistent Masstree seqlock) and retry when it changed. The version word
 //! is never trusted across a restart: its top bits hold the session that
 //! wrote it, and a word of another session reads as unlocked, so a crash in
-//! the middle of a shift cannot leave a node readers spin on.
-//!
-//! Writers shift slots one at a time through [`OrderedWrites`], so every
-//! slot's content exists, persisted, elsewhere in the node before the slot
-//! is overwritten (under the ordering mode's rules); the shift's transient
-//! duplicate is skipped by readers and removed by recovery.
+//! the middle of a write cannot leave a node readers spin on.
 
+use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
-use tembo_pmem::{OrderedWrites, Pool};
+use tembo_pmem::Pool;
 
-use crate::entry::{Entry, Slot, SLOT_BYTES, SLOT_WORDS};
+use crate::entry::{Entry, ReadAt, Slot, SLOT_BYTES, SLOT_WORDS};
 use crate::error::{CddsError, Result};
+use crate::record;
 
 /// Bytes of a node.
 pub const NODE_BYTES: u64 = 1024;
@@ -32,6 +46,9 @@ pub const NODE_SLOTS: usize = 30;
 const HEADER_BYTES: u64 = 64;
 const NODE_WORDS: usize = (NODE_BYTES / 8) as usize;
 const NODE_MAGIC: u64 = 0xCDD5_0DE0;
+const ORDER_WORD: usize = 2;
+const ORDER_WORDS: usize = 4;
+const ALL_SLOTS: u32 = (1 << NODE_SLOTS) - 1;
 
 /// Offset of slot `i` in node `node`.
 #[inline]
@@ -39,8 +56,101 @@ pub fn slot_offset(node: u64, i: usize) -> u64 {
     node + HEADER_BYTES + i as u64 * SLOT_BYTES
 }
 
-/// A consistent copy of a node's valid entries (shift duplicates skipped),
-/// with the slot each came from. Fixed arrays: a read allocates nothing.
+/// A node's order line: the used slots in (key, start) order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrderLine {
+    bytes: [u8; 32],
+}
+
+impl OrderLine {
+    fn from_words(w: &[u64]) -> OrderLine {
+        let mut bytes = [0u8; 32];
+        for (chunk, word) in bytes.chunks_exact_mut(8).zip(w) {
+            chunk.copy_from_slice(&word.to_le_bytes());
+        }
+        OrderLine { bytes }
+    }
+
+    fn load(words: &[AtomicU64]) -> OrderLine {
+        let mut w = [0u64; ORDER_WORDS];
+        for (d, a) in w.iter_mut().zip(&words[ORDER_WORD..ORDER_WORD + ORDER_WORDS]) {
+            *d = a.load(Ordering::Relaxed);
+        }
+        OrderLine::from_words(&w)
+    }
+
+    fn words(&self) -> [u64; ORDER_WORDS] {
+        let mut w = [0u64; ORDER_WORDS];
+        for (d, chunk) in w.iter_mut().zip(self.bytes.chunks_exact(8)) {
+            *d = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        }
+        w
+    }
+
+    /// The order of `slots` (each below [`NODE_SLOTS`], at most that many).
+    pub fn of(slots: &[u8]) -> OrderLine {
+        let mut o = OrderLine::default();
+        let n = slots.len().min(NODE_SLOTS);
+        o.bytes[0] = n as u8;
+        o.bytes[1..=n].copy_from_slice(&slots[..n]);
+        o
+    }
+
+    /// Slots named (as stored; see [`OrderLine::well_formed`]).
+    #[inline]
+    pub fn len(&self) -> usize {
+        (self.bytes[0] as usize).min(NODE_SLOTS)
+    }
+
+    /// Whether it names no slot.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The slot at `rank` (< `len`).
+    #[inline]
+    pub fn slot(&self, rank: usize) -> usize {
+        self.bytes[1 + rank] as usize
+    }
+
+    /// The named slots in order.
+    #[inline]
+    pub fn slots(&self) -> &[u8] {
+        &self.bytes[1..=self.len()]
+    }
+
+    /// The named slots as a bit set, or `None` unless the line names at
+    /// most [`NODE_SLOTS`] distinct slots, each below [`NODE_SLOTS`].
+    pub fn mask(&self) -> Option<u32> {
+        if self.bytes[0] as usize > NODE_SLOTS {
+            return None;
+        }
+        let mut m = 0u32;
+        for &s in self.slots() {
+            if s as usize >= NODE_SLOTS || m & (1 << s) != 0 {
+                return None;
+            }
+            m |= 1 << s;
+        }
+        Some(m)
+    }
+
+    /// Whether the line is well formed (see [`OrderLine::mask`]).
+    pub fn well_formed(&self) -> bool {
+        self.mask().is_some()
+    }
+
+    fn insert(&mut self, rank: usize, slot: u8) {
+        let n = self.len();
+        self.bytes.copy_within(1 + rank..1 + n, 2 + rank);
+        self.bytes[1 + rank] = slot;
+        self.bytes[0] = n as u8 + 1;
+    }
+}
+
+/// A consistent copy of a node's entries in key order, with the slot each
+/// came from. Fixed arrays: a read allocates nothing but the box.
 #[derive(Clone, Debug)]
 pub struct NodeCopy {
     /// 0 for leaves.
@@ -48,14 +158,26 @@ pub struct NodeCopy {
     entries: [Entry; NODE_SLOTS],
     slots: [u8; NODE_SLOTS],
     len: usize,
-    /// Slots up to the first empty one (valid, torn and duplicate).
+    /// Slots in use (valid or torn).
     pub used: usize,
-    /// Whether a torn slot or a duplicate was skipped (the node needs repair).
+    /// Whether the node needs repair: a torn slot, or an order line that
+    /// does not name exactly the valid slots in key order ([`read_checked`]).
     pub dirty: bool,
 }
 
 impl NodeCopy {
-    /// Valid entries in slot order.
+    fn empty(level: u8) -> Box<NodeCopy> {
+        const NONE: Entry = Entry { start: 0, end: 0, moved: false, rec: 0, prefix: 0 };
+        Box::new(NodeCopy { level, entries: [NONE; NODE_SLOTS], slots: [0; NODE_SLOTS], len: 0, used: 0, dirty: false })
+    }
+
+    fn push(&mut self, e: Entry, slot: usize) {
+        self.entries[self.len] = e;
+        self.slots[self.len] = slot as u8;
+        self.len += 1;
+    }
+
+    /// Entries in key order.
     #[inline]
     pub fn entries(&self) -> &[Entry] {
         &self.entries[..self.len]
@@ -65,6 +187,29 @@ impl NodeCopy {
     pub fn slots(&self) -> &[u8] {
         &self.slots[..self.len]
     }
+}
+
+/// Compares two entries by key, then start version.
+pub fn cmp_key_start(pool: &Pool, a: &Entry, b: &Entry) -> Result<CmpOrdering> {
+    Ok(record::cmp_entries(pool, a, b)?.then(a.start.cmp(&b.start)))
+}
+
+/// Sorts `entries` (with their `slots`) by key, then start version; every
+/// entry's record must be readable. An insertion sort: nodes are small and
+/// usually sorted already, and a comparison can fail. Returns whether they
+/// were sorted already.
+pub fn sort_by_key(pool: &Pool, entries: &mut [Entry], slots: &mut [u8]) -> Result<bool> {
+    let mut sorted = true;
+    for i in 1..entries.len() {
+        let mut j = i;
+        while j > 0 && cmp_key_start(pool, &entries[j - 1], &entries[j])? == CmpOrdering::Greater {
+            entries.swap(j - 1, j);
+            slots.swap(j - 1, j);
+            sorted = false;
+            j -= 1;
+        }
+    }
+    Ok(sorted)
 }
 
 /// Reads the level of `node` and checks its magic.
@@ -93,23 +238,71 @@ fn wait_unlocked(word: &AtomicU64, session: u64) -> u64 {
     }
 }
 
-/// Copies `node`'s entries consistently (retrying while a writer shifts),
-/// without verifying slot checks: the fast path of readers and the writer.
-/// Torn slots exist only in nodes an interrupted batch touched, and
-/// recovery repairs all of those before the tree serves (see `recover`).
+/// Copies `node`'s entries consistently (retrying while a writer changes
+/// it) in the order its order line gives, without verifying slot checks:
+/// the fast path of readers. Torn slots and stale order lines exist only
+/// in nodes an interrupted batch touched, and those are read through
+/// [`read_checked`] until recovery has repaired every one (see `recover`).
 pub fn read(pool: &Pool, node: u64, session: u64) -> Result<Box<NodeCopy>> {
-    read_with(pool, node, session, None)
+    let buf = stable_copy(pool, node, session)?;
+    decode_ordered(buf[1], OrderLine::from_words(&buf[ORDER_WORD..ORDER_WORD + ORDER_WORDS]), node, |i| {
+        slot_words_of(&buf, i)
+    })
 }
 
-/// [`read`] verifying every slot's checks (torn slots skipped, `dirty` set)
-/// and skipping a slot equal to its left neighbour once ends from an
-/// `aborted` version count as live (a repair interrupted between the
-/// two copies of a shift's duplicate leaves them different only there).
-pub fn read_checked(pool: &Pool, node: u64, session: u64, aborted: &[u64]) -> Result<Box<NodeCopy>> {
-    read_with(pool, node, session, Some(aborted))
+/// The entries of `node` visible at `at`, in key order, trusting nothing:
+/// every slot's checks are verified (torn slots skipped), the order line is
+/// used only if it names exactly the valid slots, and the visible entries
+/// are sorted by key if they are not in order already (`dirty` is set when
+/// the node needs repair). Only visible entries are returned because only
+/// their records are sure to be readable: a moved entry no retained
+/// version sees may point to a record its copy's deletion freed.
+pub fn read_checked(pool: &Pool, node: u64, session: u64, at: ReadAt<'_>) -> Result<Box<NodeCopy>> {
+    let buf = stable_copy(pool, node, session)?;
+    let head = buf[1];
+    check_magic(head, node)?;
+    let mut copy = NodeCopy::empty((head & 0xFF) as u8);
+    let mut valid = 0u32;
+    let mut decoded = [Slot::Empty; NODE_SLOTS];
+    for (i, d) in decoded.iter_mut().enumerate() {
+        *d = Entry::decode(&slot_words_of(&buf, i));
+        match d {
+            Slot::Empty => {}
+            Slot::Torn => {
+                copy.used += 1;
+                copy.dirty = true;
+            }
+            Slot::Valid(_) => {
+                copy.used += 1;
+                valid |= 1 << i;
+            }
+        }
+    }
+    let order = OrderLine::from_words(&buf[ORDER_WORD..ORDER_WORD + ORDER_WORDS]);
+    let by_slot: Vec<u8> = (0..NODE_SLOTS as u8).filter(|&i| valid & (1 << i) != 0).collect();
+    let sequence = if order.mask() == Some(valid) {
+        order.slots()
+    } else {
+        copy.dirty = true;
+        &by_slot[..]
+    };
+    for &s in sequence {
+        if let Slot::Valid(e) = decoded[s as usize] {
+            if at.sees(&e) {
+                copy.push(e, s as usize);
+            }
+        }
+    }
+    let len = copy.len;
+    let NodeCopy { entries, slots, .. } = &mut *copy;
+    if !sort_by_key(pool, &mut entries[..len], &mut slots[..len])? {
+        copy.dirty = true;
+    }
+    Ok(copy)
 }
 
-fn read_with(pool: &Pool, node: u64, session: u64, checked: Option<&[u64]>) -> Result<Box<NodeCopy>> {
+/// The node's words, copied between two equal reads of its version word.
+fn stable_copy(pool: &Pool, node: u64, session: u64) -> Result<[u64; NODE_WORDS]> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
     let mut buf = [0u64; NODE_WORDS];
     loop {
@@ -119,26 +312,30 @@ fn read_with(pool: &Pool, node: u64, session: u64, checked: Option<&[u64]>) -> R
         }
         fence(Ordering::Acquire);
         if words[0].load(Ordering::Relaxed) == v1 {
-            break;
+            return Ok(buf);
         }
     }
-    decode(&buf, node, checked)
 }
 
-fn decode(buf: &[u64; NODE_WORDS], node: u64, checked: Option<&[u64]>) -> Result<Box<NodeCopy>> {
-    decode_slots(buf[1], node, checked, |i| {
-        let mut w = [0u64; SLOT_WORDS];
-        w.copy_from_slice(&buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]);
-        w
-    })
+fn slot_words_of(buf: &[u64; NODE_WORDS], i: usize) -> [u64; SLOT_WORDS] {
+    let mut w = [0u64; SLOT_WORDS];
+    w.copy_from_slice(&buf[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]);
+    w
+}
+
+fn check_magic(head: u64, node: u64) -> Result<()> {
+    if head >> 32 != NODE_MAGIC {
+        return Err(CddsError::invariant("not a tree node (bad node magic)", node));
+    }
+    Ok(())
 }
 
 /// The writer's copy of a node only it changes (every node of the tree:
 /// there is one writer): no version word to wait for or validate, no
-/// whole-node copy first, and no slot read past the first empty one.
+/// whole-node copy first, and only the slots the order line names read.
 pub fn read_own(pool: &Pool, node: u64) -> Result<Box<NodeCopy>> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
-    decode_slots(words[1].load(Ordering::Relaxed), node, None, |i| {
+    decode_ordered(words[1].load(Ordering::Relaxed), OrderLine::load(words), node, |i| {
         let mut w = [0u64; SLOT_WORDS];
         for (d, a) in w.iter_mut().zip(&words[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]) {
             *d = a.load(Ordering::Relaxed);
@@ -147,62 +344,36 @@ pub fn read_own(pool: &Pool, node: u64) -> Result<Box<NodeCopy>> {
     })
 }
 
-/// Decodes a node from its head word and its slots (read by `slot(i)`, in
-/// order, up to the first empty one); `checked`: verify slots, with the
-/// aborted versions that normalise duplicates.
-fn decode_slots(
+/// Decodes a node from its head word, its order line and its slots (read
+/// by `slot(i)`), trusting the order line.
+fn decode_ordered(
     head: u64,
+    order: OrderLine,
     node: u64,
-    checked: Option<&[u64]>,
     mut slot: impl FnMut(usize) -> [u64; SLOT_WORDS],
 ) -> Result<Box<NodeCopy>> {
-    if head >> 32 != NODE_MAGIC {
-        return Err(CddsError::invariant("not a tree node (bad node magic)", node));
+    check_magic(head, node)?;
+    if !order.well_formed() {
+        return Err(CddsError::invariant("malformed order line", node));
     }
-    const NONE: Entry = Entry { start: 0, end: 0, moved: false, rec: 0, prefix: 0 };
-    let mut copy = Box::new(NodeCopy {
-        level: (head & 0xFF) as u8,
-        entries: [NONE; NODE_SLOTS],
-        slots: [0; NODE_SLOTS],
-        len: 0,
-        used: NODE_SLOTS,
-        dirty: false,
-    });
-    let mut prev: Option<[u64; SLOT_WORDS]> = None;
-    let mut prev_entry: Option<Entry> = None;
-    for i in 0..NODE_SLOTS {
-        let w = slot(i);
-        let decoded = if checked.is_some() { Entry::decode(&w) } else { Entry::decode_unchecked(&w) };
-        match decoded {
-            Slot::Empty => {
-                copy.used = i;
-                break;
-            }
-            Slot::Torn => copy.dirty = true,
-            Slot::Valid(e) => {
-                let dup = prev == Some(w)
-                    || checked.is_some_and(|ab| {
-                        !ab.is_empty() && prev_entry.is_some_and(|p| e.normalized(ab) == p.normalized(ab))
-                    });
-                if dup {
-                    copy.dirty = true;
-                } else {
-                    copy.entries[copy.len] = e;
-                    copy.slots[copy.len] = i as u8;
-                    copy.len += 1;
-                }
-                prev = Some(w);
-                prev_entry = Some(e);
-            }
+    let mut copy = NodeCopy::empty((head & 0xFF) as u8);
+    for &s in order.slots() {
+        match Entry::decode_unchecked(&slot(s as usize)) {
+            Slot::Valid(e) => copy.push(e, s as usize),
+            _ => return Err(CddsError::invariant(format!("the order line names empty slot {s}"), node)),
         }
     }
+    copy.used = copy.len;
     Ok(copy)
 }
 
-/// Allocates a node of `level`, fills it with `entries` (slots 0..), and
-/// persists it. Nothing points to it yet.
+/// Allocates a node of `level`, fills it with `entries` (slots 0.., in
+/// that order, which must be key order), and persists it. Nothing points
+/// to it yet.
 pub fn create(pool: &Pool, level: u8, entries: &[Entry]) -> Result<u64> {
-    debug_assert!(entries.len() <= NODE_SLOTS);
+    if entries.len() > NODE_SLOTS {
+        return Err(CddsError::invariant(format!("{} entries for one node", entries.len()), 0));
+    }
     let node = pool.alloc(NODE_BYTES)?;
     if node % 64 != 0 {
         let _ = pool.free(node);
@@ -213,8 +384,16 @@ pub fn create(pool: &Pool, level: u8, entries: &[Entry]) -> Result<u64> {
     for (i, e) in entries.iter().enumerate() {
         write_slot_words(pool, slot_offset(node, i), &e.encode())?;
     }
+    let identity: Vec<u8> = (0..entries.len() as u8).collect();
+    store_order(pool.atomic_words(node, NODE_WORDS)?, &OrderLine::of(&identity));
     pool.persist(node, NODE_BYTES);
     Ok(node)
+}
+
+fn store_order(words: &[AtomicU64], order: &OrderLine) {
+    for (a, w) in words[ORDER_WORD..ORDER_WORD + ORDER_WORDS].iter().zip(order.words()) {
+        a.store(w, Ordering::Relaxed);
+    }
 }
 
 fn write_slot_words(pool: &Pool, off: u64, w: &[u64; SLOT_WORDS]) -> Result<()> {
@@ -235,71 +414,93 @@ fn read_slot_words(pool: &Pool, off: u64) -> Result<[u64; SLOT_WORDS]> {
     ])
 }
 
-/// The writer's handle on one node while it changes several slots: makes
-/// the version word odd on creation and even again on drop.
+/// The raw order line of `node` (for repair and `check`).
+pub fn order_line(pool: &Pool, node: u64) -> Result<OrderLine> {
+    Ok(OrderLine::load(pool.atomic_words(node, NODE_WORDS)?))
+}
+
+/// The writer's handle on one node while it changes it: makes the version
+/// word odd on creation and even again on drop.
 #[derive(Debug)]
 pub struct NodeWriter<'p> {
     pool: &'p Pool,
     node: u64,
-    word: &'p AtomicU64,
+    words: &'p [AtomicU64],
     odd: u64,
+    order: OrderLine,
 }
 
 impl<'p> NodeWriter<'p> {
     /// Locks `node` against readers for the writer of `session`.
     pub fn begin(pool: &'p Pool, node: u64, session: u64) -> Result<NodeWriter<'p>> {
-        let word = pool.atomic_u64(node)?;
-        let old = word.load(Ordering::Relaxed);
+        let words = pool.atomic_words(node, NODE_WORDS)?;
+        let old = words[0].load(Ordering::Relaxed);
         let counter = if old >> 48 == session { old & ((1 << 48) - 1) } else { 0 };
         let odd = session << 48 | ((counter + 1) | 1) & ((1 << 48) - 1);
-        word.store(odd, Ordering::Relaxed);
+        words[0].store(odd, Ordering::Relaxed);
         fence(Ordering::Release);
-        Ok(NodeWriter { pool, node, word, odd })
+        Ok(NodeWriter { pool, node, words, odd, order: OrderLine::load(words) })
     }
 
-    /// Inserts `e` at slot `pos`, shifting slots `pos..used` right by one.
-    pub fn insert_at(&mut self, pos: usize, used: usize, e: &Entry) -> Result<()> {
-        if used >= NODE_SLOTS || pos > used {
-            return Err(CddsError::invariant(format!("insert at {pos} with {used} slots used"), self.node));
+    /// Inserts `e` at `rank` in key order: into a free slot, then into the
+    /// order line. Both lines are flushed; the commit's fence orders them
+    /// (nothing a committed version sees is overwritten).
+    pub fn insert(&mut self, rank: usize, e: &Entry) -> Result<()> {
+        let n = self.order.len();
+        let Some(mask) = self.order.mask() else {
+            return Err(CddsError::invariant("malformed order line", self.node));
+        };
+        if n >= NODE_SLOTS || rank > n {
+            return Err(CddsError::invariant(format!("insert at rank {rank} with {n} slots used"), self.node));
         }
-        let mut ow = OrderedWrites::new(self.pool);
-        for i in (pos..used).rev() {
-            let w = read_slot_words(self.pool, slot_offset(self.node, i))?;
-            ow.before(slot_offset(self.node, i + 1), SLOT_BYTES);
-            write_slot_words(self.pool, slot_offset(self.node, i + 1), &w)?;
-            ow.wrote(slot_offset(self.node, i + 1), SLOT_BYTES);
-        }
-        ow.before(slot_offset(self.node, pos), SLOT_BYTES);
-        write_slot_words(self.pool, slot_offset(self.node, pos), &e.encode())?;
-        ow.wrote(slot_offset(self.node, pos), SLOT_BYTES);
-        ow.finish();
+        let free = (!mask & ALL_SLOTS).trailing_zeros() as usize;
+        let off = slot_offset(self.node, free);
+        write_slot_words(self.pool, off, &e.encode())?;
+        self.pool.flush(off, SLOT_BYTES);
+        self.order.insert(rank, free as u8);
+        self.publish_order();
         Ok(())
     }
 
-    /// Removes slot `pos`, shifting slots `pos+1..used` left and clearing
-    /// slot `used - 1`.
-    pub fn remove_at(&mut self, pos: usize, used: usize) -> Result<()> {
-        if pos >= used || used > NODE_SLOTS {
-            return Err(CddsError::invariant(format!("remove at {pos} with {used} slots used"), self.node));
+    /// Removes the entries at `ranks` of the order line and clears `stray`
+    /// slots (used but not named by it): clears their slots, rewrites the
+    /// order line, and persists both (the caller may free what they
+    /// pointed to once this returns).
+    pub fn remove(&mut self, ranks: &[usize], stray: &[usize]) -> Result<()> {
+        let n = self.order.len();
+        if !self.order.well_formed() || ranks.iter().any(|&r| r >= n) {
+            return Err(CddsError::invariant(format!("remove ranks {ranks:?} with {n} slots used"), self.node));
         }
-        let mut ow = OrderedWrites::new(self.pool);
-        for i in pos..used - 1 {
-            let w = read_slot_words(self.pool, slot_offset(self.node, i + 1))?;
-            ow.before(slot_offset(self.node, i), SLOT_BYTES);
-            write_slot_words(self.pool, slot_offset(self.node, i), &w)?;
-            ow.wrote(slot_offset(self.node, i), SLOT_BYTES);
+        let keep: Vec<u8> = (0..n).filter(|r| !ranks.contains(r)).map(|r| self.order.slot(r) as u8).collect();
+        let clear: Vec<usize> = ranks.iter().map(|&r| self.order.slot(r)).chain(stray.iter().copied()).collect();
+        self.rewrite(OrderLine::of(&keep), &clear)
+    }
+
+    /// Clears `clear` (slot indices) and stores `order`, then persists both.
+    pub fn rewrite(&mut self, order: OrderLine, clear: &[usize]) -> Result<()> {
+        for &s in clear {
+            if s >= NODE_SLOTS {
+                return Err(CddsError::invariant(format!("slot {s} out of range"), self.node));
+            }
+            let off = slot_offset(self.node, s);
+            write_slot_words(self.pool, off, &[0; SLOT_WORDS])?;
+            self.pool.flush(off, SLOT_BYTES);
         }
-        ow.before(slot_offset(self.node, used - 1), SLOT_BYTES);
-        write_slot_words(self.pool, slot_offset(self.node, used - 1), &[0; SLOT_WORDS])?;
-        ow.wrote(slot_offset(self.node, used - 1), SLOT_BYTES);
-        ow.finish();
+        self.order = order;
+        self.publish_order();
+        self.pool.fence();
         Ok(())
+    }
+
+    fn publish_order(&mut self) {
+        store_order(self.words, &self.order);
+        self.pool.flush(self.node, HEADER_BYTES);
     }
 }
 
 impl Drop for NodeWriter<'_> {
     fn drop(&mut self) {
-        self.word.store(self.odd + 1, Ordering::Release);
+        self.words[0].store(self.odd + 1, Ordering::Release);
     }
 }
 
@@ -312,7 +513,8 @@ pub fn set_end(pool: &Pool, node: u64, slot: usize, e: &Entry, end: u64, moved: 
     Ok(())
 }
 
-/// The raw state of every slot (for the writer, recovery and `check`).
+/// The raw state of every slot, by slot index (for the writer, recovery
+/// and `check`).
 pub fn raw_slots(pool: &Pool, node: u64) -> Result<Vec<Slot>> {
     let mut out = Vec::with_capacity(NODE_SLOTS);
     for i in 0..NODE_SLOTS {
@@ -322,45 +524,36 @@ pub fn raw_slots(pool: &Pool, node: u64) -> Result<Vec<Slot>> {
 }
 
 /// An optimistic view of a node for the read fast path (Persistent
-/// Masstree style): the version word is read first, slots are read in place
-/// with atomic loads only where the binary search looks, and
-/// [`RawNode::validate`] re-reads the version word; a changed word means a
-/// writer shifted meanwhile and the caller retries the node. Slots
-/// `0..used` are valid and sorted in a stable node (readers never see a
-/// shift, and recovery repaired every torn slot before serving).
+/// Masstree style): the version word and the order line are read first,
+/// slots are read in place with atomic loads only where the binary search
+/// looks, and [`RawNode::validate`] re-reads the version word; a changed
+/// word means a writer changed the node meanwhile and the caller retries
+/// it. Positions are ranks in key order.
 #[derive(Debug, Default)]
 pub struct RawNode<'p> {
     words: &'p [AtomicU64],
     version: u64,
-    used: usize,
+    order: OrderLine,
     level: u8,
 }
 
 impl<'p> RawNode<'p> {
-    /// Starts reading `node`: waits out a writer, reads level and slot count.
+    /// Starts reading `node`: waits out a writer, reads level and order line.
     pub fn load(&mut self, pool: &'p Pool, node: u64, session: u64) -> Result<()> {
         let words = pool.atomic_words(node, NODE_WORDS)?;
         loop {
             let v1 = wait_unlocked(&words[0], session);
             let head = words[1].load(Ordering::Relaxed);
-            if head >> 32 != NODE_MAGIC {
+            let order = OrderLine::load(words);
+            if head >> 32 != NODE_MAGIC || !order.well_formed() {
                 fence(Ordering::Acquire);
                 if words[0].load(Ordering::Relaxed) != v1 {
                     continue;
                 }
-                return Err(CddsError::invariant("not a tree node (bad node magic)", node));
+                check_magic(head, node)?;
+                return Err(CddsError::invariant("malformed order line", node));
             }
-            // Slots are packed: binary search for the first empty one.
-            let (mut lo, mut hi) = (0, NODE_SLOTS);
-            while lo < hi {
-                let mid = (lo + hi) / 2;
-                if words[8 + mid * SLOT_WORDS].load(Ordering::Relaxed) != 0 {
-                    lo = mid + 1;
-                } else {
-                    hi = mid;
-                }
-            }
-            *self = RawNode { words, version: v1, used: lo, level: (head & 0xFF) as u8 };
+            *self = RawNode { words, version: v1, order, level: (head & 0xFF) as u8 };
             return Ok(());
         }
     }
@@ -378,22 +571,22 @@ impl<'p> RawNode<'p> {
         self.level
     }
 
-    /// Slots in use.
+    /// Entries in the node.
     #[inline]
     pub fn used(&self) -> usize {
-        self.used
+        self.order.len()
     }
 
-    /// The key prefix word of slot `i` (< `used`).
+    /// The key prefix word of the entry at rank `i` (< `used`).
     #[inline]
     pub fn prefix(&self, i: usize) -> u64 {
-        self.words[8 + i * SLOT_WORDS + 3].load(Ordering::Relaxed)
+        self.words[8 + self.order.slot(i) * SLOT_WORDS + 3].load(Ordering::Relaxed)
     }
 
-    /// The entry in slot `i` (< `used`).
+    /// The entry at rank `i` (< `used`).
     #[inline]
     pub fn entry(&self, i: usize) -> Entry {
-        let b = 8 + i * SLOT_WORDS;
+        let b = 8 + self.order.slot(i) * SLOT_WORDS;
         let w = [
             self.words[b].load(Ordering::Relaxed),
             self.words[b + 1].load(Ordering::Relaxed),
@@ -406,5 +599,35 @@ impl<'p> RawNode<'p> {
             // and validation fails.
             _ => Entry { start: u64::MAX, end: 0, moved: false, rec: 16, prefix: 0 },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn order_line_round_trip_and_insert() {
+        let mut o = OrderLine::of(&[3, 0, 7]);
+        assert_eq!(OrderLine::from_words(&o.words()), o);
+        assert_eq!(o.mask(), Some(1 << 3 | 1 | 1 << 7));
+        o.insert(1, 9);
+        assert_eq!(o.slots(), &[3, 9, 0, 7]);
+        o.insert(4, 1);
+        assert_eq!(o.slots(), &[3, 9, 0, 7, 1]);
+        let full: Vec<u8> = (0..NODE_SLOTS as u8).rev().collect();
+        let f = OrderLine::of(&full);
+        assert_eq!(OrderLine::from_words(&f.words()).slots(), &full[..]);
+        assert_eq!(f.mask(), Some(ALL_SLOTS));
+    }
+
+    #[test]
+    fn malformed_order_lines_are_caught() {
+        assert_eq!(OrderLine::of(&[1, 1]).mask(), None, "duplicate slot");
+        assert_eq!(OrderLine::of(&[30]).mask(), None, "slot out of range");
+        let mut o = OrderLine::default();
+        o.bytes[0] = 31;
+        assert_eq!(o.mask(), None, "count out of range");
+        assert_eq!(o.len(), NODE_SLOTS, "a bad count never indexes past the line");
     }
 }

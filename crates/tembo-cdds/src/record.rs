@@ -28,8 +28,6 @@ const CRC: u64 = 4;
 pub const FLAG_SENTINEL: u32 = 1;
 /// Flag bit: an inner record (the word holds a child node's offset).
 pub const FLAG_INNER: u32 = 2;
-// Slice-by-16 tables: CRC of a 2 KiB value dominated a put with byte tables.
-const CRC32C: crc::Crc<u32, crc::Table<16>> = crc::Crc::<u32, crc::Table<16>>::new(&crc::CRC_32_ISCSI);
 
 /// A record's header fields.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,14 +63,13 @@ fn write(pool: &Pool, key: &[u8], flags: u32, word: u64, value: &[u8]) -> Result
     head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
     head[4..8].copy_from_slice(&flags.to_le_bytes());
     head[8..].copy_from_slice(&word.to_le_bytes());
-    let mut digest = CRC32C.digest();
-    digest.update(&head);
-    digest.update(key);
-    digest.update(value);
+    // CRC-32C (Castagnoli) with the CPU's instruction where it has one:
+    // table-driven CRC was a tenth of a put's CPU time.
+    let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&head), key), value);
     pool.write(off, &head)?;
     pool.write(off + HEADER, key)?;
     pool.write(off + HEADER + key.len() as u64, value)?;
-    pool.write(off + HEADER + body, &digest.finalize().to_le_bytes())?;
+    pool.write(off + HEADER + body, &crc.to_le_bytes())?;
     // Flushed, not fenced: the fence before the commit store orders it.
     pool.flush(off, HEADER + body + CRC);
     Ok(off)
@@ -128,7 +125,7 @@ pub fn verify(pool: &Pool, rec: u64) -> Result<RecordHeader> {
     let mut buf = vec![0u8; usize::try_from(len + CRC).map_err(|_| CddsError::invariant("record length", rec))?];
     pool.read(rec, &mut buf)?;
     let want = u32::from_le_bytes(buf[len as usize..].try_into().expect("4 bytes"));
-    if CRC32C.checksum(&buf[..len as usize]) != want {
+    if crc32c::crc32c(&buf[..len as usize]) != want {
         return Err(CddsError::invariant("record checksum mismatch", rec));
     }
     Ok(h)
@@ -174,4 +171,15 @@ pub fn cmp_entries(pool: &Pool, a: &Entry, b: &Entry) -> Result<Ordering> {
 /// The prefix word an entry for `key` (or the sentinel) carries.
 pub fn prefix_of(key: Option<&[u8]>) -> u64 {
     key.map_or(u64::MAX, key_prefix)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn checksum_is_crc32c() {
+        // The CRC-32C check value: records written by earlier builds verify.
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xE306_9283);
+        let whole = crc32c::crc32c(b"hello, world");
+        assert_eq!(crc32c::crc32c_append(crc32c::crc32c(b"hello, "), b"world"), whole);
+    }
 }

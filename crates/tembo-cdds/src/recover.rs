@@ -50,7 +50,7 @@ use tembo_pmem::{Marker, PmemError, Pool};
 
 use crate::entry::{Entry, Slot};
 use crate::error::{CddsError, Result};
-use crate::node::{self, NodeWriter, NODE_SLOTS};
+use crate::node::{self, NodeWriter, OrderLine, NODE_SLOTS};
 use crate::search;
 use crate::tree::TreeCore;
 
@@ -175,12 +175,25 @@ impl SeenNodes {
 }
 
 /// Brings node `n` back to what it holds without the versions `aborted`
-/// says were aborted: removes torn slots, shift duplicates and entries
-/// starting at an aborted version, resets ends at an aborted version to
-/// live. Returns (slots removed, ends reset); a clean node is not written.
-pub fn repair_node_with(pool: &Pool, session: u64, n: u64, aborted: &dyn Fn(u64) -> bool) -> Result<(u64, u64)> {
+/// says were aborted, with an order line that names exactly its entries in
+/// key order: removes torn slots and entries starting at an aborted
+/// version, resets ends at an aborted version to live, and drops moved
+/// entries that ended at or before `oldest` (no retained version sees
+/// them, and the record they name belongs to their copy, which may be
+/// gone: their keys cannot be trusted for sorting). The order line is kept
+/// if it names exactly the valid slots in key order, else rebuilt by
+/// sorting. Returns (slots removed, ends reset); a clean node is not
+/// written. Crash-safe: every step only removes what no version sees, and
+/// the order line is not trusted until every node is repaired.
+pub fn repair_node_with(
+    pool: &Pool,
+    session: u64,
+    n: u64,
+    aborted: &dyn Fn(u64) -> bool,
+    oldest: u64,
+) -> Result<(u64, u64)> {
     let slots = node::raw_slots(pool, n)?;
-    let used = slots.iter().position(|s| *s == Slot::Empty).unwrap_or(NODE_SLOTS);
+    let order = node::order_line(pool, n)?;
     let norm = |e: &Entry| {
         if e.end != 0 && aborted(e.end) && !aborted(e.start) {
             Entry { end: 0, moved: false, ..*e }
@@ -189,7 +202,7 @@ pub fn repair_node_with(pool: &Pool, session: u64, n: u64, aborted: &dyn Fn(u64)
         }
     };
     let mut reset = 0;
-    for (i, s) in slots.iter().enumerate().take(used) {
+    for (i, s) in slots.iter().enumerate() {
         if let Slot::Valid(e) = s {
             if norm(e) != *e {
                 node::set_end(pool, n, i, e, 0, false)?;
@@ -200,34 +213,46 @@ pub fn repair_node_with(pool: &Pool, session: u64, n: u64, aborted: &dyn Fn(u64)
     if reset > 0 {
         pool.fence();
     }
-    let mut remove = Vec::new();
-    for i in 0..used {
-        let drop = match slots[i] {
-            Slot::Empty => false,
-            Slot::Torn => true,
+    let (mut used, mut valid, mut keep) = (0u32, 0u32, 0u32);
+    for (i, s) in slots.iter().enumerate() {
+        match s {
+            Slot::Empty => continue,
+            Slot::Torn => {}
             Slot::Valid(e) => {
-                aborted(e.start) || (i > 0 && matches!(slots[i - 1], Slot::Valid(l) if norm(&l) == norm(&e)))
+                valid |= 1 << i;
+                let e = norm(e);
+                let unseen_copy = e.moved && e.end != 0 && e.end <= oldest;
+                if !aborted(e.start) && !unseen_copy {
+                    keep |= 1 << i;
+                }
             }
-        };
-        if drop {
-            remove.push(i);
         }
+        used |= 1 << i;
     }
-    if !remove.is_empty() {
-        let mut nw = NodeWriter::begin(pool, n, session)?;
-        let mut used = used;
-        for &i in remove.iter().rev() {
-            nw.remove_at(i, used)?;
-            used -= 1;
-        }
+    let candidates: Vec<u8> =
+        if order.mask() == Some(valid) { order.slots().to_vec() } else { (0..NODE_SLOTS as u8).collect() };
+    let mut seq: Vec<u8> = candidates.into_iter().filter(|&s| keep & (1 << s) != 0).collect();
+    let mut entries: Vec<Entry> = seq
+        .iter()
+        .map(|&s| match slots[s as usize] {
+            Slot::Valid(e) => norm(&e),
+            _ => unreachable!("only valid slots are kept"),
+        })
+        .collect();
+    node::sort_by_key(pool, &mut entries, &mut seq)?;
+    let new_order = OrderLine::of(&seq);
+    let clear: Vec<usize> = (0..NODE_SLOTS).filter(|&i| used & !keep & (1 << i) != 0).collect();
+    if clear.is_empty() && new_order == order {
+        return Ok((0, reset));
     }
-    Ok((remove.len() as u64, reset))
+    NodeWriter::begin(pool, n, session)?.rewrite(new_order, &clear)?;
+    Ok((clear.len() as u64, reset))
 }
 
 /// Brings node `n` back to exactly version `v` (every version above `v`
 /// aborted): the undo of a failed batch.
-pub fn repair_node(pool: &Pool, session: u64, n: u64, v: u64) -> Result<(u64, u64)> {
-    repair_node_with(pool, session, n, &|x| x > v)
+pub fn repair_node(pool: &Pool, session: u64, n: u64, v: u64, oldest: u64) -> Result<(u64, u64)> {
+    repair_node_with(pool, session, n, &|x| x > v, oldest)
 }
 
 impl RecoveryState {
@@ -262,8 +287,8 @@ impl TreeCore {
     /// Repairs node `n` if a lazy recovery may have left it unrepaired
     /// (the writer calls it, holding the writer lock, before it reads a
     /// node it will change).
-    pub(crate) fn repair_before_write(&self, n: u64, aborted: &[u64]) -> Result<()> {
-        let (removed, reset) = repair_node_with(&self.pool, self.session, n, &|x| aborted.contains(&x))?;
+    pub(crate) fn repair_before_write(&self, n: u64, aborted: &[u64], oldest: u64) -> Result<()> {
+        let (removed, reset) = repair_node_with(&self.pool, self.session, n, &|x| aborted.contains(&x), oldest)?;
         self.recovery.note_repair(removed, reset);
         Ok(())
     }
@@ -353,7 +378,8 @@ impl TreeCore {
     /// Repairs node `n` (one step of a repair walk) and pushes the children
     /// of its entries visible at `v` once repaired.
     fn repair_and_descend(&self, n: u64, aborted: &dyn Fn(u64) -> bool, v: u64, stack: &mut Vec<u64>) -> Result<()> {
-        let (removed, reset) = repair_node_with(&self.pool, self.session, n, aborted)?;
+        let oldest = self.oldest_retained(self.current_version()?, self.pins.min_pinned());
+        let (removed, reset) = repair_node_with(&self.pool, self.session, n, aborted, oldest)?;
         self.recovery.note_repair(removed, reset);
         let copy = node::read_own(&self.pool, n)?;
         if copy.level > 0 {

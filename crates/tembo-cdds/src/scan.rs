@@ -107,8 +107,11 @@ impl Iter<'_> {
         let mut edge: Option<Option<Vec<u8>>> = None; // forward: upper bound (None inside = +inf)
         let mut lower: Option<Vec<u8>> = None; // reverse: lower bound
         let copy = loop {
-            let copy =
-                if lazy.is_some() { node::read_checked(pool, n, session, ab)? } else { node::read(pool, n, session)? };
+            let copy = if lazy.is_some() {
+                node::read_checked(pool, n, session, ReadAt { version: v, aborted: ab })?
+            } else {
+                node::read(pool, n, session)?
+            };
             if copy.level == 0 {
                 break copy;
             }

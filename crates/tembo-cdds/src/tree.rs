@@ -180,12 +180,12 @@ impl TreeCore {
             recovery: Default::default(),
             gc_stats: Default::default(),
         };
-        if let Err(e) = tree.begin_recovery(tree.pool.opened_unclean()) {
+        // Named snapshots first: repair keeps what they see (see `recover`).
+        if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {
             // Never let a failed recovery's pool be marked clean.
             tree.pool.keep_unclean();
             return Err(e);
         }
-        tree.load_named_snapshots()?;
         Ok(tree)
     }
 
@@ -275,7 +275,7 @@ impl TreeCore {
         let pfx = key_prefix(key);
         let mut n = self.meta.root(pool)?;
         for _ in 0..64 {
-            let copy = node::read_checked(pool, n, self.session, aborted)?;
+            let copy = node::read_checked(pool, n, self.session, ReadAt { version: v, aborted })?;
             if copy.level == 0 {
                 return match search::leaf_find(pool, &copy, key, pfx, ReadAt { version: v, aborted })? {
                     Some(i) => {

@@ -15,9 +15,9 @@ use std::collections::HashSet;
 
 use tembo_pmem::{Marker, Pool};
 
-use crate::entry::{Entry, Slot};
+use crate::entry::{Entry, ReadAt, Slot};
 use crate::error::Result;
-use crate::node::{self, NODE_SLOTS};
+use crate::node;
 use crate::record;
 use crate::search;
 use crate::tree::TreeCore;
@@ -93,7 +93,7 @@ impl Walk<'_> {
         root: bool,
         only: bool,
     ) -> Result<()> {
-        let copy = node::read_checked(self.pool, n, self.tree.session, &[])?;
+        let copy = node::read_checked(self.pool, n, self.tree.session, ReadAt { version: self.v, aborted: &[] })?;
         self.out.stats.live_nodes += 1;
         if copy.level != level {
             self.bad(n, format!("level {} where {level} expected", copy.level));
@@ -156,19 +156,28 @@ impl Walk<'_> {
             self.out.stats.owned_bytes += node::NODE_BYTES;
             let level = node::level(self.pool, n)?;
             let slots = node::raw_slots(self.pool, n)?;
-            let used = slots.iter().position(|s| *s == Slot::Empty).unwrap_or(NODE_SLOTS);
-            if slots[used..].iter().any(|s| *s != Slot::Empty) {
-                self.bad(n, "non-empty slot after the first empty one");
+            let order = node::order_line(self.pool, n)?;
+            let Some(named) = order.mask() else {
+                self.bad(n, "malformed order line");
+                continue;
+            };
+            for (i, s) in slots.iter().enumerate() {
+                if named & (1 << i) == 0 && *s != Slot::Empty {
+                    self.bad(n, format!("slot {i} is used but not in the order line"));
+                }
             }
             let mut prev: Option<Entry> = None;
-            for s in &slots[..used] {
-                let e = match s {
+            for &i in order.slots() {
+                let e = match slots[i as usize] {
                     Slot::Torn => {
                         self.bad(n, "torn slot");
                         continue;
                     }
-                    Slot::Valid(e) => *e,
-                    Slot::Empty => unreachable!("before the first empty slot"),
+                    Slot::Valid(e) => e,
+                    Slot::Empty => {
+                        self.bad(n, format!("the order line names empty slot {i}"));
+                        continue;
+                    }
                 };
                 if e.end != 0 && e.end < e.start {
                     self.bad(n, format!("entry ends ({}) before it starts ({})", e.end, e.start));
@@ -269,10 +278,14 @@ impl TreeCore {
 impl TreeCore {
     /// A human-readable dump of node `n`'s slots (debugging aid).
     pub fn dump_node(&self, n: u64) -> Result<String> {
-        let mut s = format!("node {n:#x} level {}\n", node::level(&self.pool, n)?);
+        let mut s = format!(
+            "node {n:#x} level {} order {:?}\n",
+            node::level(&self.pool, n)?,
+            node::order_line(&self.pool, n)?.slots()
+        );
         for (i, sl) in node::raw_slots(&self.pool, n)?.iter().enumerate() {
             match sl {
-                Slot::Empty => break,
+                Slot::Empty => continue,
                 Slot::Torn => s.push_str(&format!("  {i}: torn\n")),
                 Slot::Valid(e) => {
                     let k = search::entry_key(&self.pool, e)?;

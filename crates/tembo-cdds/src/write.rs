@@ -218,7 +218,7 @@ impl<'t> Batch<'t> {
     /// Repairs `n` first if a lazy recovery may not have reached it yet.
     fn repaired(&self, n: u64) -> Result<u64> {
         if let Some(ab) = &self.aborted {
-            self.tree.repair_before_write(n, ab)?;
+            self.tree.repair_before_write(n, ab, self.oldest)?;
         }
         Ok(n)
     }
@@ -377,13 +377,12 @@ impl<'t> Batch<'t> {
                     Some(c) => c,
                     None => self.read(n)?,
                 };
-                let idx = match search::entry_key_ref(self.pool, a)? {
+                let rank = match search::entry_key_ref(self.pool, a)? {
                     Some(k) => search::bound(self.pool, c.entries(), k, a.prefix, true)?,
                     None => c.entries().len(),
                 };
-                let slot = if idx < c.entries().len() { c.slots()[idx] as usize } else { c.used };
                 let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
-                nw.insert_at(slot, c.used, a)?;
+                nw.insert(rank, a)?;
                 drop(nw);
                 self.touch(n);
             }
@@ -540,42 +539,40 @@ impl<'t> Batch<'t> {
         Ok(true)
     }
 
-    /// Dead-slot reuse: removes torn and duplicate slots and entries no
-    /// retained version can see, retiring what only they owned. Returns
-    /// the number of slots removed.
+    /// Dead-slot reuse: removes torn slots, slots the order line does not
+    /// name, and entries no retained version can see, retiring what only
+    /// they owned. Returns the number of slots removed.
     pub(crate) fn compact(&mut self, n: u64) -> Result<u64> {
         let slots = node::raw_slots(self.pool, n)?;
-        let used = slots.iter().position(|s| *s == Slot::Empty).unwrap_or(NODE_SLOTS);
+        let order = node::order_line(self.pool, n)?;
+        let Some(named) = order.mask() else {
+            return Err(CddsError::invariant("malformed order line", n));
+        };
         let level = node::level(self.pool, n)?;
-        let mut remove = Vec::new();
-        for i in 0..used {
-            match slots[i] {
-                Slot::Empty => {}
-                Slot::Torn => remove.push(i),
+        let mut ranks = Vec::new();
+        for (rank, &s) in order.slots().iter().enumerate() {
+            match slots[s as usize] {
+                Slot::Empty => return Err(CddsError::invariant(format!("the order line names empty slot {s}"), n)),
+                Slot::Torn => ranks.push(rank),
                 Slot::Valid(e) => {
-                    if i > 0 && slots[i - 1] == Slot::Valid(e) {
-                        remove.push(i);
-                    } else if e.end != 0 && e.end <= self.oldest {
+                    if e.end != 0 && e.end <= self.oldest {
                         if !e.moved {
                             self.retire_owned(level, &e)?;
                         }
-                        remove.push(i);
+                        ranks.push(rank);
                     }
                 }
             }
         }
-        if remove.is_empty() {
+        let stray: Vec<usize> = (0..NODE_SLOTS).filter(|&i| named & (1 << i) == 0 && slots[i] != Slot::Empty).collect();
+        if ranks.is_empty() && stray.is_empty() {
             return Ok(0);
         }
         let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
-        let mut used = used;
-        for &i in remove.iter().rev() {
-            nw.remove_at(i, used)?;
-            used -= 1;
-        }
+        nw.remove(&ranks, &stray)?;
         drop(nw);
         self.touch(n);
-        Ok(remove.len() as u64)
+        Ok((ranks.len() + stray.len()) as u64)
     }
 
     /// Retires the blocks a dead, not-moved entry owns: its record, and for
@@ -603,7 +600,7 @@ impl<'t> Batch<'t> {
         let v = self.w - 1;
         for &n in &self.touched {
             if !self.allocs.contains(&n) {
-                crate::recover::repair_node(self.pool, self.tree.session, n, v)?;
+                crate::recover::repair_node(self.pool, self.tree.session, n, v, self.oldest)?;
             }
         }
         if self.tree.meta.root(self.pool)? != self.old_root {
