@@ -49,7 +49,7 @@ impl RecordHeader {
         if self.flags & FLAG_INNER != 0 {
             self.key_len
         } else {
-            self.key_len + self.word
+            self.key_len.saturating_add(self.word)
         }
     }
 }
@@ -113,6 +113,9 @@ pub fn key<'p>(pool: &'p Pool, rec: u64, h: &RecordHeader) -> Result<&'p [u8]> {
 
 /// Copies a leaf record's value.
 pub fn value(pool: &Pool, rec: u64, h: &RecordHeader) -> Result<Vec<u8>> {
+    // Before allocating: a damaged length must be an error, not an abort.
+    let at = (rec + HEADER).checked_add(h.key_len).ok_or_else(|| CddsError::invariant("record key length", rec))?;
+    pool.check_range(at, h.word)?;
     let mut v = vec![0u8; usize::try_from(h.word).map_err(|_| CddsError::invariant("value length", rec))?];
     pool.read(rec + HEADER + h.key_len, &mut v)?;
     Ok(v)
@@ -121,7 +124,8 @@ pub fn value(pool: &Pool, rec: u64, h: &RecordHeader) -> Result<Vec<u8>> {
 /// Verifies a record's checksum (for `check`).
 pub fn verify(pool: &Pool, rec: u64) -> Result<RecordHeader> {
     let h = header(pool, rec)?;
-    let len = HEADER + h.body_len();
+    let len = HEADER.checked_add(h.body_len()).ok_or_else(|| CddsError::invariant("record length", rec))?;
+    pool.check_range(rec, len + CRC)?;
     let mut buf = vec![0u8; usize::try_from(len + CRC).map_err(|_| CddsError::invariant("record length", rec))?];
     pool.read(rec, &mut buf)?;
     let want = u32::from_le_bytes(buf[len as usize..].try_into().expect("4 bytes"));

@@ -161,8 +161,12 @@ impl SeenNodes {
         SeenNodes(vec![0; (pool.size() / 64 / 64 + 1) as usize])
     }
 
-    /// Marks `n` seen; `true` the first time.
-    fn insert(&mut self, n: u64) -> bool {
+    /// Marks `n` seen; `true` the first time. A reference that cannot be
+    /// a node (outside the pool, not line aligned) is a damaged pool.
+    fn insert(&mut self, pool: &Pool, n: u64) -> Result<bool> {
+        if n % 64 != 0 || pool.check_range(n, node::NODE_BYTES).is_err() {
+            return Err(CddsError::invariant("a child reference that cannot be a node", n));
+        }
         let line = (n / 64) as usize;
         if line / 64 >= self.0.len() {
             self.0.resize(line / 64 + 1, 0); // the pool grew meanwhile
@@ -170,7 +174,7 @@ impl SeenNodes {
         let (w, b) = (line / 64, line % 64);
         let fresh = self.0[w] & (1 << b) == 0;
         self.0[w] |= 1 << b;
-        fresh
+        Ok(fresh)
     }
 }
 
@@ -367,7 +371,7 @@ impl TreeCore {
         let mut seen = SeenNodes::new(&self.pool);
         let mut visited = 0;
         while let Some(n) = stack.pop() {
-            if seen.insert(n) {
+            if seen.insert(&self.pool, n)? {
                 visited += 1;
                 self.repair_and_descend(n, &aborted, v, &mut stack)?;
             }
@@ -486,7 +490,7 @@ impl TreeCore {
             let mut visited = 0;
             while visited < step && started.elapsed() < STEP_TIME {
                 let Some(n) = stack.pop() else { break };
-                if !seen.insert(n) {
+                if !seen.insert(pool, n)? {
                     continue;
                 }
                 visited += 1;
@@ -540,7 +544,7 @@ impl TreeCore {
         };
         let mut stack = vec![root];
         let mut seen = SeenNodes::new(pool);
-        seen.insert(root);
+        seen.insert(pool, root)?;
         let mut marks = Vec::new();
         while !stack.is_empty() {
             let step = self.between_steps()?;
@@ -561,7 +565,7 @@ impl TreeCore {
                     if level > 0 {
                         let child = search::child_of(pool, &e)?;
                         marks.push(child);
-                        if seen.insert(child) {
+                        if seen.insert(pool, child)? {
                             stack.push(child);
                         }
                     }

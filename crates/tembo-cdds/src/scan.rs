@@ -106,7 +106,12 @@ impl Iter<'_> {
         };
         let mut edge: Option<Option<Vec<u8>>> = None; // forward: upper bound (None inside = +inf)
         let mut lower: Option<Vec<u8>> = None; // reverse: lower bound
+        let mut depth = 0;
         let copy = loop {
+            depth += 1;
+            if depth > 64 {
+                return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
+            }
             let copy = if lazy.is_some() {
                 node::read_checked(pool, n, session, ReadAt { version: v, aborted: ab })?
             } else {
