@@ -53,6 +53,7 @@ use crate::error::{CddsError, Result};
 use crate::node::{self, NodeWriter, OrderLine, NODE_SLOTS};
 use crate::search;
 use crate::tree::TreeCore;
+use crate::write::is_owner;
 
 /// Nodes one background recovery step handles under the writer lock at
 /// most, by default.
@@ -542,7 +543,11 @@ impl TreeCore {
             pool.concurrent_sweep_mark(&foreign, false)?;
             (root, since)
         };
-        let mut stack = vec![root];
+        // (node, died at or before `since`): in such a node the entries
+        // live when it died belong to their copies, which the walk finds
+        // in nodes reachable at `since`; a node that died later is walked
+        // whole (its copies may be in nodes created since, not walked).
+        let mut stack = vec![(root, false)];
         let mut seen = SeenNodes::new(pool);
         seen.insert(pool, root)?;
         let mut marks = Vec::new();
@@ -554,11 +559,11 @@ impl TreeCore {
                 if started.elapsed() >= STEP_TIME {
                     break;
                 }
-                let Some(n) = stack.pop() else { break };
+                let Some((n, dead)) = stack.pop() else { break };
                 let level = node::level(pool, n)?;
                 for s in node::raw_slots(pool, n)? {
                     let Slot::Valid(e) = s else { continue };
-                    if e.moved && e.end <= since {
+                    if (e.moved || dead) && e.end <= since && !is_owner(&e, dead) {
                         continue; // its owner is the copy, found on its own
                     }
                     marks.push(e.rec);
@@ -566,7 +571,7 @@ impl TreeCore {
                         let child = search::child_of(pool, &e)?;
                         marks.push(child);
                         if seen.insert(pool, child)? {
-                            stack.push(child);
+                            stack.push((child, e.end != 0 && e.end <= since));
                         }
                     }
                 }
@@ -651,20 +656,20 @@ fn trace_owned(pool: &Pool, meta: crate::meta::Meta, m: &mut Marker<'_>) -> std:
         m.mark(table)?;
     }
     let root = meta.root(pool).map_err(to_pmem)?;
-    let mut stack = vec![root];
+    let mut stack = vec![(root, false)];
     m.mark(root)?;
-    while let Some(n) = stack.pop() {
+    while let Some((n, dead)) = stack.pop() {
         let level = node::level(pool, n).map_err(to_pmem)?;
         for s in node::raw_slots(pool, n).map_err(to_pmem)? {
             let Slot::Valid(e) = s else { continue };
-            if e.moved {
+            if !is_owner(&e, dead) {
                 continue;
             }
             m.mark(e.rec)?;
             if level > 0 {
                 let child = search::child_of(pool, &e).map_err(to_pmem)?;
                 if m.mark(child)? {
-                    stack.push(child);
+                    stack.push((child, e.end != 0));
                 }
             }
         }

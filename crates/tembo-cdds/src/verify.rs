@@ -21,7 +21,7 @@ use crate::node;
 use crate::record;
 use crate::search;
 use crate::tree::TreeCore;
-use crate::write::MIN_LIVE;
+use crate::write::{is_owner, MIN_LIVE};
 
 /// What a walk of the tree counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -145,9 +145,9 @@ impl Walk<'_> {
 
     /// Walks every owned node (live and retained) for structure and counts.
     fn owned(&mut self, root: u64) -> Result<()> {
-        let mut stack = vec![root];
+        let mut stack = vec![(root, false)];
         let mut seen = HashSet::new();
-        while let Some(n) = stack.pop() {
+        while let Some((n, dead)) = stack.pop() {
             if !seen.insert(n) {
                 self.bad(n, "node owned twice");
                 continue;
@@ -182,12 +182,13 @@ impl Walk<'_> {
                 if e.end != 0 && e.end < e.start {
                     self.bad(n, format!("entry ends ({}) before it starts ({})", e.end, e.start));
                 }
-                if e.end != 0 || !e.visible_at(self.v, &[]) {
+                let owner = is_owner(&e, dead);
+                if !owner || e.end != 0 || !e.visible_at(self.v, &[]) {
                     self.out.stats.dead_entries += 1;
                 }
-                // A moved entry's record belongs to its copy, which may have
+                // A copied entry's record belongs to its copy, which may have
                 // been deleted and freed since: only owners are compared.
-                if let Some(p) = prev.filter(|p| !p.moved && !e.moved) {
+                if let Some(p) = prev.filter(|p| is_owner(p, dead) && owner) {
                     match crate::write::key_order(self.pool, &p, &e)? {
                         std::cmp::Ordering::Greater => self.bad(n, "entries out of key order"),
                         std::cmp::Ordering::Equal if p.start > e.start => self.bad(n, "equal keys out of start order"),
@@ -196,7 +197,7 @@ impl Walk<'_> {
                     }
                 }
                 prev = Some(e);
-                if e.moved {
+                if !owner {
                     continue;
                 }
                 if self.full {
@@ -213,7 +214,7 @@ impl Walk<'_> {
                     if node::level(self.pool, child)? + 1 != level {
                         self.bad(child, "child level is not parent level - 1");
                     }
-                    stack.push(child);
+                    stack.push((child, e.end != 0));
                 }
             }
         }

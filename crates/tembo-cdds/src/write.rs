@@ -392,7 +392,7 @@ impl<'t> Batch<'t> {
                 let c = self.read(n)?;
                 let live = live_slots(&c, self.w);
                 let list = self.restart(&live);
-                self.rebalance(path, depth, &live, list)?;
+                self.rebalance(path, depth, list)?;
             }
             return Ok(());
         }
@@ -406,25 +406,17 @@ impl<'t> Batch<'t> {
             list.insert(idx, *a);
         }
         if depth > 0 && list.len() < MIN_LIVE {
-            let done = self.rebalance(path, depth, &live, list.clone())?;
+            let done = self.rebalance(path, depth, list.clone())?;
             if done {
                 return Ok(());
             }
         }
-        self.split(path, depth, copy.level, &live, list)
+        self.split(path, depth, copy.level, list)
     }
 
     /// Copies of live entries as they start in the new version.
     fn restart(&self, live: &[(usize, Entry)]) -> Vec<Entry> {
         live.iter().map(|(_, e)| Entry::new(self.w, e.rec, e.prefix)).collect()
-    }
-
-    fn end_moved(&mut self, n: u64, live: &[(usize, Entry)]) -> Result<()> {
-        for (slot, e) in live {
-            node::set_end(self.pool, n, *slot, e, self.w, true)?;
-        }
-        self.touch(n);
-        Ok(())
     }
 
     /// Splits `list` into one or two new nodes of `level`; returns each
@@ -469,17 +461,13 @@ impl<'t> Batch<'t> {
         Ok(out)
     }
 
-    fn split(
-        &mut self,
-        path: &[Step],
-        depth: usize,
-        level: u8,
-        live: &[(usize, Entry)],
-        list: Vec<Entry>,
-    ) -> Result<()> {
+    /// Replaces node `path[depth]` by new nodes holding `list`. The old
+    /// node is not written: ending the parent's entry for it hides it from
+    /// every version from `w` on, and its entries live at `w` stay as they
+    /// are — their records now belong to the copies (see [`is_owner`]).
+    fn split(&mut self, path: &[Step], depth: usize, level: u8, list: Vec<Entry>) -> Result<()> {
         let n = path[depth].node;
         let built = self.build(level, list)?;
-        self.end_moved(n, live)?;
         match path[depth].via {
             Some(via) => {
                 let last = search::entry_key(self.pool, &via)?;
@@ -506,7 +494,7 @@ impl<'t> Batch<'t> {
     /// Node `path[depth]` is left with `list` live entries (fewer than ml):
     /// rebuild it together with a sibling into one or two new nodes. Returns
     /// `false` (doing nothing) when the node has no sibling.
-    fn rebalance(&mut self, path: &[Step], depth: usize, live: &[(usize, Entry)], list: Vec<Entry>) -> Result<bool> {
+    fn rebalance(&mut self, path: &[Step], depth: usize, list: Vec<Entry>) -> Result<bool> {
         let n = path[depth].node;
         let via = path[depth].via.ok_or_else(|| CddsError::invariant("rebalance at the root", n))?;
         let parent = path[depth - 1].node;
@@ -532,8 +520,6 @@ impl<'t> Batch<'t> {
         let combined = if sib_right { [list, slist].concat() } else { [slist, list].concat() };
         let level = scopy.level;
         let built = self.build(level, combined)?;
-        self.end_moved(n, live)?;
-        self.end_moved(sib, &slive)?;
         let right_via = if sib_right { sib_via } else { via };
         let last = search::entry_key(self.pool, &right_via)?;
         let adds = self.parent_entries(built, last)?;
@@ -629,4 +615,17 @@ pub(crate) fn live_slots(copy: &NodeCopy, w: u64) -> Vec<(usize, Entry)> {
 /// Compares entry keys for sorting checks.
 pub(crate) fn key_order(pool: &Pool, a: &Entry, b: &Entry) -> Result<Ordering> {
     record::cmp_entries(pool, a, b)
+}
+
+/// Whether an entry owns its record (and, in an inner node, its child).
+/// A node replaced by a split or a merge is *dead*: the parent's entry for
+/// it has ended, and its entries that were live then were copied into the
+/// new nodes, which own their records from then on; those entries are
+/// left as they were (end 0), so in a dead node an entry with end 0 owns
+/// nothing. (Layout 1 marked them *moved* instead, one persisted end word
+/// each; the flag is still honoured.) `dead`: the node was reached through
+/// an entry that has ended.
+#[inline]
+pub(crate) fn is_owner(e: &Entry, dead: bool) -> bool {
+    !e.moved && !(dead && e.end == 0)
 }
