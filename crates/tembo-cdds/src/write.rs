@@ -627,5 +627,6 @@ pub(crate) fn key_order(pool: &Pool, a: &Entry, b: &Entry) -> Result<Ordering> {
 /// an entry that has ended.
 #[inline]
 pub(crate) fn is_owner(e: &Entry, dead: bool) -> bool {
-    !e.moved && !(dead && e.end == 0)
+    let copied = dead && e.end == 0;
+    !e.moved && !copied
 }
