@@ -544,14 +544,17 @@ impl<'p> RawNode<'p> {
         loop {
             let v1 = wait_unlocked(&words[0], session);
             let head = words[1].load(Ordering::Relaxed);
+            // Not validated here (a loop per node of every lookup): a
+            // clean node's line is well formed, and `slot_word` clamps every
+            // index, so a damaged one gives a wrong answer, never an access
+            // outside the node; `check` reports it.
             let order = OrderLine::load(words);
-            if head >> 32 != NODE_MAGIC || !order.well_formed() {
+            if head >> 32 != NODE_MAGIC {
                 fence(Ordering::Acquire);
                 if words[0].load(Ordering::Relaxed) != v1 {
                     continue;
                 }
                 check_magic(head, node)?;
-                return Err(CddsError::invariant("malformed order line", node));
             }
             *self = RawNode { words, version: v1, order, level: (head & 0xFF) as u8 };
             return Ok(());
@@ -577,16 +580,22 @@ impl<'p> RawNode<'p> {
         self.order.len()
     }
 
+    /// The first word of the slot at rank `i`.
+    #[inline]
+    fn slot_word(&self, i: usize) -> usize {
+        8 + self.order.slot(i).min(NODE_SLOTS - 1) * SLOT_WORDS
+    }
+
     /// The key prefix word of the entry at rank `i` (< `used`).
     #[inline]
     pub fn prefix(&self, i: usize) -> u64 {
-        self.words[8 + self.order.slot(i) * SLOT_WORDS + 3].load(Ordering::Relaxed)
+        self.words[self.slot_word(i) + 3].load(Ordering::Relaxed)
     }
 
     /// The entry at rank `i` (< `used`).
     #[inline]
     pub fn entry(&self, i: usize) -> Entry {
-        let b = 8 + self.order.slot(i) * SLOT_WORDS;
+        let b = self.slot_word(i);
         let w = [
             self.words[b].load(Ordering::Relaxed),
             self.words[b + 1].load(Ordering::Relaxed),

@@ -7,13 +7,14 @@
 //! then on an entry that *starts* at an aborted version is absent, an entry
 //! that *ends* at one is live, and writers use `a + 1` and up, so version
 //! `a` reads exactly as `v` did. While the list is non-empty:
-//! - readers verify every slot's checks (skipping torn slots and shift
-//!   duplicates) and apply the aborted rule;
+//! - readers verify every slot's checks (skipping torn slots), trust a
+//!   node's order line only if it names exactly its valid slots in key
+//!   order (else sort), and apply the aborted rule (`node::read_checked`);
 //! - a writer repairs every node before it reads it for a change (its
-//!   descent path, a sibling it merges with): torn and duplicate slots and
-//!   aborted starts are removed, aborted ends reset to live — the same
-//!   persisted shifts and stores a full repair uses, so every repair is
-//!   itself crash-safe;
+//!   descent path, a sibling it merges with): torn slots and aborted
+//!   starts are cleared, aborted ends reset to live and the order line
+//!   rebuilt — the same persisted stores a full repair uses, so every
+//!   repair is itself crash-safe;
 //! - a background thread walks every node visible at `a` (which it pins,
 //!   so no entry it still has to follow is collected under it), a few
 //!   dozen nodes per step under the writer lock, and repairs them; then it
@@ -24,10 +25,11 @@
 //! pool marks every block allocated from the sweep's start, the tree
 //! defers its own frees, and the thread marks, in steps under the writer
 //! lock, everything reachable from the root it started at — the records
-//! and children of non-moved entries, and of moved entries that moved
-//! after the version the sweep pins (their copies may sit in nodes created
-//! since, which the walk does not visit; an entry moved earlier has its
-//! owner in a node that existed when the walk began). Nothing the walk has
+//! and children of owners (`write::is_owner`), and of every entry of a
+//! node that died (was split or merged away) after the version the sweep
+//! pins (the copies may sit in nodes created since, which the walk does
+//! not visit; a node that died earlier has its copies in nodes that
+//! existed when the walk began). Nothing the walk has
 //! still to reach can be freed meanwhile (entries visible at the pinned
 //! version are kept, and frees are deferred), so when the walk is done,
 //! under the writer lock, every block still reachable was marked,
