@@ -43,20 +43,7 @@ pub fn base_image() -> &'static [u8] {
     })
 }
 
-/// Where the damage lands: the first part of the heap, where the tree's
-/// metadata, nodes and records live.
-pub fn damage_span() -> usize {
-    256 << 10
-}
-
-/// What opening a damaged image led to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Recovery and the checks ran; `violations` is what `check` found.
-    Opened { violations: usize },
-    /// Opening (or recovery, or a check) refused the pool with this error.
-    Refused(String),
-}
+include!("damage.rs");
 
 fn exercise(tree: &Tree) {
     let _ = tree.get(b"key00007");
@@ -72,11 +59,7 @@ fn exercise(tree: &Tree) {
 /// Applies the input's patches to the base image and exercises the result.
 pub fn cdds_open(data: &[u8]) -> Outcome {
     let Some((&mode, patches)) = data.split_first() else { return Outcome::Refused("empty input".into()) };
-    let mut img = base_image().to_vec();
-    for p in patches.chunks_exact(5) {
-        let off = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize % img.len();
-        img[off] = p[4];
-    }
+    let img = patched(base_image(), patches);
     let pool = match Pool::from_image(&img, &pool_options()) {
         Ok(p) => Arc::new(p),
         Err(e) => return Outcome::Refused(format!("pool: {e}")),

@@ -49,29 +49,12 @@ pub fn base_image(m: usize) -> &'static [u8] {
     })
 }
 
-/// Where the damage lands: the first part of the heap, where the heap's
-/// root, the log and the tree live.
-pub fn damage_span() -> usize {
-    256 << 10
-}
-
-/// What opening a damaged image led to.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Recovery and the checks ran; `violations` is what `check` found.
-    Opened { violations: usize },
-    /// Opening (or recovery) refused the pool with this error.
-    Refused(String),
-}
+include!("damage.rs");
 
 /// Applies the input's patches to a base image and exercises the result.
 pub fn kamino_open(data: &[u8]) -> Outcome {
     let Some((&m, patches)) = data.split_first() else { return Outcome::Refused("empty input".into()) };
-    let mut img = base_image(m as usize).to_vec();
-    for p in patches.chunks_exact(5) {
-        let off = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize % img.len();
-        img[off] = p[4];
-    }
+    let img = patched(base_image(m as usize), patches);
     let pool = match Pool::from_image(&img, &pool_options()) {
         Ok(p) => Arc::new(p),
         Err(e) => return Outcome::Refused(format!("pool: {e}")),

@@ -136,7 +136,7 @@ pub fn run_cmd(a: CrashtestArgs) -> Result<ExitCode> {
             let pct = |n: u64| 100.0 * n as f64 / states;
             let names: Vec<&str> = cfg.policies.iter().map(|p| p.name()).collect();
             println!(
-                "{:<10} {:<9} {:>8} {:>8} {:>12.2}% {:>10.2}% {:>13.2} {:>12.2}  {}{}",
+                "{:<10} {:<9} {:>8} {:>8} {:>12.2}% {:>10.2}% {:>13.2} {:>12.2}  {}",
                 order.name(),
                 ordering.name(),
                 r.sweep.fences,
@@ -146,7 +146,6 @@ pub fn run_cmd(a: CrashtestArgs) -> Result<ExitCode> {
                 r.flushes as f64 / ops,
                 r.fences as f64 / ops,
                 names.join(","),
-                ""
             );
             if counted {
                 bad += r.violations();
