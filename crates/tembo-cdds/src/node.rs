@@ -189,9 +189,16 @@ impl NodeCopy {
     }
 }
 
-/// Compares two entries by key, then start version.
+/// Compares two entries by key, then start version. Different prefix
+/// words decide without reading a record (the zero padding sorts like the
+/// end of a shorter key); equal ones, and the sentinel's, read the keys.
 pub fn cmp_key_start(pool: &Pool, a: &Entry, b: &Entry) -> Result<CmpOrdering> {
-    Ok(record::cmp_entries(pool, a, b)?.then(a.start.cmp(&b.start)))
+    let by_key = if a.prefix != b.prefix && a.prefix != u64::MAX && b.prefix != u64::MAX {
+        a.prefix.cmp(&b.prefix)
+    } else {
+        record::cmp_entries(pool, a, b)?
+    };
+    Ok(by_key.then(a.start.cmp(&b.start)))
 }
 
 /// Sorts `entries` (with their `slots`) by key, then start version; every
