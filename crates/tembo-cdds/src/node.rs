@@ -141,6 +141,20 @@ impl OrderLine {
         self.mask().is_some()
     }
 
+    /// The slots of `valid` (a bit set) in the order to try them after a
+    /// crash: this line's order if it names exactly those slots (`true`),
+    /// else ascending slot order (`false`; the caller sorts by key).
+    pub fn trusted_or_by_slot(&self, valid: u32) -> (OrderLine, bool) {
+        if self.mask() == Some(valid) {
+            return (*self, true);
+        }
+        let mut by_slot = OrderLine::default();
+        for i in (0..NODE_SLOTS as u8).filter(|&i| valid & (1 << i) != 0) {
+            by_slot.insert(by_slot.len(), i);
+        }
+        (by_slot, false)
+    }
+
     fn insert(&mut self, rank: usize, slot: u8) {
         let n = self.len();
         self.bytes.copy_within(1 + rank..1 + n, 2 + rank);
@@ -286,14 +300,9 @@ pub fn read_checked(pool: &Pool, node: u64, session: u64, at: ReadAt<'_>) -> Res
         }
     }
     let order = OrderLine::from_words(&buf[ORDER_WORD..ORDER_WORD + ORDER_WORDS]);
-    let by_slot: Vec<u8> = (0..NODE_SLOTS as u8).filter(|&i| valid & (1 << i) != 0).collect();
-    let sequence = if order.mask() == Some(valid) {
-        order.slots()
-    } else {
-        copy.dirty = true;
-        &by_slot[..]
-    };
-    for &s in sequence {
+    let (sequence, trusted) = order.trusted_or_by_slot(valid);
+    copy.dirty |= !trusted;
+    for &s in sequence.slots() {
         if let Slot::Valid(e) = decoded[s as usize] {
             if at.sees(&e) {
                 copy.push(e, s as usize);

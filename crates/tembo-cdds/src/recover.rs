@@ -236,9 +236,8 @@ pub fn repair_node_with(
         }
         used |= 1 << i;
     }
-    let candidates: Vec<u8> =
-        if order.mask() == Some(valid) { order.slots().to_vec() } else { (0..NODE_SLOTS as u8).collect() };
-    let mut seq: Vec<u8> = candidates.into_iter().filter(|&s| keep & (1 << s) != 0).collect();
+    let (candidates, _) = order.trusted_or_by_slot(valid);
+    let mut seq: Vec<u8> = candidates.slots().iter().copied().filter(|&s| keep & (1 << s) != 0).collect();
     let mut entries: Vec<Entry> = seq
         .iter()
         .map(|&s| match slots[s as usize] {
