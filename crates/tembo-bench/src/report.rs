@@ -129,8 +129,10 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, progress: Progress) -> Resu
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let result = (|| {
                 let mut target = kind.open(&dir, workload.size_hint())?;
+                let sample = workload.run(target.as_mut(), run);
+                // After the run: a pool's page size shows only once touched.
                 modes[ti] = target.mode();
-                workload.run(target.as_mut(), run)
+                sample
             })();
             let _ = std::fs::remove_dir_all(&dir);
             samples[ti].push(result.with_context(|| format!("{} on {kind}, run {}", workload.name(), run + 1))?);

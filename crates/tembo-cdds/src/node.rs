@@ -351,6 +351,7 @@ fn check_magic(head: u64, node: u64) -> Result<()> {
 /// whole-node copy first, and only the slots the order line names read.
 pub fn read_own(pool: &Pool, node: u64) -> Result<Box<NodeCopy>> {
     let words = pool.atomic_words(node, NODE_WORDS)?;
+    pool.prefetch(node, NODE_BYTES);
     decode_ordered(words[1].load(Ordering::Relaxed), OrderLine::load(words), node, |i| {
         let mut w = [0u64; SLOT_WORDS];
         for (d, a) in w.iter_mut().zip(&words[8 + i * SLOT_WORDS..8 + (i + 1) * SLOT_WORDS]) {
@@ -557,6 +558,9 @@ impl<'p> RawNode<'p> {
     /// Starts reading `node`: waits out a writer, reads level and order line.
     pub fn load(&mut self, pool: &'p Pool, node: u64, session: u64) -> Result<()> {
         let words = pool.atomic_words(node, NODE_WORDS)?;
+        // The binary search probes ~5 slots in different lines, each load
+        // depending on the last: fetch the whole node at once instead.
+        pool.prefetch(node, NODE_BYTES);
         loop {
             let v1 = wait_unlocked(&words[0], session);
             let head = words[1].load(Ordering::Relaxed);

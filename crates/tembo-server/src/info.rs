@@ -94,6 +94,11 @@ fn section(cx: &mut Ctx, name: &str) -> Result<String, tembo_store::DbError> {
             kv("pool_size_human", &human(pool.size()));
             kv("pool_max_size", &pool.max_size());
             kv("pool_free_bytes", &alloc.free_bytes);
+            // Pages of the pool the kernel maps as 2 MiB pages (a DAX file,
+            // or a tmpfs mounted with huge=advise): fewer TLB misses.
+            if let Some(huge) = pool.huge_page_bytes() {
+                kv("pool_huge_page_bytes", &huge);
+            }
             kv("maxmemory", &pool.max_size());
             kv("maxmemory_policy", &"noeviction");
             kv("mem_allocator", &"tembo-pmem");

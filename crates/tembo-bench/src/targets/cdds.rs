@@ -85,6 +85,12 @@ impl Target for CddsTarget {
     }
 
     fn mode(&self) -> String {
-        format!("{} pool, ordering {}", self.db.mode().name(), self.db.pool().ordering().name())
+        let pool = self.db.pool();
+        let pages = match pool.huge_page_bytes() {
+            Some(b) if b > 0 => format!(", {} MiB in 2 MiB pages", b >> 20),
+            Some(_) => ", 4 KiB pages".to_string(),
+            None => String::new(),
+        };
+        format!("{} pool, ordering {}{pages}", self.db.mode().name(), pool.ordering().name())
     }
 }

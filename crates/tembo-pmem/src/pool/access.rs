@@ -35,6 +35,32 @@ impl Pool {
         Ok(unsafe { NonNull::new_unchecked(self.region.base().add(offset as usize)) })
     }
 
+    /// Asks the CPU to start loading the cache lines of `[offset, offset +
+    /// len)` into its caches, without waiting. A search that will probe a
+    /// few lines of a block it has not read yet (a tree node) pays one
+    /// memory latency for all of them instead of one per dependent probe
+    /// (Masstree prefetches its nodes the same way). A hint only: a range
+    /// outside the heap is ignored.
+    #[inline]
+    pub fn prefetch(&self, offset: PoolOffset, len: u64) {
+        let Ok(p) = self.raw(offset, len) else { return };
+        #[cfg(target_arch = "x86_64")]
+        {
+            let base = p.as_ptr() as usize & !63;
+            let end = p.as_ptr() as usize + len as usize;
+            let mut line = base;
+            while line < end {
+                // SAFETY: prefetching has no architectural effect besides
+                // the cache (it never faults); the line lies in the mapped
+                // heap, checked by `raw` above. SSE is part of x86-64.
+                unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(line as *const i8) };
+                line += 64;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = p;
+    }
+
     /// Copies pool bytes at `offset` into `dst`.
     ///
     /// # Errors

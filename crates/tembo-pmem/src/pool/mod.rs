@@ -440,6 +440,15 @@ impl Pool {
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
     }
+    /// Bytes of the pool mapped with 2 MiB pages right now (`None` where the
+    /// kernel does not say). File pools ask for them (`MADV_HUGEPAGE` over a
+    /// 2 MiB-aligned mapping); a DAX filesystem or a tmpfs mounted with
+    /// `huge=advise` (or `within_size`, `always`) grants them, which saves
+    /// most TLB misses of random lookups. Pages are mapped when first
+    /// touched, so this grows with use.
+    pub fn huge_page_bytes(&self) -> Option<u64> {
+        self.region.huge_page_bytes(usize::try_from(self.size()).unwrap_or(usize::MAX))
+    }
     /// Largest size the pool may grow to.
     pub fn max_size(&self) -> u64 {
         self.max_size.load(Ordering::Acquire)
