@@ -600,6 +600,33 @@ impl<'p> RawNode<'p> {
         self.order.len()
     }
 
+    /// The slot index at rank `i` (< `used`), clamped into the node.
+    #[inline]
+    pub fn slot(&self, i: usize) -> usize {
+        self.order.slot(i).min(NODE_SLOTS - 1)
+    }
+
+    /// The entry at rank `i` (< `used`) for the writer, whose nodes cannot
+    /// change under it: a slot that does not decode is an error here, not a
+    /// race (as [`read_own`] reports it).
+    pub fn entry_checked(&self, i: usize, node: u64) -> Result<Entry> {
+        let s = self.order.slot(i);
+        if s >= NODE_SLOTS {
+            return Err(CddsError::invariant("malformed order line", node));
+        }
+        let b = 8 + s * SLOT_WORDS;
+        let w = [
+            self.words[b].load(Ordering::Relaxed),
+            self.words[b + 1].load(Ordering::Relaxed),
+            self.words[b + 2].load(Ordering::Relaxed),
+            self.words[b + 3].load(Ordering::Relaxed),
+        ];
+        match Entry::decode_unchecked(&w) {
+            Slot::Valid(e) => Ok(e),
+            _ => Err(CddsError::invariant(format!("the order line names empty slot {s}"), node)),
+        }
+    }
+
     /// The first word of the slot at rank `i`.
     #[inline]
     fn slot_word(&self, i: usize) -> usize {

@@ -223,15 +223,18 @@ impl<'t> Batch<'t> {
         Ok(n)
     }
 
-    fn descend(&self, key: &[u8]) -> Result<Vec<Step>> {
+    /// The path from the root to the leaf covering `key`, and that leaf
+    /// loaded for reading in place.
+    fn descend(&self, key: &[u8]) -> Result<(Vec<Step>, node::RawNode<'t>)> {
         let pfx = key_prefix(key);
-        let mut path = vec![Step { node: self.tree.meta.root(self.pool)?, via: None }];
+        let mut path = Vec::with_capacity(8);
+        path.push(Step { node: self.tree.meta.root(self.pool)?, via: None });
         let mut raw = node::RawNode::default();
         loop {
             let n = self.repaired(path.last().expect("non-empty").node)?;
             raw.load(self.pool, n, self.tree.session)?;
             if raw.level() == 0 {
-                return Ok(path);
+                return Ok((path, raw));
             }
             if path.len() > 64 {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
@@ -240,6 +243,48 @@ impl<'t> Batch<'t> {
             let e = search::child_raw(self.pool, &raw, n, key, pfx, self.w)?;
             path.push(Step { node: search::child_of(self.pool, &e)?, via: Some(e) });
         }
+    }
+
+    /// In a leaf read in place: the entry for `key` visible at `w` with its
+    /// slot, if any, and the rank a new entry for `key` (starting at `w`,
+    /// after every older entry of the key) takes in the order line.
+    fn leaf_position(&self, raw: &node::RawNode<'_>, leaf: u64, key: &[u8]) -> Result<(Option<(Entry, usize)>, usize)> {
+        let pfx = key_prefix(key);
+        let mut i = search::bound_raw(self.pool, raw, key, pfx, false)?;
+        let mut found = None;
+        while i < raw.used() {
+            let e = raw.entry_checked(i, leaf)?;
+            if e.prefix != pfx || record::cmp_entry(self.pool, &e, key, pfx)? != Ordering::Equal {
+                break;
+            }
+            if e.visible_at(self.w, &[]) {
+                found = Some((e, raw.slot(i)));
+            }
+            i += 1;
+        }
+        Ok((found, i))
+    }
+
+    /// Entries of a leaf read in place that are visible at `w`.
+    fn live_in(&self, raw: &node::RawNode<'_>, leaf: u64) -> Result<usize> {
+        let mut live = 0;
+        for i in 0..raw.used() {
+            if raw.entry_checked(i, leaf)?.visible_at(self.w, &[]) {
+                live += 1;
+            }
+        }
+        Ok(live)
+    }
+
+    /// After a leaf lost a live entry: rebuilds it with a sibling if it
+    /// fell below ml (Alg. 4), as [`Batch::rewrite`] does.
+    fn rebalance_if_low(&mut self, path: &[Step], depth: usize, live: usize) -> Result<()> {
+        if depth > 0 && live < MIN_LIVE {
+            let c = self.read(path[depth].node)?;
+            let list = self.restart(&live_slots(&c, self.w));
+            self.rebalance(path, depth, list)?;
+        }
+        Ok(())
     }
 
     /// Logical GC of the root (thesis §4.4.4): an inner root whose only
@@ -289,32 +334,50 @@ impl<'t> Batch<'t> {
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         let rec = record::write_leaf(self.pool, key, value)?;
         self.allocs.push(rec);
-        let path = self.descend(key)?;
-        let leaf = path.last().expect("non-empty").node;
-        let copy = self.read(leaf)?;
+        let (path, raw) = self.descend(key)?;
+        let depth = path.len() - 1;
+        let leaf = path[depth].node;
         let pfx = key_prefix(key);
+        self.changed = true;
+        if raw.used() < NODE_SLOTS {
+            // The common case, done on the leaf in place (no node copy):
+            // end the key's old entry, if any, and insert the new one.
+            let (old, rank) = self.leaf_position(&raw, leaf, key)?;
+            if let Some((e, slot)) = old {
+                node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
+            }
+            let mut nw = NodeWriter::begin(self.pool, leaf, self.tree.session)?;
+            nw.insert(rank, &Entry::new(self.w, rec, pfx))?;
+            drop(nw);
+            self.touch(leaf);
+            if old.is_some() && depth > 0 {
+                // An overwrite keeps the live count, which may already be
+                // below ml (a node without a sibling): as the slow path does.
+                let live = self.live_in(&raw, leaf)? + 1;
+                self.rebalance_if_low(&path, depth, live)?;
+            }
+            return Ok(old.is_some());
+        }
+        let copy = self.read(leaf)?;
         let old = search::leaf_find(self.pool, &copy, key, pfx, ReadAt { version: self.w, aborted: &[] })?
             .map(|i| copy.entries()[i]);
-        self.changed = true;
-        let depth = path.len() - 1;
         let ends = old.as_slice();
         self.rewrite_from(Some(copy), &path, depth, ends, &[Entry::new(self.w, rec, pfx)])?;
         Ok(old.is_some())
     }
 
     fn delete(&mut self, key: &[u8]) -> Result<bool> {
-        let path = self.descend(key)?;
-        let leaf = path.last().expect("non-empty").node;
-        let copy = self.read(leaf)?;
-        let Some(i) =
-            search::leaf_find(self.pool, &copy, key, key_prefix(key), ReadAt { version: self.w, aborted: &[] })?
-        else {
+        let (path, raw) = self.descend(key)?;
+        let depth = path.len() - 1;
+        let leaf = path[depth].node;
+        let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
             return Ok(false);
         };
         self.changed = true;
-        let depth = path.len() - 1;
-        let old = copy.entries()[i];
-        self.rewrite_from(Some(copy), &path, depth, &[old], &[])?;
+        node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
+        self.touch(leaf);
+        let live = self.live_in(&raw, leaf)?;
+        self.rebalance_if_low(&path, depth, live)?;
         Ok(true)
     }
 
