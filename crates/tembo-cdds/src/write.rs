@@ -390,7 +390,9 @@ impl<'t> Batch<'t> {
     }
 
     fn touch(&mut self, n: u64) {
-        if !self.touched.contains(&n) {
+        // Deduplicated by `undo`, its only reader: a group commit of
+        // hundreds of puts would otherwise scan this list once per put.
+        if self.touched.last() != Some(&n) {
             self.touched.push(n);
         }
     }
@@ -649,16 +651,18 @@ impl<'t> Batch<'t> {
     /// `w - 1`, restores the root, frees what the batch allocated.
     fn undo(&mut self) -> Result<()> {
         let v = self.w - 1;
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        self.allocs.sort_unstable();
+        self.allocs.dedup();
         for &n in &self.touched {
-            if !self.allocs.contains(&n) {
+            if self.allocs.binary_search(&n).is_err() {
                 crate::recover::repair_node(self.pool, self.tree.session, n, v, self.oldest)?;
             }
         }
         if self.tree.meta.root(self.pool)? != self.old_root {
             self.tree.meta.set_root(self.pool, self.old_root)?;
         }
-        self.allocs.sort_unstable();
-        self.allocs.dedup();
         for &a in &self.allocs {
             let _ = self.pool.free(a);
         }
