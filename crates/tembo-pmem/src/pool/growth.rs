@@ -17,6 +17,12 @@ impl Pool {
             (Some(file), _) => {
                 file.set_len(new_size)
                     .map_err(|e| PmemError::io(format!("growing {} to {new_size} bytes", self.path.display()), e))?;
+                // The new length must be durable before the size word says
+                // the pages belong to the pool (else a power cut could leave
+                // a header larger than its file: a pool that cannot open).
+                // Growth is rare; on tmpfs this costs nothing.
+                file.sync_data()
+                    .map_err(|e| PmemError::io(format!("syncing the growth of {}", self.path.display()), e))?;
                 self.region.grow_file(file, old as usize, new_size as usize)?;
             }
             (None, Backend::Sim(sim)) => sim.grow(new_size as usize),

@@ -141,6 +141,17 @@ fn lock_file(file: &File, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Makes the directory entry of `path` durable (fsync of its directory).
+fn sync_parent_dir(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| PmemError::io(format!("syncing directory {} of the new pool", dir.display()), e))
+}
+
 impl Pool {
     /// Creates a new pool file at `path` (which must not exist).
     ///
@@ -169,7 +180,16 @@ impl Pool {
             let (region, mode) = Self::map_with_mode(&file, path, size, max, opts.mode)?;
             let backend = Self::backend_for(mode);
             let pool = Pool::assemble(region, mode, backend, instr, opts.ordering, Some(file), path, max)?;
-            pool.format(size, max)
+            let pool = pool.format(size, max)?;
+            // The header is durable in the file's pages; the file itself
+            // (its size, and its name in the directory) must be too, or a
+            // power cut soon after could lose a pool holding acknowledged
+            // writes (POSIX: fsync the file, then its directory).
+            file_for_unlock
+                .sync_all()
+                .map_err(|e| PmemError::io(format!("syncing new pool file {}", path.display()), e))?;
+            sync_parent_dir(path)?;
+            Ok(pool)
         })();
         if made.is_err() {
             let _ = std::fs::remove_file(path);
