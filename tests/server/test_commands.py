@@ -2002,3 +2002,29 @@ def test_concurrent_incr():
         assert c.get("shared") == "4000"
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------
+# regressions found by the differential test (tests/server/differential.py):
+# exact replies, as redis-server 7.0.15 sends them
+# --------------------------------------------------------------------------
+
+
+def raw_cmds(*cmds):
+    """The raw replies to `cmds`, on a fresh connection of an empty server."""
+    _flushall()
+    c = Raw()
+    try:
+        return [c.cmd(*cmd) for cmd in cmds]
+    finally:
+        c.close()
+
+
+def test_diff_unknown_command_text():
+    # Every argument is quoted and followed by a space; the list stops
+    # growing at 128 bytes.
+    assert raw_cmds(("FOO", "bar", "baz"), ("FOO",), ("FOO", "x" * 200, "y")) == [
+        ("-", "ERR unknown command 'FOO', with args beginning with: 'bar' 'baz' "),
+        ("-", "ERR unknown command 'FOO', with args beginning with: "),
+        ("-", "ERR unknown command 'FOO', with args beginning with: '%s' " % ("x" * 128)),
+    ]
