@@ -2028,3 +2028,15 @@ def test_diff_unknown_command_text():
         ("-", "ERR unknown command 'FOO', with args beginning with: "),
         ("-", "ERR unknown command 'FOO', with args beginning with: '%s' " % ("x" * 128)),
     ]
+
+
+def test_diff_exec_wrong_arity_aborts():
+    execabort = ("-", "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
+    assert raw_cmds(
+        ("MULTI",),
+        ("SET", "a", "1"),
+        ("EXEC", "x"),
+        ("EXEC",),
+        ("GET", "a"),
+        ("EXEC", "x"),
+    ) == [("+", "OK"), ("+", "QUEUED"), execabort, ("-", "ERR EXEC without MULTI"), ("$", None), execabort]

@@ -157,11 +157,21 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     };
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        st.stats.errors += 1;
+        let e = CmdError::arity(spec.name);
+        if spec.name == "exec" {
+            // Redis rejects EXEC by discarding the transaction, whether or
+            // not one was open (`execCommandAbort`).
+            client.multi = None;
+            client.multi_error = false;
+            st.unwatch(client);
+            let msg = e.0.strip_prefix("ERR ").unwrap_or(&e.0);
+            return Reply::Error(format!("EXECABORT Transaction discarded because of: {msg}"));
+        }
         if client.multi.is_some() {
             client.multi_error = true;
         }
-        st.stats.errors += 1;
-        return Reply::Error(CmdError::arity(spec.name).0);
+        return Reply::Error(e.0);
     }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
