@@ -2030,6 +2030,19 @@ def test_diff_unknown_command_text():
     ]
 
 
+def test_diff_getrange_clamps_negative_end():
+    # A negative end before the start of the string selects the first byte.
+    assert raw_cmds(
+        ("SET", "k", "hello"),
+        ("GETRANGE", "k", "-10", "-6"),
+        ("GETRANGE", "k", "-9223372036854775808", "-100"),
+        ("GETRANGE", "k", "-1", "-5"),
+        ("GETRANGE", "k", "3", "-10"),
+        ("SET", "n", "-1"),
+        ("GETRANGE", "n", "-10", "-6"),
+    )[1:] == [("$", b"h"), ("$", b"h"), ("$", b""), ("$", b""), ("+", "OK"), ("$", b"-")]
+
+
 def test_diff_exec_wrong_arity_aborts():
     execabort = ("-", "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
     assert raw_cmds(

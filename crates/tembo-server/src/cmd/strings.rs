@@ -1,7 +1,7 @@
 //! String commands. A string's bytes live in its metadata record, so a GET
 //! is one engine lookup and a SET one put.
 
-use super::args::{float, int, is, range};
+use super::args::{float, int, is};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;
@@ -464,13 +464,30 @@ fn strlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 fn getrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let (start, end) = (int(&a[2])?, int(&a[3])?);
     let v = string(cx, &a[1])?.map_or_else(Vec::new, |m| m.value);
-    if start < 0 && end < 0 && start > end {
-        return Ok(Reply::bulk(b""));
-    }
-    Ok(match range(start, end, v.len() as i64) {
-        Some((s, e)) => Reply::bulk(&v[s as usize..=e as usize]),
+    Ok(match getrange_span(start, end, v.len()) {
+        Some((s, e)) => Reply::bulk(&v[s..=e]),
         None => Reply::bulk(b""),
     })
+}
+
+/// GETRANGE's inclusive span of a `len`-byte string, as Redis 7 computes it:
+/// negative indices count from the end and are then clamped to 0 — so an
+/// `end` before the start of the string still selects the first byte
+/// (`GETRANGE "-1" -10 -6` is "-"), unless both are negative and
+/// `start > end`.
+fn getrange_span(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let n = len as i64;
+    let start = if start < 0 { n.saturating_add(start).max(0) } else { start };
+    let end = if end < 0 { n.saturating_add(end).max(0) } else { end };
+    let end = end.min(n - 1);
+    if start > end || len == 0 {
+        None
+    } else {
+        Some((start as usize, end as usize))
+    }
 }
 
 fn setrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
