@@ -2043,6 +2043,34 @@ def test_diff_getrange_clamps_negative_end():
     )[1:] == [("$", b"h"), ("$", b"h"), ("$", b""), ("$", b""), ("+", "OK"), ("$", b"-")]
 
 
+def test_diff_set_getex_option_order():
+    syntax = ("-", "ERR syntax error")
+    replies = raw_cmds(
+        ("SET", "k", "v", "EX", "PX", "100"),  # EX takes "PX" as its value: then "100" is a syntax error
+        ("SET", "k", "v", "PXAT", "9223372036854775807", "PERSIST"),
+        ("SET", "k", "v", "EX", "0", "KEEPTTL"),
+        ("SET", "k", "v", "EXAT", "0", "EXAT", "99999999999"),  # the last one wins
+        ("TTL", "k"),
+        ("SET", "big", "v", "PXAT", "9223372036854775807"),
+        ("SET", "k", "v", "EX", "0"),
+        ("RPUSH", "l", "a"),
+        ("SET", "l", "v", "EX", "100", "GET"),
+        ("SET", "l", "v", "EX", "0", "GET"),  # the expiry is checked before the type
+        ("GETEX", "nope", "PXAT", "-1"),  # a missing key: nil before the expiry is read
+        ("GETEX", "l", "EX", "NX"),  # the type before the expiry
+        ("GETEX", "k", "EX", "100", "PERSIST"),
+    )
+    assert replies[:3] == [syntax, syntax, syntax]
+    assert replies[3] == ("+", "OK") and replies[4][0] == ":" and replies[4][1] > 10**9
+    assert replies[5] == ("+", "OK")
+    assert replies[6] == ("-", "ERR invalid expire time in 'set' command")
+    assert replies[8] == ("-", "WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert replies[9] == ("-", "ERR invalid expire time in 'set' command")
+    assert replies[10] == ("$", None)
+    assert replies[11] == ("-", "WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert replies[12] == syntax
+
+
 def test_diff_exec_wrong_arity_aborts():
     execabort = ("-", "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
     assert raw_cmds(
