@@ -2071,6 +2071,21 @@ def test_diff_set_getex_option_order():
     assert replies[12] == syntax
 
 
+def test_diff_expire_options_before_time():
+    assert raw_cmds(
+        ("SET", "k", "v"),
+        ("EXPIREAT", "k", "-9223372036854775809", "GT", "LT"),
+        ("EXPIRE", "k", "abc", "FOO"),
+        ("PEXPIRE", "k", "abc", "NX", "XX"),
+        ("EXPIRE", "k", "abc"),
+    )[1:] == [
+        ("-", "ERR GT and LT options at the same time are not compatible"),
+        ("-", "ERR Unsupported option FOO"),
+        ("-", "ERR NX and XX, GT or LT options at the same time are not compatible"),
+        ("-", "ERR value is not an integer or out of range"),
+    ]
+
+
 def test_diff_exec_wrong_arity_aborts():
     execabort = ("-", "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
     assert raw_cmds(
