@@ -2086,6 +2086,46 @@ def test_diff_expire_options_before_time():
     ]
 
 
+def test_diff_incrbyfloat_is_long_double():
+    # Redis adds in x87 long double and prints "%.17Lf" minus trailing zeros.
+    assert raw_cmds(
+        ("SET", "a", "1000"),
+        ("INCRBYFLOAT", "a", "0.1"),
+        ("INCRBYFLOAT", "b", "0.1"),
+        ("INCRBYFLOAT", "b", "0.2"),
+        ("INCRBYFLOAT", "c", "1e-300"),
+        ("SET", "d", "-9223372036854775808"),
+        ("INCRBYFLOAT", "d", "-2"),
+        ("INCRBYFLOAT", "e", "0x10"),
+        ("RPUSH", "l", "x"),
+        ("INCRBYFLOAT", "l", "0x10"),  # the type before the increment
+        ("INCRBYFLOAT", "l", "abc"),
+        ("INCRBYFLOAT", "f", "1e-5000"),
+        ("INCRBYFLOAT", "f", "inf"),
+        ("HINCRBYFLOAT", "h", "f", "1000"),
+        ("HINCRBYFLOAT", "h", "f", "0.1"),
+        ("HINCRBYFLOAT", "h", "g", "inf"),
+        ("HINCRBYFLOAT", "l", "g", "abc"),  # the increment before the type
+    )[1:] == [
+        ("$", b"1000.09999999999999998"),
+        ("$", b"0.1"),
+        ("$", b"0.3"),
+        ("$", b"0"),
+        ("+", "OK"),
+        ("$", b"-9223372036854775810"),
+        ("$", b"16"),
+        (":", 1),
+        ("-", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("-", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("-", "ERR value is not a valid float"),
+        ("-", "ERR increment would produce NaN or Infinity"),
+        ("$", b"1000"),
+        ("$", b"1000.09999999999999998"),
+        ("-", "ERR value is NaN or Infinity"),
+        ("-", "ERR value is not a valid float"),
+    ]
+
+
 def test_diff_exec_wrong_arity_aborts():
     execabort = ("-", "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
     assert raw_cmds(

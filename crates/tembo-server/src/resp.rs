@@ -379,8 +379,7 @@ pub fn format_double(d: f64) -> String {
 }
 
 /// The shortest text that reads back to the same double, with C-style
-/// exponents for very large or small values (Redis 7.2's double format;
-/// INCRBYFLOAT's results are built on it).
+/// exponents for very large or small values (Redis 7.2's double format).
 pub fn format_shortest(d: f64) -> String {
     if d.is_nan() {
         return "nan".into();

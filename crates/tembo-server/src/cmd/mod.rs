@@ -19,6 +19,7 @@ mod conn;
 mod hashes;
 mod keys;
 mod lists;
+mod longdouble;
 mod server;
 mod sets;
 mod strings;

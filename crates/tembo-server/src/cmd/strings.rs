@@ -1,12 +1,13 @@
 //! String commands. A string's bytes live in its metadata record, so a GET
 //! is one engine lookup and a SET one put.
 
-use super::args::{float, int, is};
+use super::args::{int, is};
+use super::longdouble::{string2ld, Ld};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
-use crate::resp::{format_shortest, Reply};
+use crate::resp::Reply;
 
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];
@@ -450,31 +451,20 @@ fn decrby(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn incrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let by = float(&a[2])?;
+    // Redis's order: the key's type, its value, then the increment; the
+    // arithmetic is x87 `long double` (see `longdouble`).
     let old = string(cx, &a[1])?;
     let cur = match &old {
-        Some(m) => super::args::parse_float(&m.value).ok_or_else(CmdError::not_float)?,
-        None => 0.0,
+        Some(m) => string2ld(&m.value).ok_or_else(CmdError::not_float)?,
+        None => Ld::ZERO,
     };
-    let new = cur + by;
-    if !new.is_finite() {
-        return Err(CmdError::err("increment would produce NaN or Infinity"));
-    }
-    let text = format_incr_float(new);
+    let by = string2ld(&a[2]).ok_or_else(CmdError::not_float)?;
+    let new =
+        cur.add(by).filter(Ld::is_finite).ok_or_else(|| CmdError::err("increment would produce NaN or Infinity"))?;
+    let text = new.to_human();
     let exp = old.as_ref().map_or(0, |m| m.expire_at);
     put_string(cx, &a[1], old.as_ref(), text.clone().into_bytes(), exp)?;
     Ok(Reply::Bulk(text.into_bytes()))
-}
-
-/// INCRBYFLOAT's result text: plain decimal, no exponent, no trailing zeros.
-pub fn format_incr_float(v: f64) -> String {
-    let s = format_shortest(v);
-    if s.contains('e') {
-        // format! with {} never uses an exponent for f64.
-        format!("{v}")
-    } else {
-        s
-    }
 }
 
 fn append(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
