@@ -2136,3 +2136,12 @@ def test_diff_exec_wrong_arity_aborts():
         ("GET", "a"),
         ("EXEC", "x"),
     ) == [("+", "OK"), ("+", "QUEUED"), execabort, ("-", "ERR EXEC without MULTI"), ("$", None), execabort]
+
+
+def test_diff_zscan_small_set_score_text():
+    # A small sorted set answers ZSCAN with its listpack's score text.
+    replies = raw_cmds(("ZADD", "z", "1e17", "a", "1.5", "b", "3", "c"), ("ZSCAN", "z", "0"))
+    cursor, items = replies[1][1]
+    pairs = dict(zip([v for _, v in items[1][0::2]], [v for _, v in items[1][1::2]]))
+    assert pairs == {b"a": b"100000000000000000", b"b": b"1.5", b"c": b"3"}
+    assert raw_cmds(("ZADD", "z", "1e17", "a"), ("ZSCORE", "z", "a"))[1] == ("$", b"1e+17")
