@@ -2145,3 +2145,28 @@ def test_diff_zscan_small_set_score_text():
     pairs = dict(zip([v for _, v in items[1][0::2]], [v for _, v in items[1][1::2]]))
     assert pairs == {b"a": b"100000000000000000", b"b": b"1.5", b"c": b"3"}
     assert raw_cmds(("ZADD", "z", "1e17", "a"), ("ZSCORE", "z", "a"))[1] == ("$", b"1e+17")
+
+
+def test_diff_flush_invalidates_only_existing_watched_keys():
+    # FLUSHALL/FLUSHDB abort the transaction of a WATCH only on a key that
+    # existed (Redis's touchAllWatchedKeysInDb).
+    _flushall()
+    a, b = Raw(), Raw()
+    try:
+        assert a.cmd("WATCH", "missing") == ("+", "OK")
+        assert b.cmd("FLUSHALL") == ("+", "OK")
+        assert a.cmd("MULTI") == ("+", "OK")
+        assert a.cmd("SET", "x", "1") == ("+", "QUEUED")
+        assert a.cmd("EXEC") == ("*", [("+", "OK")])
+        assert a.cmd("WATCH", "x") == ("+", "OK")
+        assert b.cmd("FLUSHDB") == ("+", "OK")
+        assert a.cmd("MULTI") == ("+", "OK")
+        assert a.cmd("SET", "x", "2") == ("+", "QUEUED")
+        assert a.cmd("EXEC") == ("*", None)
+        assert a.cmd("WATCH", "missing") == ("+", "OK")
+        assert a.cmd("FLUSHALL") == ("+", "OK")  # the watching client itself
+        assert a.cmd("MULTI") == ("+", "OK")
+        assert a.cmd("EXEC") == ("*", [])
+    finally:
+        a.close()
+        b.close()
