@@ -2002,3 +2002,171 @@ def test_concurrent_incr():
         assert c.get("shared") == "4000"
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------
+# regressions found by the differential test (tests/server/differential.py):
+# exact replies, as redis-server 7.0.15 sends them
+# --------------------------------------------------------------------------
+
+
+def raw_cmds(*cmds):
+    """The raw replies to `cmds`, on a fresh connection of an empty server."""
+    _flushall()
+    c = Raw()
+    try:
+        return [c.cmd(*cmd) for cmd in cmds]
+    finally:
+        c.close()
+
+
+def test_diff_unknown_command_text():
+    # Every argument is quoted and followed by a space; the list stops
+    # growing at 128 bytes.
+    assert raw_cmds(("FOO", "bar", "baz"), ("FOO",), ("FOO", "x" * 200, "y")) == [
+        ("-", "ERR unknown command 'FOO', with args beginning with: 'bar' 'baz' "),
+        ("-", "ERR unknown command 'FOO', with args beginning with: "),
+        ("-", "ERR unknown command 'FOO', with args beginning with: '%s' " % ("x" * 128)),
+    ]
+
+
+def test_diff_getrange_clamps_negative_end():
+    # A negative end before the start of the string selects the first byte.
+    assert raw_cmds(
+        ("SET", "k", "hello"),
+        ("GETRANGE", "k", "-10", "-6"),
+        ("GETRANGE", "k", "-9223372036854775808", "-100"),
+        ("GETRANGE", "k", "-1", "-5"),
+        ("GETRANGE", "k", "3", "-10"),
+        ("SET", "n", "-1"),
+        ("GETRANGE", "n", "-10", "-6"),
+    )[1:] == [("$", b"h"), ("$", b"h"), ("$", b""), ("$", b""), ("+", "OK"), ("$", b"-")]
+
+
+def test_diff_set_getex_option_order():
+    syntax = ("-", "ERR syntax error")
+    replies = raw_cmds(
+        ("SET", "k", "v", "EX", "PX", "100"),  # EX takes "PX" as its value: then "100" is a syntax error
+        ("SET", "k", "v", "PXAT", "9223372036854775807", "PERSIST"),
+        ("SET", "k", "v", "EX", "0", "KEEPTTL"),
+        ("SET", "k", "v", "EXAT", "0", "EXAT", "99999999999"),  # the last one wins
+        ("TTL", "k"),
+        ("SET", "big", "v", "PXAT", "9223372036854775807"),
+        ("SET", "k", "v", "EX", "0"),
+        ("RPUSH", "l", "a"),
+        ("SET", "l", "v", "EX", "100", "GET"),
+        ("SET", "l", "v", "EX", "0", "GET"),  # the expiry is checked before the type
+        ("GETEX", "nope", "PXAT", "-1"),  # a missing key: nil before the expiry is read
+        ("GETEX", "l", "EX", "NX"),  # the type before the expiry
+        ("GETEX", "k", "EX", "100", "PERSIST"),
+    )
+    assert replies[:3] == [syntax, syntax, syntax]
+    assert replies[3] == ("+", "OK") and replies[4][0] == ":" and replies[4][1] > 10**9
+    assert replies[5] == ("+", "OK")
+    assert replies[6] == ("-", "ERR invalid expire time in 'set' command")
+    assert replies[8] == ("-", "WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert replies[9] == ("-", "ERR invalid expire time in 'set' command")
+    assert replies[10] == ("$", None)
+    assert replies[11] == ("-", "WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert replies[12] == syntax
+
+
+def test_diff_expire_options_before_time():
+    assert raw_cmds(
+        ("SET", "k", "v"),
+        ("EXPIREAT", "k", "-9223372036854775809", "GT", "LT"),
+        ("EXPIRE", "k", "abc", "FOO"),
+        ("PEXPIRE", "k", "abc", "NX", "XX"),
+        ("EXPIRE", "k", "abc"),
+    )[1:] == [
+        ("-", "ERR GT and LT options at the same time are not compatible"),
+        ("-", "ERR Unsupported option FOO"),
+        ("-", "ERR NX and XX, GT or LT options at the same time are not compatible"),
+        ("-", "ERR value is not an integer or out of range"),
+    ]
+
+
+def test_diff_incrbyfloat_is_long_double():
+    # Redis adds in x87 long double and prints "%.17Lf" minus trailing zeros.
+    assert raw_cmds(
+        ("SET", "a", "1000"),
+        ("INCRBYFLOAT", "a", "0.1"),
+        ("INCRBYFLOAT", "b", "0.1"),
+        ("INCRBYFLOAT", "b", "0.2"),
+        ("INCRBYFLOAT", "c", "1e-300"),
+        ("SET", "d", "-9223372036854775808"),
+        ("INCRBYFLOAT", "d", "-2"),
+        ("INCRBYFLOAT", "e", "0x10"),
+        ("RPUSH", "l", "x"),
+        ("INCRBYFLOAT", "l", "0x10"),  # the type before the increment
+        ("INCRBYFLOAT", "l", "abc"),
+        ("INCRBYFLOAT", "f", "1e-5000"),
+        ("INCRBYFLOAT", "f", "inf"),
+        ("HINCRBYFLOAT", "h", "f", "1000"),
+        ("HINCRBYFLOAT", "h", "f", "0.1"),
+        ("HINCRBYFLOAT", "h", "g", "inf"),
+        ("HINCRBYFLOAT", "l", "g", "abc"),  # the increment before the type
+    )[1:] == [
+        ("$", b"1000.09999999999999998"),
+        ("$", b"0.1"),
+        ("$", b"0.3"),
+        ("$", b"0"),
+        ("+", "OK"),
+        ("$", b"-9223372036854775810"),
+        ("$", b"16"),
+        (":", 1),
+        ("-", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("-", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        ("-", "ERR value is not a valid float"),
+        ("-", "ERR increment would produce NaN or Infinity"),
+        ("$", b"1000"),
+        ("$", b"1000.09999999999999998"),
+        ("-", "ERR value is NaN or Infinity"),
+        ("-", "ERR value is not a valid float"),
+    ]
+
+
+def test_diff_exec_wrong_arity_aborts():
+    execabort = ("-", "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
+    assert raw_cmds(
+        ("MULTI",),
+        ("SET", "a", "1"),
+        ("EXEC", "x"),
+        ("EXEC",),
+        ("GET", "a"),
+        ("EXEC", "x"),
+    ) == [("+", "OK"), ("+", "QUEUED"), execabort, ("-", "ERR EXEC without MULTI"), ("$", None), execabort]
+
+
+def test_diff_zscan_small_set_score_text():
+    # A small sorted set answers ZSCAN with its listpack's score text.
+    replies = raw_cmds(("ZADD", "z", "1e17", "a", "1.5", "b", "3", "c"), ("ZSCAN", "z", "0"))
+    cursor, items = replies[1][1]
+    pairs = dict(zip([v for _, v in items[1][0::2]], [v for _, v in items[1][1::2]]))
+    assert pairs == {b"a": b"100000000000000000", b"b": b"1.5", b"c": b"3"}
+    assert raw_cmds(("ZADD", "z", "1e17", "a"), ("ZSCORE", "z", "a"))[1] == ("$", b"1e+17")
+
+
+def test_diff_flush_invalidates_only_existing_watched_keys():
+    # FLUSHALL/FLUSHDB abort the transaction of a WATCH only on a key that
+    # existed (Redis's touchAllWatchedKeysInDb).
+    _flushall()
+    a, b = Raw(), Raw()
+    try:
+        assert a.cmd("WATCH", "missing") == ("+", "OK")
+        assert b.cmd("FLUSHALL") == ("+", "OK")
+        assert a.cmd("MULTI") == ("+", "OK")
+        assert a.cmd("SET", "x", "1") == ("+", "QUEUED")
+        assert a.cmd("EXEC") == ("*", [("+", "OK")])
+        assert a.cmd("WATCH", "x") == ("+", "OK")
+        assert b.cmd("FLUSHDB") == ("+", "OK")
+        assert a.cmd("MULTI") == ("+", "OK")
+        assert a.cmd("SET", "x", "2") == ("+", "QUEUED")
+        assert a.cmd("EXEC") == ("*", None)
+        assert a.cmd("WATCH", "missing") == ("+", "OK")
+        assert a.cmd("FLUSHALL") == ("+", "OK")  # the watching client itself
+        assert a.cmd("MULTI") == ("+", "OK")
+        assert a.cmd("EXEC") == ("*", [])
+    finally:
+        a.close()
+        b.close()

@@ -434,23 +434,6 @@ impl State {
         })
     }
 
-    /// Marks every client watching any key of `db` (FLUSHDB), or of any db.
-    pub fn touch_all(&mut self, db: Option<u8>, current: &mut Client) {
-        let ids: Vec<u64> = self
-            .watchers
-            .iter()
-            .filter(|((d, _), _)| db.map_or(true, |x| x == *d))
-            .flat_map(|(_, l)| l.clone())
-            .collect();
-        for id in ids {
-            if id == current.id {
-                current.watch_dirty = true;
-            } else if let Some(c) = self.clients.get_mut(&id) {
-                c.watch_dirty = true;
-            }
-        }
-    }
-
     /// Background work: expire keys whose time has come, reclaim the
     /// elements of deleted collections; one commit.
     pub fn cron(&mut self) {

@@ -378,9 +378,20 @@ pub fn format_double(d: f64) -> String {
     }
 }
 
+/// Redis 7.0's `d2string`, the text of a score inside a small (listpack)
+/// sorted set, which ZSCAN returns as is: an integral value within
+/// ±(2^63-1)/2 as an integer ("100000000000000000" for 1e17), anything else
+/// as [`format_double`].
+pub fn format_d2string(d: f64) -> String {
+    let lim = (i64::MAX / 2) as f64;
+    if d != 0.0 && (-lim..=lim).contains(&d) && d.trunc() == d {
+        return (d as i64).to_string();
+    }
+    format_double(d)
+}
+
 /// The shortest text that reads back to the same double, with C-style
-/// exponents for very large or small values (Redis 7.2's double format;
-/// INCRBYFLOAT's results are built on it).
+/// exponents for very large or small values (Redis 7.2's double format).
 pub fn format_shortest(d: f64) -> String {
     if d.is_nan() {
         return "nan".into();

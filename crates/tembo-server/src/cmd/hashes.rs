@@ -5,7 +5,8 @@
 //! sub-key per field whose value is the field's value. Fields come back in
 //! byte order, where Redis would use its hash table's order.
 
-use super::args::{float, int, is};
+use super::args::{int, is};
+use super::longdouble::{string2ld, Ld};
 use super::sets::{random_elements, read_lookup, scan_elements, RandomCount};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, Meta};
@@ -334,20 +335,19 @@ fn hincrby(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn hincrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let by = float(&a[3])?;
+    // x87 `long double`, as Redis (see `longdouble`).
+    let by = string2ld(&a[3]).ok_or_else(CmdError::not_float)?;
     if !by.is_finite() {
         return Err(CmdError::err("value is NaN or Infinity"));
     }
     let (old, cur) = field_value(cx, &a[1], &a[2])?;
     let value = match &cur {
-        Some(v) => super::args::parse_float(v).ok_or_else(|| CmdError::err("hash value is not a float"))?,
-        None => 0.0,
+        Some(v) => string2ld(v).ok_or_else(|| CmdError::err("hash value is not a float"))?,
+        None => Ld::ZERO,
     };
-    let new = value + by;
-    if !new.is_finite() {
-        return Err(CmdError::err("increment would produce NaN or Infinity"));
-    }
-    let text = super::strings::format_incr_float(new).into_bytes();
+    let new =
+        value.add(by).filter(Ld::is_finite).ok_or_else(|| CmdError::err("increment would produce NaN or Infinity"))?;
+    let text = new.to_human().into_bytes();
     put_field(cx, &a[1], old, cur.is_some(), &a[2], text.clone())?;
     Ok(Reply::Bulk(text))
 }

@@ -352,8 +352,9 @@ fn renamenx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     rename_impl(cx, a, true)
 }
 
-/// EXPIRE and friends: `at` is the absolute expiry in ms.
-fn set_expiry(cx: &mut Ctx, a: &[Vec<u8>], at: Option<u64>) -> CmdResult {
+/// EXPIRE and friends: the time is `a[2]` in `unit` ms, from now when
+/// `relative`. As in Redis, the options are checked before the time.
+fn set_expiry(cx: &mut Ctx, a: &[Vec<u8>], unit: i64, relative: bool) -> CmdResult {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for o in &a[3..] {
         if is(o, "NX") {
@@ -374,6 +375,7 @@ fn set_expiry(cx: &mut Ctx, a: &[Vec<u8>], at: Option<u64>) -> CmdResult {
     if gt && lt {
         return Err(CmdError::err("GT and LT options at the same time are not compatible"));
     }
+    let at = abs_time(cx, &a[2], unit, relative)?;
     let cmd = String::from_utf8_lossy(&a[0]).to_ascii_lowercase();
     let at = at.ok_or_else(|| CmdError::err(format!("invalid expire time in '{cmd}' command")))?;
     let Some(old) = cx.lookup(&a[1])? else { return Ok(Reply::Int(0)) };
@@ -410,23 +412,19 @@ fn abs_time(cx: &Ctx, n: &[u8], unit: i64, relative: bool) -> Res<Option<u64>> {
 }
 
 fn expire(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let at = abs_time(cx, &a[2], 1000, true)?;
-    set_expiry(cx, a, at)
+    set_expiry(cx, a, 1000, true)
 }
 
 fn pexpire(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let at = abs_time(cx, &a[2], 1, true)?;
-    set_expiry(cx, a, at)
+    set_expiry(cx, a, 1, true)
 }
 
 fn expireat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let at = abs_time(cx, &a[2], 1000, false)?;
-    set_expiry(cx, a, at)
+    set_expiry(cx, a, 1000, false)
 }
 
 fn pexpireat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let at = abs_time(cx, &a[2], 1, false)?;
-    set_expiry(cx, a, at)
+    set_expiry(cx, a, 1, false)
 }
 
 fn ttl_ms(cx: &mut Ctx, key: &[u8]) -> Res<i64> {

@@ -19,6 +19,7 @@ mod conn;
 mod hashes;
 mod keys;
 mod lists;
+mod longdouble;
 mod server;
 mod sets;
 mod strings;
@@ -149,26 +150,29 @@ const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "rese
 /// Runs one request for `client` and returns its reply.
 pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply {
     let Some(spec) = spec(&args[0]) else {
-        let shown: Vec<String> =
-            args[1..].iter().take(8).map(|a| format!("'{}'", String::from_utf8_lossy(a))).collect();
-        let e = CmdError::err(format!(
-            "unknown command '{}', with args beginning with: {}",
-            String::from_utf8_lossy(&args[0]),
-            shown.join(" ")
-        ));
         if client.multi.is_some() {
             client.multi_error = true;
         }
         st.stats.errors += 1;
-        return Reply::Error(e.0);
+        return Reply::Error(unknown_command(args).0);
     };
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        st.stats.errors += 1;
+        let e = CmdError::arity(spec.name);
+        if spec.name == "exec" {
+            // Redis rejects EXEC by discarding the transaction, whether or
+            // not one was open (`execCommandAbort`).
+            client.multi = None;
+            client.multi_error = false;
+            st.unwatch(client);
+            let msg = e.0.strip_prefix("ERR ").unwrap_or(&e.0);
+            return Reply::Error(format!("EXECABORT Transaction discarded because of: {msg}"));
+        }
         if client.multi.is_some() {
             client.multi_error = true;
         }
-        st.stats.errors += 1;
-        return Reply::Error(CmdError::arity(spec.name).0);
+        return Reply::Error(e.0);
     }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
@@ -180,6 +184,28 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         }
     }
     run(st, client, spec, args)
+}
+
+/// Redis's reply to an unknown command: the name (at most 128 bytes), then
+/// each argument quoted and followed by a space, while the list is shorter
+/// than 128 bytes (`processCommand` in Redis 7).
+fn unknown_command(args: &[Vec<u8>]) -> CmdError {
+    let name = &args[0][..args[0].len().min(128)];
+    let mut shown: Vec<u8> = Vec::new();
+    for a in &args[1..] {
+        if shown.len() >= 128 {
+            break;
+        }
+        let room = 128 - shown.len();
+        shown.push(b'\'');
+        shown.extend_from_slice(&a[..a.len().min(room)]);
+        shown.extend_from_slice(b"' ");
+    }
+    CmdError::err(format!(
+        "unknown command '{}', with args beginning with: {}",
+        String::from_utf8_lossy(name),
+        String::from_utf8_lossy(&shown)
+    ))
 }
 
 /// Runs a command already checked (EXEC calls this for queued commands).

@@ -214,6 +214,16 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
         Some(d) => vec![d],
         None => (0..cx.st.gens.len()).map(|d| d as u8).collect(),
     };
+    // As Redis (`touchAllWatchedKeysInDb`), a flush invalidates the WATCH
+    // of a key only if the key exists (and has not expired).
+    let watched: Vec<(u8, Vec<u8>)> = cx.st.watchers.keys().filter(|(d, _)| dbs.contains(d)).cloned().collect();
+    let mut flushed_watched = Vec::new();
+    for (d, key) in watched {
+        let raw = cx.st.store.get(&encoding::meta_key(d, cx.st.gen(d), &key))?;
+        if raw.and_then(|r| encoding::Meta::decode(&r)).is_some_and(|m| !m.expired(cx.now)) {
+            flushed_watched.push((d, key));
+        }
+    }
     for d in dbs {
         let i = d as usize;
         if cx.st.key_count(i) == 0 && !cx.st.sweeping[i] {
@@ -232,7 +242,9 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
         cx.st.pending_counts[i].0 -= dk;
         cx.st.pending_counts[i].1 -= de;
     }
-    cx.st.touch_all(db, cx.client);
+    for (d, key) in flushed_watched {
+        cx.st.touch(d, &key, Some(&mut *cx.client));
+    }
     Ok(Reply::ok())
 }
 

@@ -1,12 +1,13 @@
 //! String commands. A string's bytes live in its metadata record, so a GET
 //! is one engine lookup and a SET one put.
 
-use super::args::{float, int, is, range};
+use super::args::{int, is};
+use super::longdouble::{string2ld, Ld};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
-use crate::resp::{format_shortest, Reply};
+use crate::resp::Reply;
 
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];
@@ -220,67 +221,108 @@ fn get(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(m.map_or(Reply::Nil, |m| Reply::Bulk(m.value)))
 }
 
-/// An absolute expiry from SET/GETEX-style options.
-fn expiry_from(cx: &Ctx, unit: &[u8], n: &[u8], cmd: &str) -> Res<u64> {
-    let v = int(n)?;
-    let bad = || CmdError::err(format!("invalid expire time in '{cmd}' command"));
-    if v <= 0 {
-        return Err(bad());
-    }
-    let v = v as u64;
-    let at = if is(unit, "EX") {
-        v.checked_mul(1000).and_then(|ms| ms.checked_add(cx.now))
-    } else if is(unit, "PX") {
-        v.checked_add(cx.now)
-    } else if is(unit, "EXAT") {
-        v.checked_mul(1000)
-    } else {
-        Some(v)
-    };
-    at.filter(|&t| t < i64::MAX as u64).ok_or_else(bad)
+/// The unit and reference of an expiry option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ExpUnit {
+    /// EX: seconds from now.
+    Ex,
+    /// PX: milliseconds from now.
+    Px,
+    /// EXAT: a Unix time in seconds.
+    ExAt,
+    /// PXAT: a Unix time in milliseconds.
+    PxAt,
 }
 
-fn set(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let (mut nx, mut xx, mut get, mut keepttl) = (false, false, false, false);
-    let mut expire: Option<u64> = None;
-    let mut i = 3;
+/// The options of SET (`NX XX GET KEEPTTL EX PX EXAT PXAT`) or GETEX
+/// (`EX PX EXAT PXAT PERSIST`), parsed as Redis 7's
+/// `parseExtendedStringArgumentsOrReply` does: the same option may repeat
+/// (the last value wins), conflicting ones are a syntax error, and the
+/// expiry's number is not read yet — every syntax error comes first.
+#[derive(Debug, Default)]
+struct ExtOpts<'a> {
+    nx: bool,
+    xx: bool,
+    get: bool,
+    keepttl: bool,
+    persist: bool,
+    expire: Option<(ExpUnit, &'a [u8])>,
+}
+
+fn parse_ext_opts(a: &[Vec<u8>], set: bool) -> Res<ExtOpts<'_>> {
+    let mut o = ExtOpts::default();
+    let mut i = if set { 3 } else { 2 };
     while i < a.len() {
-        let o = &a[i];
-        if is(o, "NX") && !xx {
-            nx = true;
-        } else if is(o, "XX") && !nx {
-            xx = true;
-        } else if is(o, "GET") {
-            get = true;
-        } else if is(o, "KEEPTTL") && expire.is_none() {
-            keepttl = true;
-        } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|u| is(o, u))
-            && expire.is_none()
-            && !keepttl
-            && i + 1 < a.len()
+        let opt = &a[i];
+        let next = a.get(i + 1).map(|v| v.as_slice());
+        let unit = o.expire.map(|(u, _)| u);
+        let timed = |u: ExpUnit| !o.keepttl && !o.persist && unit.map_or(true, |x| x == u) && next.is_some();
+        if set && is(opt, "NX") && !o.xx {
+            o.nx = true;
+        } else if set && is(opt, "XX") && !o.nx {
+            o.xx = true;
+        } else if set && is(opt, "GET") {
+            o.get = true;
+        } else if set && is(opt, "KEEPTTL") && !o.persist && unit.is_none() {
+            o.keepttl = true;
+        } else if !set && is(opt, "PERSIST") && unit.is_none() && !o.keepttl {
+            o.persist = true;
+        } else if let Some(u) =
+            [("EX", ExpUnit::Ex), ("PX", ExpUnit::Px), ("EXAT", ExpUnit::ExAt), ("PXAT", ExpUnit::PxAt)]
+                .into_iter()
+                .find(|(w, _)| is(opt, w))
+                .map(|(_, u)| u)
+                .filter(|&u| timed(u))
         {
-            expire = Some(expiry_from(cx, o, &a[i + 1], "set")?);
+            o.expire = next.map(|n| (u, n));
             i += 1;
         } else {
             return Err(CmdError::syntax());
         }
         i += 1;
     }
+    Ok(o)
+}
+
+/// The absolute expiry (Unix ms) of an expiry option, with Redis 7's checks
+/// (`getExpireMillisecondsOrReply`): a positive integer whose conversion to
+/// an absolute time in milliseconds does not overflow.
+fn expiry_ms(cx: &Ctx, unit: ExpUnit, n: &[u8], cmd: &str) -> Res<u64> {
+    let v = int(n)?;
+    let bad = || CmdError::err(format!("invalid expire time in '{cmd}' command"));
+    let seconds = matches!(unit, ExpUnit::Ex | ExpUnit::ExAt);
+    if v <= 0 || (seconds && v > i64::MAX / 1000) {
+        return Err(bad());
+    }
+    let ms = if seconds { v * 1000 } else { v };
+    let at = match unit {
+        ExpUnit::Ex | ExpUnit::Px => ms.checked_add(cx.now as i64),
+        ExpUnit::ExAt | ExpUnit::PxAt => Some(ms),
+    };
+    at.filter(|&t| t > 0).map(|t| t as u64).ok_or_else(bad)
+}
+
+fn set(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let o = parse_ext_opts(a, true)?;
+    let expire = match o.expire {
+        Some((unit, n)) => Some(expiry_ms(cx, unit, n, "set")?),
+        None => None,
+    };
     let old = cx.lookup(&a[1])?;
-    if get && old.as_ref().is_some_and(|m| m.kind != Kind::String) {
+    if o.get && old.as_ref().is_some_and(|m| m.kind != Kind::String) {
         return Err(CmdError::wrongtype());
     }
-    let old_reply = || if get { old.as_ref().map_or(Reply::Nil, |m| Reply::bulk(&m.value)) } else { Reply::Nil };
-    if (nx && old.is_some()) || (xx && old.is_none()) {
+    let old_reply = || if o.get { old.as_ref().map_or(Reply::Nil, |m| Reply::bulk(&m.value)) } else { Reply::Nil };
+    if (o.nx && old.is_some()) || (o.xx && old.is_none()) {
         return Ok(old_reply());
     }
     let exp = match expire {
         Some(t) => t,
-        None if keepttl => old.as_ref().map_or(0, |m| m.expire_at),
+        None if o.keepttl => old.as_ref().map_or(0, |m| m.expire_at),
         None => 0,
     };
     put_string(cx, &a[1], old.as_ref(), a[2].clone(), exp)?;
-    Ok(if get { old_reply() } else { Reply::ok() })
+    Ok(if o.get { old_reply() } else { Reply::ok() })
 }
 
 fn setnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -291,19 +333,19 @@ fn setnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Int(1))
 }
 
-fn setex_unit(cx: &mut Ctx, a: &[Vec<u8>], unit: &str, cmd: &str) -> CmdResult {
-    let at = expiry_from(cx, unit.as_bytes(), &a[2], cmd)?;
+fn setex_unit(cx: &mut Ctx, a: &[Vec<u8>], unit: ExpUnit, cmd: &str) -> CmdResult {
+    let at = expiry_ms(cx, unit, &a[2], cmd)?;
     let old = cx.lookup(&a[1])?;
     put_string(cx, &a[1], old.as_ref(), a[3].clone(), at)?;
     Ok(Reply::ok())
 }
 
 fn setex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    setex_unit(cx, a, "EX", "setex")
+    setex_unit(cx, a, ExpUnit::Ex, "setex")
 }
 
 fn psetex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    setex_unit(cx, a, "PX", "psetex")
+    setex_unit(cx, a, ExpUnit::Px, "psetex")
 }
 
 fn getset(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -319,31 +361,20 @@ fn getdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn getex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let mut expire: Option<u64> = None;
-    let mut persist = false;
-    let mut i = 2;
-    while i < a.len() {
-        if ["EX", "PX", "EXAT", "PXAT"].iter().any(|u| is(&a[i], u)) && expire.is_none() && !persist && i + 1 < a.len()
-        {
-            expire = Some(expiry_from(cx, &a[i], &a[i + 1], "getex")?);
-            i += 2;
-        } else if is(&a[i], "PERSIST") && expire.is_none() {
-            persist = true;
-            i += 1;
-        } else {
-            return Err(CmdError::syntax());
-        }
-    }
+    // Redis's order: options, then the key (missing: nil, whatever the
+    // expiry), its type, and only then the expiry's number.
+    let o = parse_ext_opts(a, false)?;
     let Some(old) = string(cx, &a[1])? else { return Ok(Reply::Nil) };
     let value = old.value.clone();
-    if let Some(at) = expire {
+    if let Some((unit, n)) = o.expire {
+        let at = expiry_ms(cx, unit, n, "getex")?;
         if at <= cx.now {
             cx.remove(&a[1], &old);
         } else {
             let new = Meta { expire_at: at, ..old.clone() };
             cx.write_meta(&a[1], Some(&old), &new)?;
         }
-    } else if persist && old.expire_at != 0 {
+    } else if o.persist && old.expire_at != 0 {
         let new = Meta { expire_at: 0, ..old.clone() };
         cx.write_meta(&a[1], Some(&old), &new)?;
     }
@@ -420,31 +451,20 @@ fn decrby(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn incrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let by = float(&a[2])?;
+    // Redis's order: the key's type, its value, then the increment; the
+    // arithmetic is x87 `long double` (see `longdouble`).
     let old = string(cx, &a[1])?;
     let cur = match &old {
-        Some(m) => super::args::parse_float(&m.value).ok_or_else(CmdError::not_float)?,
-        None => 0.0,
+        Some(m) => string2ld(&m.value).ok_or_else(CmdError::not_float)?,
+        None => Ld::ZERO,
     };
-    let new = cur + by;
-    if !new.is_finite() {
-        return Err(CmdError::err("increment would produce NaN or Infinity"));
-    }
-    let text = format_incr_float(new);
+    let by = string2ld(&a[2]).ok_or_else(CmdError::not_float)?;
+    let new =
+        cur.add(by).filter(Ld::is_finite).ok_or_else(|| CmdError::err("increment would produce NaN or Infinity"))?;
+    let text = new.to_human();
     let exp = old.as_ref().map_or(0, |m| m.expire_at);
     put_string(cx, &a[1], old.as_ref(), text.clone().into_bytes(), exp)?;
     Ok(Reply::Bulk(text.into_bytes()))
-}
-
-/// INCRBYFLOAT's result text: plain decimal, no exponent, no trailing zeros.
-pub fn format_incr_float(v: f64) -> String {
-    let s = format_shortest(v);
-    if s.contains('e') {
-        // format! with {} never uses an exponent for f64.
-        format!("{v}")
-    } else {
-        s
-    }
 }
 
 fn append(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -464,13 +484,30 @@ fn strlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 fn getrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let (start, end) = (int(&a[2])?, int(&a[3])?);
     let v = string(cx, &a[1])?.map_or_else(Vec::new, |m| m.value);
-    if start < 0 && end < 0 && start > end {
-        return Ok(Reply::bulk(b""));
-    }
-    Ok(match range(start, end, v.len() as i64) {
-        Some((s, e)) => Reply::bulk(&v[s as usize..=e as usize]),
+    Ok(match getrange_span(start, end, v.len()) {
+        Some((s, e)) => Reply::bulk(&v[s..=e]),
         None => Reply::bulk(b""),
     })
+}
+
+/// GETRANGE's inclusive span of a `len`-byte string, as Redis 7 computes it:
+/// negative indices count from the end and are then clamped to 0 — so an
+/// `end` before the start of the string still selects the first byte
+/// (`GETRANGE "-1" -10 -6` is "-"), unless both are negative and
+/// `start > end`.
+fn getrange_span(start: i64, end: i64, len: usize) -> Option<(usize, usize)> {
+    if start < 0 && end < 0 && start > end {
+        return None;
+    }
+    let n = len as i64;
+    let start = if start < 0 { n.saturating_add(start).max(0) } else { start };
+    let end = if end < 0 { n.saturating_add(end).max(0) } else { end };
+    let end = end.min(n - 1);
+    if start > end || len == 0 {
+        None
+    } else {
+        Some((start as usize, end as usize))
+    }
 }
 
 fn setrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

@@ -26,7 +26,7 @@ use crate::encoding::{
 };
 use crate::exec::Ctx;
 use crate::keyspace::Res;
-use crate::resp::{format_double, Reply};
+use crate::resp::{format_d2string, format_double, Reply};
 
 const WF: &[&str] = &["write", "denyoom", "fast"];
 const RF: &[&str] = &["readonly", "fast"];
@@ -1098,10 +1098,13 @@ fn zscan(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let o = scan_opts(&a[3..], false)?;
     let wanted = |member: &[u8]| o.pattern.as_ref().map_or(true, |p| glob(p, member, false));
     let mut out = Vec::new();
+    // Redis returns a listpack's stored score text (`d2string`) for a small
+    // set, `%.17g` for a skiplist; OBJECT ENCODING draws the line at 128.
+    let small = m.size <= 128;
     let mut push = |member: Vec<u8>, score: f64| {
         if wanted(&member) {
             out.push(Reply::Bulk(member));
-            out.push(Reply::bulk(format_double(score)));
+            out.push(Reply::bulk(if small { format_d2string(score) } else { format_double(score) }));
         }
     };
     if m.size <= SCAN_ALL_AT_ONCE {

@@ -1,0 +1,1417 @@
+#!/usr/bin/env python3
+"""Differential test: Tembo's replies against a real redis-server's.
+
+    python3 tests/server/differential.py --tembo target/debug/tembo --seeds 40
+    python3 tests/server/differential.py --tembo ... --seed 17 --proto 3 -v   # one sequence, verbose
+
+Starts a `redis-server` (no persistence, its dir in a temporary folder) and a
+`tembo serve` (pool under /dev/shm when it is writable), both on free loopback
+ports, and sends the same seeded random command sequences to both over raw
+RESP (a tiny client of its own: no response callbacks, so what is compared is
+what the servers sent, errors included — error replies are compared whole,
+code word and message). A share of the sequences runs in RESP3 (`HELLO 3`).
+
+The generator covers the command families Tembo implements (strings, keys
+with the EXPIRE family, hashes, lists, sets, sorted sets, MULTI/EXEC/WATCH,
+wrong types, wrong arity, bad numbers) on a small key space, so that commands
+keep hitting keys of other types, with small member spaces. Replies that are
+legitimately random or time-dependent are normalized:
+
+  - unordered replies (SMEMBERS, HKEYS, HGETALL, KEYS, SINTER…) are sorted;
+  - TTL/PTTL are compared within a tolerance;
+  - SCAN/HSCAN/SSCAN/ZSCAN are run to the end and the *set* of what they
+    returned is compared, never cursors;
+  - SRANDMEMBER/HRANDFIELD/SPOP/RANDOMKEY are checked for their size and
+    that what they returned belongs to the key (as the reference held it);
+    after an SPOP the popped key is copied from Redis to Tembo, so both go
+    on from the same state.
+
+Every few dozen commands, and at the end of each sequence, the whole key space
+is compared (type, contents, whether a TTL is set). On the first mismatch of a
+sequence the sequence stops (the states may have diverged); the mismatch is
+reported with its seed and protocol, the history is minimized by replaying
+shorter histories on flushed servers, and the commands that reproduce it are
+printed as redis-cli lines.
+
+Not compared, on purpose: the commands Tembo does not implement (README,
+"The server": pub/sub, blocking list commands, scripting, streams, ...), and
+INFO, OBJECT ENCODING/FREQ/IDLETIME, DEBUG, CLIENT, CONFIG, COMMAND, TIME,
+HELLO's server map, whose contents are documented to differ.
+
+Exit status: 0 when nothing differed, 1 on a mismatch, 2 when a server could
+not be started.
+"""
+
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+# --------------------------------------------------------------------------
+# tiny RESP2/RESP3 client
+# --------------------------------------------------------------------------
+
+
+class ProtocolError(Exception):
+    pass
+
+
+def encode(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    """One connection. Replies are tagged tuples, so that RESP2 and RESP3
+    types stay apart: ("+", str), ("-", str), (":", int), ("$", bytes),
+    ("nil",), ("*", tuple), ("nilarr",), ("%", tuple of pairs), ("~", tuple),
+    (",", str), ("null",), ("#", bool), ("=", bytes), ("(", str),
+    (">", tuple)."""
+
+    def __init__(self, port, timeout=10.0):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.f = self.s.makefile("rb")
+
+    def close(self):
+        try:
+            self.f.close()
+            self.s.close()
+        except OSError:
+            pass
+
+    def call(self, args):
+        self.s.sendall(encode(args))
+        return self.read()
+
+    def _line(self):
+        line = self.f.readline()
+        if not line.endswith(b"\r\n"):
+            raise ProtocolError("connection closed or bad line %r" % line)
+        return line[:-2]
+
+    def read(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return ("+", rest.decode("utf-8", "replace"))
+        if t == b"-":
+            return ("-", rest.decode("utf-8", "replace"))
+        if t == b":":
+            return (":", int(rest))
+        if t in (b"$", b"="):
+            n = int(rest)
+            if n < 0:
+                return ("nil",)
+            data = self.f.read(n + 2)
+            if len(data) != n + 2:
+                raise ProtocolError("short bulk")
+            return (t.decode(), data[:-2])
+        if t in (b"*", b"~", b">"):
+            n = int(rest)
+            if n < 0:
+                return ("nilarr",)
+            return (t.decode(), tuple(self.read() for _ in range(n)))
+        if t == b"%":
+            n = int(rest)
+            return ("%", tuple((self.read(), self.read()) for _ in range(n)))
+        if t == b"|":  # attribute: read and ignore, then the reply itself
+            n = int(rest)
+            for _ in range(2 * n):
+                self.read()
+            return self.read()
+        if t == b",":
+            return (",", rest.decode())
+        if t == b"_":
+            return ("null",)
+        if t == b"#":
+            return ("#", rest == b"t")
+        if t == b"(":
+            return ("(", rest.decode())
+        raise ProtocolError("unknown reply type %r" % line)
+
+
+def show(reply):
+    """A compact text for a reply."""
+    t = reply[0]
+    if t in ("+", "-", ":", ",", "(", "#"):
+        return "%s%s" % (t, reply[1])
+    if t in ("$", "="):
+        return repr(reply[1])[1:]
+    if t in ("nil", "nilarr", "null"):
+        return t
+    if t == "%":
+        return "{" + ", ".join("%s: %s" % (show(k), show(v)) for k, v in reply[1]) + "}"
+    if t in ("*", "~", ">"):
+        o, c = {"*": "[]", "~": "{}", ">": "<>"}[t]
+        return o + ", ".join(show(x) for x in reply[1]) + c
+    if t == "scan":
+        return "scan:{" + ", ".join(show(x) if isinstance(x[0], str) else "(%s, %s)" % (show(x[0]), show(x[1]))
+                                    for x in reply[1]) + "}"
+    return repr(reply)
+
+
+def quote(arg):
+    """An argument as redis-cli reads it."""
+    s = arg if isinstance(arg, str) else arg.decode("latin-1")
+    if s and all(c.isalnum() or c in "-+_.:()[]*?^!@$%&/<>=,;{}~" for c in s):
+        return s
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace(
+        "\x00", "\\x00") + '"'
+
+
+def cmdline(args):
+    return " ".join(quote(a) for a in args)
+
+
+# --------------------------------------------------------------------------
+# servers
+# --------------------------------------------------------------------------
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    def __init__(self, name, argv, port, cwd, log):
+        self.name, self.port = name, port
+        self.logf = open(log, "ab")
+        self.proc = subprocess.Popen(argv, cwd=cwd, stdout=self.logf, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError("%s exited with %s before answering (log: %s)" % (name, self.proc.returncode, log))
+            try:
+                c = Conn(port, timeout=5)
+                ok = c.call(["PING"]) == ("+", "PONG")
+                c.close()
+                if ok:
+                    break
+            except (OSError, ProtocolError):
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("%s did not answer PING within 60 s" % name)
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+
+
+def start_servers(args, work):
+    rport = free_port()
+    tport = free_port()
+    while tport == rport:
+        tport = free_port()
+    rdir = os.path.join(work, "redis")
+    tdir = os.path.join(work, "tembo")
+    os.makedirs(rdir)
+    os.makedirs(tdir)
+    redis = Server(
+        "redis-server",
+        [args.redis_server, "--port", str(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", rdir, "--databases", "16"],
+        rport,
+        rdir,
+        os.path.join(work, "redis.log"),
+    )
+    try:
+        tembo = Server(
+            "tembo",
+            [args.tembo, "serve", "--bind", "127.0.0.1", "--port", str(tport), "--pool",
+             os.path.join(tdir, "tembo.pool")],
+            tport,
+            tdir,
+            os.path.join(work, "tembo.log"),
+        )
+    except Exception:
+        redis.stop()
+        raise
+    return redis, tembo
+
+
+# --------------------------------------------------------------------------
+# the generator
+# --------------------------------------------------------------------------
+
+KEYS = ["k0", "k1", "k2", "k3", "k4", "k5"]
+MEMBERS = ["a", "b", "c", "d", "e", "1", "2", "-1", "10", "1.5", "A", ""]
+VALUES = ["", "v", "hello", "0", "1", "-5", "10", "007", "3.5", "-0", "1e3", "abc", "9223372036854775807",
+          "-9223372036854775808", "0.1", " 1", "inf", "x" * 40, "a b", "x\r\ny", "\x00"]
+INT_EDGE = ["9223372036854775807", "-9223372036854775808", "9223372036854775808", "-9223372036854775809",
+            "abc", "", "1.5", "01", "+1", "-0", " 1", "1 ", "0x10", "4294967296", "2147483648", "-2147483649"]
+FLOAT_EDGE = ["1e300", "-1e300", "1e-300", "inf", "-inf", "+inf", "nan", "abc", "", "-0", "1e400", ".5",
+              "5.", "0x10", " 1", "1 ", "3.14159", "1e17", "123456789.123", "1.1", "0.1", "-2.5",
+              "1e-5", "1e-4", "100000000000000000000", "2.5e-7", "Infinity", "-infinity", "1.7976931348623157e308"]
+SCORES = ["0", "1", "2", "-1", "1.5", "-0", "+inf", "-inf", "1e300", "0.1", "3.0", "1e-5", "10", "2.5", "1e17",
+          "123456789.123", "-1e-7"]
+SCORE_BAD = ["nan", "abc", "", "(1", "1e", "--1"]
+SCORE_RANGE = ["-inf", "+inf", "inf", "(1", "1", "(-inf", "(+inf", "2.5", "(2.5", "0", "-1", "(0", "10",
+               "1e300", "abc", "(", "[1", "(abc", "1.5", "-0"]
+LEX_RANGE = ["-", "+", "[a", "(a", "[c", "(c", "[e", "(e", "[", "(", "[1", "(10", "a", "", "[A", "(b", "[d"]
+PATTERNS = ["*", "k*", "k[0-2]", "k?", "*1", "a*", "[ab]", "?", "*[^a]*", "k\\*", "", "[a-c]", "*e*"]
+TYPES = ["string", "hash", "list", "set", "zset", "stream", "STRING", "none", "foo"]
+COUNTS = ["1", "3", "100", "0", "-1", "abc"]
+
+
+class Gen:
+    def __init__(self, rng, now_ms):
+        self.r = rng
+        self.now_ms = now_ms
+
+    def pick(self, xs):
+        return self.r.choice(xs)
+
+    def key(self):
+        return self.pick(KEYS)
+
+    def keys(self, lo=1, hi=4):
+        return [self.key() for _ in range(self.r.randint(lo, hi))]
+
+    def member(self):
+        return self.pick(MEMBERS)
+
+    def members(self, lo=1, hi=4):
+        return [self.member() for _ in range(self.r.randint(lo, hi))]
+
+    def value(self):
+        if self.r.random() < 0.1:
+            return "%d" % self.r.randint(-100, 100)
+        return self.pick(VALUES)
+
+    def int(self, lo=-5, hi=10, edge=0.1):
+        if self.r.random() < edge:
+            return self.pick(INT_EDGE)
+        return str(self.r.randint(lo, hi))
+
+    def float(self, edge=0.15):
+        r = self.r.random()
+        if r < edge:
+            return self.pick(FLOAT_EDGE)
+        if r < 0.5:
+            return str(self.r.randint(-10, 10))
+        return self.pick(["1.5", "-0.5", "0.25", "2", "0.1", "3.3", "1e2", "-7", "2.0e1", "10.5"])
+
+    def score(self):
+        return self.pick(SCORE_BAD) if self.r.random() < 0.04 else self.pick(SCORES)
+
+    # Expiry times are long enough not to run out during a run, or at once
+    # (<= 0 or in the past), or invalid: never a race between the servers.
+
+    def ttl_seconds(self):
+        r = self.r.random()
+        if r < 0.15:
+            return self.pick(["0", "-1", "-100"])
+        if r < 0.25:
+            return self.pick(INT_EDGE + ["9223372036854775", "9223372036854776", "922337203685477580"])
+        return str(self.r.randint(100, 100000))
+
+    def ttl_ms(self):
+        r = self.r.random()
+        if r < 0.15:
+            return self.pick(["0", "-1", "-100"])
+        if r < 0.25:
+            return self.pick(INT_EDGE)
+        return str(self.r.randint(100000, 100000000))
+
+    def unix_s(self):
+        r = self.r.random()
+        if r < 0.2:
+            return self.pick(["1", "0", "-1", "1000"])
+        if r < 0.3:
+            return self.pick(INT_EDGE)
+        return str(self.now_ms // 1000 + self.r.randint(100, 100000))
+
+    def unix_ms(self):
+        r = self.r.random()
+        if r < 0.2:
+            return self.pick(["1", "0", "-1", "1000"])
+        if r < 0.3:
+            return self.pick(INT_EDGE)
+        return str(self.now_ms + self.r.randint(100000, 100000000))
+
+    def rand_count(self):
+        """A count for SRANDMEMBER/HRANDFIELD: never a huge negative one
+        that Redis 7.0 accepts (it would build a reply of billions)."""
+        if self.r.random() < 0.1:
+            return self.pick(["-9223372036854775808", "9223372036854775807", "4294967296", "abc", "1.5", "",
+                              "-0", "+1"])
+        return str(self.r.randint(-6, 6))
+
+    def scan_opts(self):
+        opts = []
+        for _ in range(self.r.randint(0, 2)):
+            if self.r.random() < 0.5:
+                opts += ["MATCH", self.pick(PATTERNS)]
+            else:
+                opts += ["COUNT", self.pick(COUNTS)]
+        return opts
+
+    # ---- families ---------------------------------------------------------
+
+    def strings(self):
+        r = self.r
+        c = r.randint(0, 24)
+        k = self.key()
+        if c == 0:
+            return ["GET", k]
+        if c in (1, 2, 3):
+            cmd = ["SET", k, self.value()]
+            for _ in range(r.randint(0, 3)):
+                o = r.random()
+                if o < 0.2:
+                    cmd.append(self.pick(["NX", "XX", "nx", "xx"]))
+                elif o < 0.35:
+                    cmd.append("GET")
+                elif o < 0.45:
+                    cmd.append("KEEPTTL")
+                elif o < 0.6:
+                    cmd += ["EX", self.ttl_seconds()]
+                elif o < 0.7:
+                    cmd += ["PX", self.ttl_ms()]
+                elif o < 0.8:
+                    cmd += ["EXAT", self.unix_s()]
+                elif o < 0.9:
+                    cmd += ["PXAT", self.unix_ms()]
+                elif o < 0.95:
+                    cmd.append(self.pick(["EX", "PX", "FOO", "PERSIST"]))
+                else:
+                    cmd += [self.pick(["ex", "px"]), self.ttl_seconds()]
+            return cmd
+        if c == 4:
+            return ["SETNX", k, self.value()]
+        if c == 5:
+            return [self.pick(["SETEX", "PSETEX"]), k, self.ttl_seconds() if r.random() < 0.5 else self.ttl_ms(),
+                    self.value()]
+        if c == 6:
+            return [self.pick(["GETSET", "GETDEL"]), k] + ([self.value()] if r.random() < 0.5 else [])
+        if c == 7:
+            cmd = ["GETEX", k]
+            for _ in range(r.randint(0, 2)):
+                o = r.random()
+                if o < 0.3:
+                    cmd.append("PERSIST")
+                elif o < 0.5:
+                    cmd += ["EX", self.ttl_seconds()]
+                elif o < 0.65:
+                    cmd += ["PX", self.ttl_ms()]
+                elif o < 0.8:
+                    cmd += ["EXAT", self.unix_s()]
+                elif o < 0.9:
+                    cmd += ["PXAT", self.unix_ms()]
+                else:
+                    cmd.append(self.pick(["EX", "KEEPTTL", "NX"]))
+            return cmd
+        if c == 8:
+            return ["MGET"] + self.keys()
+        if c == 9:
+            cmd = [self.pick(["MSET", "MSETNX"])]
+            for _ in range(r.randint(1, 3)):
+                cmd += [self.key(), self.value()]
+            if r.random() < 0.1:
+                cmd.append(self.key())
+            return cmd
+        if c in (10, 11):
+            return [self.pick(["INCR", "DECR"]), k]
+        if c == 12:
+            return [self.pick(["INCRBY", "DECRBY"]), k, self.int(-100, 100, 0.2)]
+        if c in (13, 14):
+            return ["INCRBYFLOAT", k, self.float(0.3)]
+        if c == 15:
+            return ["APPEND", k, self.value()]
+        if c == 16:
+            return ["STRLEN", k]
+        if c in (17, 18):
+            return ["GETRANGE", k, self.int(-12, 12), self.int(-12, 12)]
+        if c in (19, 20):
+            if r.random() < 0.1:
+                # Past the 512 MiB limit (never a success: that would allocate it).
+                return ["SETRANGE", k, self.pick(["536870911", "536870912", "9223372036854775807"]), "abc"]
+            return ["SETRANGE", k, self.int(-2, 12), self.pick(["", "x", "abc", "HELLO", "\x00z"])]
+        if c == 21:
+            return ["GETRANGE", k, self.pick(INT_EDGE + ["0", "-1"]), self.pick(["-1", "0", "5", "-100"])]
+        if c == 22:
+            return ["SET", k, self.pick(["1", "10", "-3", "1.5", "9223372036854775806", "-9223372036854775807",
+                                         "1e3", "3.0", "abc", "5.0e3", " 2", "0.1", "1e300"])]
+        if c == 23:
+            return ["INCRBY", k, self.pick(["9223372036854775807", "-9223372036854775808", "1", "-1"])]
+        return ["SET", k, self.value(), self.pick(["EX", "PX"]), self.pick(["100000", "0", "-1", "abc", "1.5"])]
+
+    def keyspace(self):
+        r = self.r
+        c = r.randint(0, 21)
+        k = self.key()
+        if c == 0:
+            return [self.pick(["DEL", "UNLINK"])] + self.keys()
+        if c == 1:
+            ks = self.keys(1, 5)
+            if r.random() < 0.5:
+                ks.append(ks[0])
+            return ["EXISTS"] + ks
+        if c == 2:
+            return ["TYPE", k]
+        if c == 3:
+            return ["KEYS", self.pick(PATTERNS)]
+        if c in (4, 5):
+            cmd = ["SCAN", "0"]
+            for _ in range(r.randint(0, 3)):
+                o = r.random()
+                if o < 0.4:
+                    cmd += ["MATCH", self.pick(PATTERNS)]
+                elif o < 0.7:
+                    cmd += ["COUNT", self.pick(COUNTS)]
+                elif o < 0.95:
+                    cmd += ["TYPE", self.pick(TYPES)]
+                else:
+                    cmd.append(self.pick(["MATCH", "COUNT", "FOO"]))
+            if r.random() < 0.05:
+                cmd[1] = self.pick(["abc", "-1", "18446744073709551616", "18446744073709551615"])
+            return cmd
+        if c in (6, 7):
+            return [self.pick(["RENAME", "RENAMENX"]), k, self.key()]
+        if c in (8, 9, 10, 11):
+            name = self.pick(["EXPIRE", "PEXPIRE", "EXPIREAT", "PEXPIREAT"])
+            t = {"EXPIRE": self.ttl_seconds, "PEXPIRE": self.ttl_ms, "EXPIREAT": self.unix_s,
+                 "PEXPIREAT": self.unix_ms}[name]()
+            cmd = [name, k, t]
+            for _ in range(r.choice([0, 0, 1, 1, 2])):
+                cmd.append(self.pick(["NX", "XX", "GT", "LT", "nx", "gt", "FOO"]))
+            return cmd
+        if c in (12, 13):
+            return [self.pick(["TTL", "PTTL"]), k]
+        if c == 14:
+            return ["PERSIST", k]
+        if c == 15:
+            return ["RANDOMKEY"]
+        if c == 16:
+            return ["TOUCH"] + self.keys()
+        if c == 17:
+            return ["DBSIZE"]
+        if c == 18:
+            if r.random() < 0.5:
+                return ["ECHO", self.value()]
+            return ["PING"] + ([self.value()] if r.random() < 0.5 else [])
+        if c == 19:
+            return ["SELECT", self.pick(["0", "1", "0", "1", "16", "-1", "abc", "15"])]
+        if c == 20:
+            if r.random() < 0.3:
+                return [self.pick(["FLUSHDB", "FLUSHALL"])] + self.pick([[], [], ["ASYNC"], ["SYNC"], ["foo"]])
+            return ["EXISTS", k]
+        if r.random() < 0.1:
+            # Never a valid version: switching protocols mid-sequence is not compared.
+            return ["HELLO", self.pick(["4", "1", "abc", "-1", "0"])]
+        return ["TYPE", k]
+
+    def hashes(self):
+        r = self.r
+        c = r.randint(0, 18)
+        k = self.key()
+        if c in (0, 1, 2):
+            cmd = [self.pick(["HSET", "HSET", "HMSET"]), k]
+            for _ in range(r.randint(1, 3)):
+                cmd += [self.member(), self.value()]
+            if r.random() < 0.08:
+                cmd.append(self.member())
+            return cmd
+        if c == 3:
+            return ["HSETNX", k, self.member(), self.value()]
+        if c == 4:
+            return ["HGET", k, self.member()]
+        if c == 5:
+            return ["HMGET", k] + self.members()
+        if c == 6:
+            return ["HGETALL", k]
+        if c == 7:
+            return ["HDEL", k] + self.members(1, 3)
+        if c == 8:
+            return ["HLEN", k]
+        if c == 9:
+            return ["HEXISTS", k, self.member()]
+        if c == 10:
+            return [self.pick(["HKEYS", "HVALS"]), k]
+        if c == 11:
+            return ["HSTRLEN", k, self.member()]
+        if c == 12:
+            return ["HINCRBY", k, self.member(), self.int(-100, 100, 0.2)]
+        if c == 13:
+            return ["HINCRBYFLOAT", k, self.member(), self.float(0.3)]
+        if c == 14:
+            return ["HSCAN", k, "0"] + self.scan_opts()
+        if c == 15:
+            cmd = ["HRANDFIELD", k]
+            if r.random() < 0.7:
+                cmd.append(self.rand_count())
+                if r.random() < 0.5:
+                    cmd.append("WITHVALUES")
+            return cmd
+        if c == 16:
+            return ["HSET", k, self.member(), self.pick(["1", "10", "-3", "1.5", "9223372036854775807", "abc",
+                                                         "1e3", "3.0", "0.1", "1e300"])]
+        if c == 17:
+            return ["HINCRBY", k, self.member(), self.pick(["9223372036854775807", "-9223372036854775808"])]
+        return ["HGETALL", k]
+
+    def lists(self):
+        r = self.r
+        c = r.randint(0, 16)
+        k = self.key()
+        if c in (0, 1, 2):
+            return [self.pick(["LPUSH", "RPUSH", "LPUSHX", "RPUSHX", "LPUSH", "RPUSH"]), k] + self.members()
+        if c in (3, 4):
+            cmd = [self.pick(["LPOP", "RPOP"]), k]
+            if r.random() < 0.5:
+                cmd.append(self.int(-2, 6, 0.1))
+            return cmd
+        if c == 5:
+            return ["LLEN", k]
+        if c in (6, 7):
+            return ["LRANGE", k, self.int(-8, 8), self.int(-8, 8)]
+        if c == 8:
+            return ["LINDEX", k, self.int(-8, 8)]
+        if c == 9:
+            return ["LSET", k, self.int(-8, 8), self.member()]
+        if c in (10, 11):
+            return ["LREM", k, self.int(-3, 3), self.member()]
+        if c in (12, 13):
+            return ["LTRIM", k, self.int(-8, 8), self.int(-8, 8)]
+        if c == 14:
+            return ["RPUSH", k] + [self.pick(["a", "b", "a"]) for _ in range(r.randint(2, 6))]
+        if c == 15:
+            return ["LRANGE", k, "0", "-1"]
+        return [self.pick(["LPOP", "RPOP"]), k, self.pick(["0", "100", "-1", "9223372036854775807"])]
+
+    def sets(self):
+        r = self.r
+        c = r.randint(0, 18)
+        k = self.key()
+        if c in (0, 1, 2):
+            return ["SADD", k] + self.members()
+        if c == 3:
+            return ["SREM", k] + self.members(1, 3)
+        if c == 4:
+            return ["SMEMBERS", k]
+        if c == 5:
+            return ["SISMEMBER", k, self.member()]
+        if c == 6:
+            return ["SMISMEMBER", k] + self.members(1, 3)
+        if c == 7:
+            return ["SCARD", k]
+        if c == 8:
+            cmd = ["SPOP", k]
+            if r.random() < 0.7:
+                cmd.append(self.int(-1, 6, 0.1))
+            return cmd
+        if c == 9:
+            cmd = ["SRANDMEMBER", k]
+            if r.random() < 0.7:
+                cmd.append(self.rand_count())
+            return cmd
+        if c == 10:
+            return ["SSCAN", k, "0"] + self.scan_opts()
+        if c == 11:
+            return ["SMOVE", k, self.key(), self.member()]
+        if c in (12, 13):
+            return [self.pick(["SINTER", "SUNION", "SDIFF"])] + self.keys()
+        if c in (14, 15):
+            return [self.pick(["SINTERSTORE", "SUNIONSTORE", "SDIFFSTORE"]), k] + self.keys()
+        if c == 16:
+            ks = self.keys()
+            n = str(len(ks)) if r.random() < 0.8 else self.pick(["0", "-1", "abc", str(len(ks) + 1), "1"])
+            cmd = ["SINTERCARD", n] + ks
+            if r.random() < 0.4:
+                cmd += ["LIMIT", self.int(0, 4, 0.15)]
+            return cmd
+        if c == 17:
+            return ["SADD", k] + [self.pick(["1", "2", "3", "10", "-5"]) for _ in range(r.randint(1, 4))]
+        return ["SMEMBERS", k]
+
+    def zrange(self, name):
+        r = self.r
+        k = self.key()
+        if name == "ZRANGE":
+            mode = r.random()
+            if mode < 0.35:
+                cmd = ["ZRANGE", k, self.int(-6, 6), self.int(-6, 6)]
+            elif mode < 0.7:
+                cmd = ["ZRANGE", k, self.pick(SCORE_RANGE), self.pick(SCORE_RANGE), "BYSCORE"]
+            else:
+                cmd = ["ZRANGE", k, self.pick(LEX_RANGE), self.pick(LEX_RANGE), "BYLEX"]
+            groups = []
+            if r.random() < 0.4:
+                groups.append(["REV"])
+            if r.random() < 0.35:
+                groups.append(["LIMIT", self.int(-1, 4, 0.05), self.int(-2, 4, 0.05)])
+            if r.random() < 0.4:
+                groups.append(["WITHSCORES"])
+            if r.random() < 0.05:
+                groups.append([self.pick(["FOO", "LIMIT", "BYSCORE", "BYLEX", "REV"])])
+            r.shuffle(groups)
+            return cmd + [x for g in groups for x in g]
+        if name in ("ZRANGEBYSCORE", "ZREVRANGEBYSCORE"):
+            cmd = [name, k, self.pick(SCORE_RANGE), self.pick(SCORE_RANGE)]
+            if r.random() < 0.4:
+                cmd.append("WITHSCORES")
+            if r.random() < 0.35:
+                cmd += ["LIMIT", self.int(-1, 4, 0.05), self.int(-2, 4, 0.05)]
+            if r.random() < 0.03:
+                cmd.append("FOO")
+            return cmd
+        if name in ("ZRANGEBYLEX", "ZREVRANGEBYLEX"):
+            cmd = [name, k, self.pick(LEX_RANGE), self.pick(LEX_RANGE)]
+            if r.random() < 0.35:
+                cmd += ["LIMIT", self.int(-1, 4, 0.05), self.int(-2, 4, 0.05)]
+            if r.random() < 0.05:
+                cmd.append(self.pick(["WITHSCORES", "FOO"]))
+            return cmd
+        cmd = ["ZREVRANGE", k, self.int(-6, 6), self.int(-6, 6)]
+        if r.random() < 0.4:
+            cmd.append("WITHSCORES")
+        return cmd
+
+    def zsets(self):
+        r = self.r
+        c = r.randint(0, 26)
+        k = self.key()
+        if c in (0, 1, 2, 3):
+            cmd = ["ZADD", k]
+            flags = [self.pick(["NX", "XX", "GT", "LT", "CH", "INCR", "ch", "nx"])
+                     for _ in range(r.choice([0, 0, 1, 1, 2, 3]))]
+            cmd += flags
+            n = 1 if "INCR" in flags and r.random() < 0.8 else r.randint(1, 4)
+            for _ in range(n):
+                cmd += [self.score(), self.member()]
+            if r.random() < 0.05:
+                cmd.append(self.member())
+            return cmd
+        if c == 4:
+            incr = self.pick(SCORES + ["nan", "abc"]) if r.random() < 0.5 else self.float(0.3)
+            return ["ZINCRBY", k, incr, self.member()]
+        if c == 5:
+            return ["ZREM", k] + self.members(1, 3)
+        if c == 6:
+            return ["ZSCORE", k, self.member()]
+        if c == 7:
+            return ["ZMSCORE", k] + self.members(1, 3)
+        if c == 8:
+            return ["ZCARD", k]
+        if c == 9:
+            return ["ZCOUNT", k, self.pick(SCORE_RANGE), self.pick(SCORE_RANGE)]
+        if c == 10:
+            return ["ZLEXCOUNT", k, self.pick(LEX_RANGE), self.pick(LEX_RANGE)]
+        if c == 11:
+            cmd = [self.pick(["ZRANK", "ZREVRANK"]), k, self.member()]
+            if r.random() < 0.1:
+                cmd.append("WITHSCORE")  # Redis 7.2+: 7.0 answers with an arity error
+            return cmd
+        if c in (12, 13, 14, 15, 16):
+            return self.zrange("ZRANGE")
+        if c in (17, 18):
+            return self.zrange(self.pick(["ZRANGEBYSCORE", "ZREVRANGEBYSCORE"]))
+        if c in (19, 20):
+            return self.zrange(self.pick(["ZRANGEBYLEX", "ZREVRANGEBYLEX"]))
+        if c == 21:
+            return self.zrange("ZREVRANGE")
+        if c == 22:
+            name = self.pick(["ZREMRANGEBYSCORE", "ZREMRANGEBYRANK", "ZREMRANGEBYLEX"])
+            if name == "ZREMRANGEBYSCORE":
+                return [name, k, self.pick(SCORE_RANGE), self.pick(SCORE_RANGE)]
+            if name == "ZREMRANGEBYRANK":
+                return [name, k, self.int(-6, 6), self.int(-6, 6)]
+            return [name, k, self.pick(LEX_RANGE), self.pick(LEX_RANGE)]
+        if c == 23:
+            cmd = [self.pick(["ZPOPMIN", "ZPOPMAX"]), k]
+            if r.random() < 0.6:
+                cmd.append(self.int(-2, 6, 0.1))
+            return cmd
+        if c == 24:
+            return ["ZSCAN", k, "0"] + self.scan_opts()
+        if c == 25:
+            # Members that share a score, so that lex order matters.
+            cmd = ["ZADD", k]
+            for m in r.sample(["a", "b", "c", "d", "e"], r.randint(2, 5)):
+                cmd += ["0", m]
+            return cmd
+        return ["ZADD", k, self.pick(["1e300", "-0", "inf", "-inf", "1.1", "0.1", "1e17", "123456789012345678",
+                                      "1e-300", "5e-324", "1.7976931348623157e308"]), self.member()]
+
+    def txn(self):
+        c = self.r.randint(0, 9)
+        if c in (0, 1, 2):
+            return ["MULTI"]
+        if c in (3, 4):
+            return ["EXEC"]
+        if c == 5:
+            return ["DISCARD"]
+        if c in (6, 7):
+            return ["WATCH"] + self.keys(1, 2)
+        if c == 8:
+            return ["UNWATCH"]
+        # A command refused when queued (wrong arity, unknown), so that EXEC aborts.
+        return self.pick([["GET"], ["SET", self.key()], ["ZADD", self.key(), "1"], ["LPUSH", self.key()],
+                          ["NOSUCHCOMMAND", "x"]])
+
+    def arity(self, cmd):
+        """Wrong arity: drop or add arguments."""
+        if self.r.random() < 0.5 and len(cmd) > 1:
+            return cmd[: self.r.randint(1, len(cmd) - 1)]
+        return cmd + self.members(1, 3)
+
+    def bulk(self):
+        """A collection past Redis's small encodings (128 elements), so that
+        the paging paths of SCAN and the big-set paths of the random
+        commands run too."""
+        k, n = self.key(), self.r.randint(120, 300)
+        kind = self.r.randint(0, 3)
+        if kind == 0:
+            cmd = ["ZADD", k]
+            for i in range(n):
+                cmd += [str(self.r.choice([i, i / 4, -i, 0])), "m%d" % i]
+            return cmd
+        if kind == 1:
+            return ["SADD", k] + ["m%d" % i for i in range(n)]
+        if kind == 2:
+            cmd = ["HSET", k]
+            for i in range(n):
+                cmd += ["m%d" % i, str(i)]
+            return cmd
+        return ["RPUSH", k] + ["m%d" % (i % 50) for i in range(n)]
+
+    def command(self):
+        if self.r.random() < 0.01:
+            return self.bulk()
+        r = self.r.random()
+        if r < 0.18:
+            cmd = self.strings()
+        elif r < 0.31:
+            cmd = self.keyspace()
+        elif r < 0.45:
+            cmd = self.hashes()
+        elif r < 0.59:
+            cmd = self.lists()
+        elif r < 0.73:
+            cmd = self.sets()
+        elif r < 0.94:
+            cmd = self.zsets()
+        else:
+            cmd = self.txn()
+        if self.r.random() < 0.03:
+            cmd = self.arity(cmd)
+        return cmd
+
+
+# --------------------------------------------------------------------------
+# normalization and comparison
+# --------------------------------------------------------------------------
+
+SORTED = {"smembers", "hkeys", "hvals", "keys", "sinter", "sunion", "sdiff"}
+PAIRS = {"hgetall"}
+SCANS = {"scan": 1, "hscan": 2, "sscan": 2, "zscan": 2}  # where the cursor is
+TTLS = {"ttl": 1, "pttl": 1500}  # tolerance
+RANDOM = {"srandmember", "hrandfield", "spop", "randomkey"}
+
+
+def items(reply):
+    """The elements of an aggregate reply, or None."""
+    if reply[0] in ("*", "~"):
+        return list(reply[1])
+    if reply[0] == "%":
+        return [x for kv in reply[1] for x in kv]
+    return None
+
+
+def sort_key(reply):
+    return repr(reply)
+
+
+def unsign_zero(reply):
+    """A reply with every score "-0" written "0". Redis answers -0 for a
+    member scored -0 only in a sorted set past 128 members (a skiplist keeps
+    the double; a listpack stores the text "0"); Tembo keeps one index for
+    both sizes and writes 0 (a documented difference, see the report)."""
+    t = reply[0]
+    if t == "$" and reply[1] == b"-0":
+        return ("$", b"0")
+    if t == "," and reply[1] == "-0":
+        return (",", "0")
+    if t in ("*", "~", ">"):
+        return (t, tuple(unsign_zero(x) for x in reply[1]))
+    if t == "scan":
+        return (t, tuple(tuple(unsign_zero(y) for y in x) if isinstance(x[0], tuple) else unsign_zero(x)
+                         for x in reply[1]))
+    return reply
+
+
+def normalize(args, reply):
+    """Replaces replies that may differ legitimately by something stable."""
+    if reply[0] == "-":
+        return reply
+    name = args[0].lower()
+    if name.startswith("z"):
+        reply = unsign_zero(reply)
+    if name in SORTED and reply[0] in ("*", "~"):
+        return (reply[0], tuple(sorted(reply[1], key=sort_key)))
+    if name in PAIRS:
+        if reply[0] == "%":
+            return ("%", tuple(sorted(reply[1], key=sort_key)))
+        if reply[0] == "*":
+            xs = reply[1]
+            pairs = [(xs[i], xs[i + 1]) for i in range(0, len(xs) - 1, 2)]
+            return ("*", tuple(sorted(pairs, key=sort_key)))
+    return reply
+
+
+def same(args, a, b):
+    """Whether reference reply `a` and Tembo's `b` agree for command `args`."""
+    name = args[0].lower()
+    if name == "hello" and a[0] != "-":
+        # The server map: its client id differs (documented: not compared).
+        return a[0] == b[0]
+    if name in TTLS and a[0] == ":" and b[0] == ":":
+        x, y = a[1], b[1]
+        if x < 0 or y < 0:
+            return x == y
+        return abs(x - y) <= TTLS[name]
+    return normalize(args, a) == normalize(args, b)
+
+
+class Mismatch(Exception):
+    def __init__(self, step, args, ref, got, note=""):
+        super().__init__(note)
+        self.step, self.args, self.ref, self.got, self.note = step, args, ref, got, note
+
+
+# --------------------------------------------------------------------------
+# one sequence against both servers
+# --------------------------------------------------------------------------
+
+WHICH = {"main": 0, "other": 1, "check": 2}
+
+
+def pipeline(conns, cmds):
+    """Sends `cmds` to every connection, then reads every reply."""
+    data = b"".join(encode(c) for c in cmds)
+    for c in conns:
+        c.s.sendall(data)
+    return [[read(c) for _ in cmds] for c in conns]
+
+
+def read(conn):
+    """A reply, or a made-up one when the connection failed (a hang or a
+    crash is a finding too)."""
+    try:
+        return conn.read()
+    except (OSError, ProtocolError, ValueError) as e:
+        return ("connection failed", "%s: %s" % (type(e).__name__, e))
+
+
+class Pair:
+    """The two servers' connections for one sequence: a main one, a second
+    one (it modifies WATCHed keys, runs commands while the main one is in
+    MULTI) and one for the state checks."""
+
+    def __init__(self, redis, tembo, proto):
+        self.conns = {}
+        for name, srv in (("r", redis), ("t", tembo)):
+            main, other, check = Conn(srv.port), Conn(srv.port), Conn(srv.port)
+            if proto == 3:
+                for c in (main, other):
+                    rep = c.call(["HELLO", "3"])  # the server map differs: not compared
+                    if rep[0] not in ("%", "*"):
+                        raise RuntimeError("%s: HELLO 3 answered %s" % (srv.name, show(rep)))
+            self.conns[name] = (main, other, check)
+        self.multi = False  # the main connection is inside MULTI (as the reference says)
+        self.queued = []  # the queued commands, for EXEC's array
+        self.db = 0  # the main connection's database
+        self.dbs_used = {0}
+
+    def close(self):
+        for cs in self.conns.values():
+            for c in cs:
+                c.close()
+
+    def both(self, which, args):
+        """Sends to both servers before reading either reply (so that they
+        work at the same time)."""
+        i = WHICH[which]
+        r, t = self.conns["r"][i], self.conns["t"][i]
+        sent = []
+        for c in (r, t):
+            try:
+                c.s.sendall(encode(args))
+                sent.append(None)
+            except OSError as e:
+                sent.append(("connection failed", "%s: %s" % (type(e).__name__, e)))
+        return tuple(failed or read(c) for c, failed in zip((r, t), sent))
+
+
+class Runner:
+    def __init__(self, redis, tembo, proto, verbose=False):
+        self.redis, self.tembo, self.proto, self.verbose = redis, tembo, proto, verbose
+        self.history = []  # (which, args) as sent
+        self.pair = None
+        self.expired_pending = False  # a SET with a past EXAT/PXAT was sent
+
+    def open(self):
+        for srv in (self.redis, self.tembo):
+            c = Conn(srv.port)
+            rep = c.call(["FLUSHALL"])
+            c.close()
+            if rep != ("+", "OK"):
+                raise RuntimeError("%s: FLUSHALL answered %s" % (srv.name, show(rep)))
+        self.pair = Pair(self.redis, self.tembo, self.proto)
+
+    def close(self):
+        if self.pair:
+            self.pair.close()
+            self.pair = None
+
+    def log(self, which, args, a, b, ok):
+        if self.verbose:
+            print("  %s%-60s -> %s%s" % ({"other": "[2] ", "check": "[3] "}.get(which, ""), cmdline(args)[:60],
+                                          show(a)[:100],
+                                          "" if ok else "   TEMBO: " + show(b)[:100]))
+
+    def step(self, which, args):
+        """Sends `args` to both servers and compares; raises Mismatch."""
+        step = len(self.history)
+        p = self.pair
+        name = args[0].lower()
+        in_multi = which == "main" and p.multi
+        if not in_multi and name in SCANS and len(args) > SCANS[name]:
+            return self.full_scan(which, args)
+        if name == "set" and self.past_expiry(args):
+            self.expired_pending = True
+        random_reply = not in_multi and name in RANDOM
+        snapshot = self.reference_contents(which, args) if random_reply else None
+        self.history.append((which, list(args)))
+        a, b = p.both(which, args)
+        try:
+            if a[0] == "-" or b[0] == "-":
+                if not same(args, a, b):
+                    raise Mismatch(step, args, a, b, "error replies differ")
+            elif random_reply:
+                self.check_random(step, args, a, b, snapshot)
+            elif self.loose(args):
+                pass
+            elif name == "exec" and in_multi and a[0] == "*":
+                self.check_exec(step, args, a, b)
+            elif not same(args, a, b):
+                raise Mismatch(step, args, a, b)
+        except Mismatch:
+            self.log(which, args, a, b, False)
+            raise
+        self.log(which, args, a, b, True)
+        # Follow the transaction state as the reference reports it.
+        if which == "main":
+            if name == "multi" and a == ("+", "OK"):
+                p.multi, p.queued = True, []
+            elif name == "exec" and p.multi and a != ("-", "ERR EXEC without MULTI"):
+                # An array, a nil (WATCH), EXECABORT: the transaction is over.
+                if a[0] == "*":
+                    self.after_exec(a)
+                p.multi, p.queued = False, []
+            elif name == "discard" and a == ("+", "OK"):
+                p.multi, p.queued = False, []
+            elif p.multi and a == ("+", "QUEUED"):
+                p.queued.append(args)
+            elif name == "select" and a == ("+", "OK"):
+                p.db = int(args[1])
+                p.dbs_used.add(p.db)
+        if name == "spop" and not in_multi and a[0] != "-":
+            self.resync([p.db if which == "main" else 0], [args[1]])
+        return a, b
+
+    def loose(self, args):
+        """Whether only the kind of reply is compared: a key SET with an
+        EXAT/PXAT in the past is counted by Redis's DBSIZE until its active
+        expire cycle deletes it (~100 ms), by Tembo's until its own does:
+        timing, not semantics."""
+        return args[0].lower() == "dbsize" and self.expired_pending
+
+    @staticmethod
+    def past_expiry(args):
+        """Whether a SET names an absolute expiry already past."""
+        now_ms = time.time() * 1000
+        for i, o in enumerate(args[3:-1], 3):
+            try:
+                if o.upper() == "EXAT" and int(args[i + 1]) * 1000 <= now_ms:
+                    return True
+                if o.upper() == "PXAT" and int(args[i + 1]) <= now_ms:
+                    return True
+            except ValueError:
+                pass
+        return False
+
+    def check_exec(self, step, args, a, b):
+        if b[0] != "*" or len(a[1]) != len(b[1]):
+            raise Mismatch(step, args, a, b)
+        popped = False
+        for qargs, x, y in zip(self.pair.queued, a[1], b[1]):
+            qname = qargs[0].lower()
+            if popped or qname in RANDOM or qname in SCANS or self.loose(qargs):
+                # Random members or a cursor: compared only as a kind of reply.
+                ok = x[0] == y[0]
+            else:
+                ok = same(qargs, x, y)
+            if not ok:
+                raise Mismatch(step, args, a, b, "inside EXEC, %s: redis %s, tembo %s" % (
+                    cmdline(qargs), show(x), show(y)))
+            # After an SPOP the sets may differ until resync(): what follows
+            # in this transaction is compared only by the kind of reply.
+            popped |= qname == "spop" and x[0] != "-"
+
+    def after_exec(self, reply):
+        """Follows SELECTs inside the transaction; after an SPOP, resyncs
+        every set of the databases it visited (later commands may have
+        copied the popped set: SUNIONSTORE, SMOVE, RENAME...)."""
+        p = self.pair
+        visited, popped = {p.db}, False
+        for q, x in zip(p.queued, reply[1]):
+            if q[0].lower() == "select" and x == ("+", "OK"):
+                p.db = int(q[1])
+                p.dbs_used.add(p.db)
+                visited.add(p.db)
+            popped |= q[0].lower() == "spop" and x[0] != "-"
+        if popped:
+            self.resync(sorted(visited), KEYS)
+
+    def reference_contents(self, which, args):
+        """What the reference holds at the key a random command reads."""
+        c = self.pair.conns["r"][WHICH[which]]
+        name = args[0].lower()
+        if name == "randomkey" or len(args) < 2:
+            return None
+        if name in ("srandmember", "spop"):
+            rep = c.call(["SMEMBERS", args[1]])
+            return set(items(rep)) if rep[0] in ("*", "~") else None
+        rep = c.call(["HGETALL", args[1]])
+        xs = items(rep) if rep[0] in ("*", "%") else None
+        return None if xs is None else {xs[i]: xs[i + 1] for i in range(0, len(xs), 2)}
+
+    def check_random(self, step, args, a, b, snapshot):
+        name = args[0].lower()
+
+        def bad(why):
+            raise Mismatch(step, args, a, b, why)
+
+        if name == "randomkey":
+            if (a[0] in ("nil", "null")) != (b[0] in ("nil", "null")) or a[0] != b[0]:
+                bad("one has no key")
+            return
+        if a[0] != b[0]:
+            bad("reply types differ")
+        if a[0] in ("nil", "null", "nilarr"):
+            return
+        if snapshot is None:
+            bad("no reference snapshot")
+        if a[0] == "$":
+            if b not in snapshot:
+                bad("not a member")
+            return
+        if a[0] not in ("*", "~"):
+            if a != b:
+                bad("replies differ")
+            return
+        xa, xb = list(a[1]), list(b[1])
+        withvalues = name == "hrandfield" and len(args) > 3
+        if withvalues and self.proto == 3:
+            # RESP3: an array of [field, value] pairs; flatten both.
+            def flat(xs):
+                return [x for pair in xs for x in (pair[1] if pair[0] == "*" else (pair,))]
+            xa, xb = flat(xa), flat(xb)
+        if len(xa) != len(xb):
+            bad("sizes differ")
+        if withvalues:
+            fields = [xb[i] for i in range(0, len(xb), 2)]
+            for i in range(0, len(xb) - 1, 2):
+                if snapshot.get(xb[i]) != xb[i + 1]:
+                    bad("field/value pair not in the hash")
+        else:
+            fields = xb
+        for f in fields:
+            if f not in snapshot:
+                bad("not a member: %s" % show(f))
+        try:
+            count = int(args[2]) if len(args) > 2 else 1
+        except ValueError:
+            count = 1
+        if count >= 0 and len(set(fields)) != len(fields):
+            bad("repeats with a positive count")
+
+    def resync(self, dbs, keys):
+        """Copies the sets among `keys` of databases `dbs` from the reference
+        to Tembo: an SPOP took different random members from each. The
+        copying commands (on the checking connection) go to both and are
+        part of the history."""
+        r, t = self.pair.conns["r"][2], self.pair.conns["t"][2]
+        for db in dbs:
+            cmds = [["SELECT", str(db)]]
+            r.call(cmds[0])
+            for key in sorted(set(keys)):
+                if r.call(["TYPE", key]) != ("+", "set"):
+                    continue
+                members = items(r.call(["SMEMBERS", key]))
+                pttl = r.call(["PTTL", key])[1]
+                cmds += [["DEL", key], ["SADD", key] + [m[1] for m in members]]
+                if pttl > 0:
+                    cmds.append(["PEXPIRE", key, str(pttl)])
+            for cmd in cmds:
+                self.history.append(("check", cmd))
+                r.call(cmd)
+                t.call(cmd)
+
+    def full_scan(self, which, args):
+        """A SCAN run to the end on both; compares the set of what came back."""
+        step = len(self.history)
+        pos = SCANS[args[0].lower()]
+        if args[pos] != "0":
+            # A made-up cursor: Redis resumes at that hash-table position,
+            # Tembo (documented in cursor.rs) starts over when it does not
+            # know a cursor. Compared: the error, or that both answered with
+            # a cursor and a list.
+            self.history.append((which, list(args)))
+            a, b = self.pair.both(which, args)
+
+            def shape(rep):
+                if rep[0] == "-":
+                    return rep
+                return rep[0] == "*" and len(rep[1]) == 2 and rep[1][1][0] in ("*", "~")
+
+            ok = shape(a) == shape(b)
+            self.log(which, args, a, b, ok)
+            if not ok:
+                raise Mismatch(step, args, a, b, "SCAN from a made-up cursor")
+            return a, b
+        results = []
+        for who in ("r", "t"):
+            c = self.pair.conns[who][WHICH[which]]
+            cursor = args[pos]
+            got = []
+            for _ in range(10000):
+                a = list(args)
+                a[pos] = cursor
+                rep = c.call(a)
+                if rep[0] != "*" or len(rep[1]) != 2 or rep[1][0][0] != "$" or rep[1][1][0] not in ("*", "~"):
+                    got = rep
+                    break
+                cursor = rep[1][0][1].decode()
+                got += list(rep[1][1][1])
+                if cursor == "0":
+                    if pos == 2 and args[0].lower() != "sscan":
+                        got = [(got[i], got[i + 1]) for i in range(0, len(got) - 1, 2)]
+                    got = ("scan", tuple(sorted(set(got), key=sort_key)))
+                    break
+            else:
+                got = ("unfinished scan",)
+            results.append(got)
+        self.history.append((which, list(args)))
+        a, b = (unsign_zero(x) for x in results) if args[0].lower() == "zscan" else results
+        self.log(which, args, a, b, a == b)
+        if a != b:
+            raise Mismatch(step, args, a, b, "the full iteration differs")
+        return a, b
+
+    def state_check(self):
+        """Compares every key of the key space in every database used (the
+        commands pipelined, to both servers at once)."""
+        step = len(self.history)
+        conns = [self.pair.conns[who][2] for who in ("r", "t")]
+        dump_cmd = {"string": ["GET"], "hash": ["HGETALL"], "list": ["LRANGE", "0", "-1"], "set": ["SMEMBERS"],
+                    "zset": ["ZRANGE", "0", "-1", "WITHSCORES"]}
+        for db in sorted(self.pair.dbs_used):
+            # DBSIZE only while no key may await its active expiry (see loose()).
+            first = [["SELECT", str(db)]] + ([] if self.expired_pending else [["DBSIZE"]])
+            first += [[c, k] for k in KEYS for c in ("TYPE", "PTTL")]
+            heads = pipeline(conns, first)
+            dumps = []
+            for replies in heads:
+                types = {k: replies[-2 * len(KEYS) + 2 * i] for i, k in enumerate(KEYS)}
+                dumps.append((replies, types))
+            second = []
+            for replies, types in dumps:
+                cmds = []
+                for k in KEYS:
+                    d = dump_cmd.get(types[k][1])
+                    cmds.append([d[0], k] + d[1:] if d else ["EXISTS", k])
+                second.append(cmds)
+            if second[0] != second[1]:
+                which = next(k for k, x, y in zip(KEYS, second[0], second[1]) if x != y)
+                x, y = (dict(zip(KEYS, [r[-2 * len(KEYS) + 2 * i] for i in range(len(KEYS))]))[which]
+                        for r, _ in dumps)
+                raise Mismatch(step, ["(state check)", "db", str(db), which, "TYPE"], x, y,
+                               "the stored state differs")
+            bodies = pipeline(conns, second[0])
+            norm = [[normalize(cmd, rep) for cmd, rep in zip(second[0], reps)] for reps in bodies]
+            for i, k in enumerate(KEYS):
+                ttl = [("ttl" if r[-2 * len(KEYS) + 2 * i + 1][0] == ":" and r[-2 * len(KEYS) + 2 * i + 1][1] >= 0
+                        else "no ttl") for r, _ in dumps]
+                if norm[0][i] != norm[1][i] or ttl[0] != ttl[1]:
+                    raise Mismatch(step, ["(state check)", "db", str(db), k] + second[0][i][:1],
+                                   ("+", "%s %s" % (ttl[0], show(norm[0][i]))),
+                                   ("+", "%s %s" % (ttl[1], show(norm[1][i]))), "the stored state differs")
+            if not self.expired_pending and heads[0][1] != heads[1][1]:
+                raise Mismatch(step, ["(state check)", "db", str(db), "DBSIZE"], heads[0][1], heads[1][1],
+                               "the stored state differs")
+
+
+def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
+    """Runs one seeded sequence (or replays a history). Returns (the
+    Mismatch or None, the history)."""
+    runner = Runner(redis, tembo, proto, verbose)
+    runner.open()
+    try:
+        if replay is not None:
+            for which, args in replay:
+                runner.step(which, args)
+            runner.state_check()
+            return None, runner.history
+        rng = random.Random(seed)
+        gen = Gen(rng, int(time.time() * 1000))
+        for i in range(nops):
+            which = "other" if rng.random() < 0.06 else "main"
+            cmd = gen.command()
+            if which == "other" and cmd[0].upper() in ("MULTI", "EXEC", "DISCARD", "WATCH", "UNWATCH", "SELECT"):
+                which = "main"
+            runner.step(which, cmd)
+            if (i + 1) % 40 == 0:
+                runner.state_check()
+        if runner.pair.multi:
+            runner.step("main", ["DISCARD"])
+        runner.state_check()
+        return None, runner.history
+    except Mismatch as m:
+        return m, runner.history
+    finally:
+        runner.close()
+
+
+def reproduces(redis, tembo, proto, history, target):
+    """Whether replaying `history` ends with the same mismatch: on its last
+    command, that command being the target's (or the same key's state)."""
+    m, _ = run_sequence(redis, tembo, 0, proto, 0, replay=history)
+    if m is None or m.args != target.args:
+        return False
+    return target.args[0] == "(state check)" or m.step == len(history) - 1
+
+
+def minimize(redis, tembo, proto, history, m, budget_s=30.0):
+    """Greedy delta debugging: drops chunks of the commands before the
+    mismatching one while the mismatch still happens."""
+    deadline = time.time() + budget_s
+    state = m.args[0] == "(state check)"
+    hist = list(history) if state else list(history[: m.step + 1])
+    if not reproduces(redis, tembo, proto, hist, m):
+        return hist
+    chunk = max(1, len(hist) // 2)
+    while chunk >= 1 and time.time() < deadline:
+        i = 0
+        changed = False
+        while i < (len(hist) if state else len(hist) - 1) and time.time() < deadline:
+            if state:
+                cand = hist[:i] + hist[i + chunk:]
+            else:
+                cand = hist[:i] + hist[i:-1][chunk:] + hist[-1:]
+            if cand and reproduces(redis, tembo, proto, cand, m):
+                hist, changed = cand, True
+            else:
+                i += chunk
+        if not changed:
+            chunk //= 2
+    return hist
+
+
+def report(seed, proto, m, hist, out):
+    print("MISMATCH seed=%s proto=%d step=%d: %s" % (seed, proto, m.step, m.note or "replies differ"), file=out)
+    print("  command: %s" % cmdline(m.args), file=out)
+    print("  redis:   %s" % show(m.ref)[:3000], file=out)
+    print("  tembo:   %s" % show(m.got)[:3000], file=out)
+    print("  reproduce (%s, %d commands; [2], [3]: second, third connection):" % ("HELLO 3" if proto == 3 else "RESP2",
+                                                                         len(hist)), file=out)
+    for which, args in hist:
+        print("    %s%s" % ({"other": "[2] ", "check": "[3] "}.get(which, ""), cmdline(args)), file=out)
+    print("  rerun: python3 tests/server/differential.py --tembo BIN --seed %s --proto %d -v" % (seed, proto),
+          file=out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tembo", default=os.environ.get("TEMBO_BIN"), help="tembo binary (default $TEMBO_BIN)")
+    ap.add_argument("--redis-server", default=os.environ.get("REDIS_SERVER", "redis-server"))
+    ap.add_argument("--seeds", type=int, default=20, help="number of sequences, seeds first-seed...")
+    ap.add_argument("--first-seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, help="run this one seed only")
+    ap.add_argument("--ops", type=int, default=300, help="commands per sequence")
+    ap.add_argument("--proto", type=int, choices=(2, 3), help="protocol (default: RESP3 for every third seed)")
+    ap.add_argument("--max-mismatches", type=int, default=10, help="stop after this many mismatching sequences")
+    ap.add_argument("--no-minimize", action="store_true")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every command and reply")
+    args = ap.parse_args()
+    if not args.tembo:
+        ap.error("--tembo (or $TEMBO_BIN) is required")
+    args.tembo = os.path.abspath(args.tembo)
+    if not shutil.which(args.redis_server):
+        print("differential: %s not found" % args.redis_server, file=sys.stderr)
+        return 2
+
+    base = "/dev/shm" if not os.environ.get("TMPDIR") and os.access("/dev/shm", os.W_OK) else None
+    work = tempfile.mkdtemp(prefix="tembo-diff.", dir=base)
+    t0 = time.time()
+    try:
+        redis, tembo = start_servers(args, work)
+    except Exception as e:
+        print("differential: %s" % e, file=sys.stderr)
+        return 2
+    seeds = [args.seed] if args.seed is not None else list(range(args.first_seed, args.first_seed + args.seeds))
+    mismatches = 0
+    commands = 0
+    try:
+        for seed in seeds:
+            proto = args.proto or (3 if seed % 3 == 0 else 2)
+            if args.verbose:
+                print("seed %d, RESP%d" % (seed, proto))
+            m, hist = run_sequence(redis, tembo, seed, proto, args.ops, args.verbose)
+            commands += len(hist)
+            if m is None:
+                continue
+            mismatches += 1
+            if not args.no_minimize:
+                hist = minimize(redis, tembo, proto, hist, m)
+            report(seed, proto, m, hist, sys.stdout)
+            sys.stdout.flush()
+            if mismatches >= args.max_mismatches:
+                print("differential: stopping after %d mismatching sequences" % mismatches)
+                break
+    finally:
+        redis.stop()
+        tembo.stop()
+    print("differential: %d sequences, %d commands, %d mismatching, %.1f s" % (
+        len(seeds), commands, mismatches, time.time() - t0))
+    if mismatches:
+        print("differential: server logs kept in %s" % work)
+        return 1
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
