@@ -600,6 +600,17 @@ impl<'p> RawNode<'p> {
         self.order.len()
     }
 
+    /// For the writer: an error unless the order line names distinct slots
+    /// of this node (what [`read_own`] checks before the writer trusts it;
+    /// readers skip it, clamping instead).
+    pub fn check_order(&self, node: u64) -> Result<()> {
+        if self.order.well_formed() {
+            Ok(())
+        } else {
+            Err(CddsError::invariant("malformed order line", node))
+        }
+    }
+
     /// The slot index at rank `i` (< `used`), clamped into the node.
     #[inline]
     pub fn slot(&self, i: usize) -> usize {

@@ -342,14 +342,17 @@ impl<'t> Batch<'t> {
         if raw.used() < NODE_SLOTS {
             // The common case, done on the leaf in place (no node copy):
             // end the key's old entry, if any, and insert the new one.
+            raw.check_order(leaf)?;
             let (old, rank) = self.leaf_position(&raw, leaf, key)?;
+            // Touched before the first store: should a later step fail,
+            // `undo` must repair this leaf too.
+            self.touch(leaf);
             if let Some((e, slot)) = old {
                 node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
             }
             let mut nw = NodeWriter::begin(self.pool, leaf, self.tree.session)?;
             nw.insert(rank, &Entry::new(self.w, rec, pfx))?;
             drop(nw);
-            self.touch(leaf);
             if old.is_some() && depth > 0 {
                 // An overwrite keeps the live count, which may already be
                 // below ml (a node without a sibling): as the slow path does.
@@ -370,12 +373,13 @@ impl<'t> Batch<'t> {
         let (path, raw) = self.descend(key)?;
         let depth = path.len() - 1;
         let leaf = path[depth].node;
+        raw.check_order(leaf)?;
         let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
             return Ok(false);
         };
         self.changed = true;
-        node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
         self.touch(leaf);
+        node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
         let live = self.live_in(&raw, leaf)?;
         self.rebalance_if_low(&path, depth, live)?;
         Ok(true)

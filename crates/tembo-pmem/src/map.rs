@@ -23,7 +23,9 @@ use std::ptr::NonNull;
 
 use crate::error::{PmemError, Result};
 
-/// Alignment of a region's base: a page, so offsets keep their page alignment.
+/// Alignment every region keeps at the least: a page, so offsets keep their
+/// page alignment (regions are in fact reserved at 2 MiB boundaries, see
+/// `reserve_aligned`).
 pub const REGION_ALIGN: usize = 4096;
 
 /// Memory of one pool.
@@ -84,7 +86,12 @@ impl Region {
         if p == libc::MAP_FAILED {
             return Err(PmemError::io("mapping the pool file", std::io::Error::last_os_error()));
         }
-        advise_huge_pages(addr, len);
+        // Huge pages where a flush is a cache-line write-back (DAX) or
+        // nothing at all (tmpfs): not where durability is `msync`, which
+        // would then write back a whole 2 MiB folio per dirty line.
+        if sync || on_ram_filesystem(file) {
+            advise_huge_pages(addr, len);
+        }
         Ok(sync)
     }
 
@@ -167,6 +174,11 @@ impl Region {
     /// `None` where that file cannot be read (not Linux, no procfs).
     /// Only pages touched so far are mapped at all, so ask after use.
     pub(crate) fn huge_page_bytes(&self, len: usize) -> Option<u64> {
+        // An anonymous region may share a kernel mapping with a neighbour
+        // (a malloc arena), whose huge pages would be counted too.
+        if !matches!(self.kind, RegionKind::File { .. }) {
+            return None;
+        }
         let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
         let (lo, hi) = (self.base.as_ptr() as usize, self.base.as_ptr() as usize + len);
         let mut inside = false;
@@ -209,8 +221,8 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // SAFETY: base..base+reserved is exactly the mapping made in
-        // `map_file` or `anonymous`; unmapping it removes the file mappings
+        // SAFETY: base..base+reserved is exactly the reservation made by
+        // `reserve_aligned` (for `map_file` or `anonymous`); unmapping it removes the file mappings
         // inside too. No reference into it outlives the `Pool` owning it.
         unsafe {
             libc::munmap(self.base.as_ptr().cast(), self.reserved);
@@ -253,6 +265,8 @@ fn reserve_aligned(len: usize, prot: libc::c_int) -> Result<NonNull<u8>> {
     let tail = padded - head - len;
     // SAFETY: both ranges lie inside the mapping made just above and are
     // outside the aligned part this function returns; nothing uses them.
+    // Unmapping a range of one's own fresh mapping cannot fail but for
+    // resource limits; a slack left mapped is only unused address space.
     unsafe {
         if head > 0 {
             libc::munmap(p, head);

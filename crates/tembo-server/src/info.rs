@@ -21,6 +21,7 @@ const ALL: &[&str] = &[
 /// INFO [section ...]
 pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut wanted: Vec<String> = Vec::new();
+    let explicit = a.len() > 1;
     for s in &a[1..] {
         let s = String::from_utf8_lossy(s).to_ascii_lowercase();
         match s.as_str() {
@@ -40,7 +41,7 @@ pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         if !out.is_empty() {
             out.push_str("\r\n");
         }
-        let body = section(cx, name).map_err(|e| CmdError::err(format!("INFO {name}: {e}")))?;
+        let body = section(cx, name, explicit).map_err(|e| CmdError::err(format!("INFO {name}: {e}")))?;
         out.push_str(&format!("# {}\r\n", capitalize(name)));
         out.push_str(&body);
     }
@@ -58,7 +59,7 @@ fn capitalize(s: &str) -> String {
     }
 }
 
-fn section(cx: &mut Ctx, name: &str) -> Result<String, tembo_store::DbError> {
+fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_store::DbError> {
     let mut s = String::new();
     let mut kv = |k: &str, v: &dyn std::fmt::Display| s.push_str(&format!("{k}:{v}\r\n"));
     let st = &cx.st;
@@ -94,10 +95,14 @@ fn section(cx: &mut Ctx, name: &str) -> Result<String, tembo_store::DbError> {
             kv("pool_size_human", &human(pool.size()));
             kv("pool_max_size", &pool.max_size());
             kv("pool_free_bytes", &alloc.free_bytes);
-            // Pages of the pool the kernel maps as 2 MiB pages (a DAX file,
-            // or a tmpfs mounted with huge=advise): fewer TLB misses.
-            if let Some(huge) = pool.huge_page_bytes() {
-                kv("pool_huge_page_bytes", &huge);
+            // Pages of the pool the kernel maps as 2 MiB pages (a tmpfs
+            // mounted with huge=advise): fewer TLB misses. Reading it walks
+            // the page tables, so only when INFO names its sections (not on
+            // every monitoring poll of plain INFO).
+            if explicit {
+                if let Some(huge) = pool.huge_page_bytes() {
+                    kv("pool_huge_page_bytes", &huge);
+                }
             }
             kv("maxmemory", &pool.max_size());
             kv("maxmemory_policy", &"noeviction");

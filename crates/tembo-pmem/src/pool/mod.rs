@@ -185,10 +185,17 @@ impl Pool {
             // (its size, and its name in the directory) must be too, or a
             // power cut soon after could lose a pool holding acknowledged
             // writes (POSIX: fsync the file, then its directory).
-            file_for_unlock
+            let synced = file_for_unlock
                 .sync_all()
-                .map_err(|e| PmemError::io(format!("syncing new pool file {}", path.display()), e))?;
-            sync_parent_dir(path)?;
+                .map_err(|e| PmemError::io(format!("syncing new pool file {}", path.display()), e))
+                .and_then(|()| sync_parent_dir(path));
+            if let Err(e) = synced {
+                // Unlinked while still locked, so no other process can open
+                // this pool between its close and its removal.
+                let _ = std::fs::remove_file(path);
+                pool.keep_unclean();
+                return Err(e);
+            }
             Ok(pool)
         })();
         if made.is_err() {
@@ -460,12 +467,16 @@ impl Pool {
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
     }
-    /// Bytes of the pool mapped with 2 MiB pages right now (`None` where the
-    /// kernel does not say). File pools ask for them (`MADV_HUGEPAGE` over a
-    /// 2 MiB-aligned mapping); a DAX filesystem or a tmpfs mounted with
+    /// Bytes of a file pool's page-cache pages mapped as 2 MiB pages right
+    /// now (`None` for in-memory pools and where the kernel does not say).
+    /// File pools on a RAM filesystem or DAX ask for huge pages
+    /// (`MADV_HUGEPAGE` over a 2 MiB-aligned mapping); a tmpfs mounted with
     /// `huge=advise` (or `within_size`, `always`) grants them, which saves
     /// most TLB misses of random lookups. Pages are mapped when first
-    /// touched, so this grows with use.
+    /// touched, so this grows with use. DAX mappings are not counted: the
+    /// kernel's accounting skips device pages, so there it reads 0 whatever
+    /// the page size. Reading it walks the process's page tables: not for
+    /// a hot path.
     pub fn huge_page_bytes(&self) -> Option<u64> {
         self.region.huge_page_bytes(usize::try_from(self.size()).unwrap_or(usize::MAX))
     }
