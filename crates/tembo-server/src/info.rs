@@ -83,7 +83,7 @@ fn section(cx: &mut Ctx, name: &str) -> Result<String, tembo_store::DbError> {
         "clients" => {
             kv("connected_clients", &(st.clients.len() + 1));
             kv("maxclients", &st.shared.maxclients());
-            kv("blocked_clients", &0);
+            kv("blocked_clients", &st.blocking.len());
         }
         "memory" => {
             let pool = st.store.db().pool();
@@ -127,6 +127,8 @@ fn section(cx: &mut Ctx, name: &str) -> Result<String, tembo_store::DbError> {
             kv("total_connections_received", &st.stats.connections);
             kv("total_commands_processed", &st.stats.commands);
             kv("expired_keys", &st.stats.expired_keys);
+            kv("pubsub_channels", &st.pubsub.channel_count());
+            kv("pubsub_patterns", &st.pubsub.pattern_count());
             kv("evicted_keys", &0);
             kv("keyspace_hits", &st.stats.hits);
             kv("keyspace_misses", &st.stats.misses);
