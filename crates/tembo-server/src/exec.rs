@@ -53,6 +53,9 @@ pub enum Msg {
     Shutdown,
 }
 
+/// Requests of one client, each a list of arguments.
+type Requests = Vec<Vec<Vec<u8>>>;
+
 /// Everything the executor owns.
 #[derive(Debug)]
 pub struct State {
@@ -103,7 +106,7 @@ pub struct State {
     pub outbox: Vec<(u64, Out)>,
     /// Clients the group unblocked: (id, encoded reply of the blocking
     /// command, requests they pipelined after it, still to run).
-    resume: VecDeque<(u64, Vec<u8>, Vec<Vec<Vec<u8>>>)>,
+    resume: VecDeque<(u64, Vec<u8>, Requests)>,
     /// Clients as they were before the current group changed them, restored
     /// if its commit fails.
     saved: HashMap<u64, Client>,
