@@ -296,14 +296,8 @@ impl State {
     }
 
     fn run_group(&mut self, group: Vec<Msg>) {
+        // Filled as clients are first changed (`process`, `unblock`, `serve_ready`).
         self.saved.clear();
-        for m in &group {
-            if let Msg::Requests { id, .. } = m {
-                if let Some(c) = self.clients.get(id) {
-                    self.saved.entry(*id).or_insert_with(|| c.clone());
-                }
-            }
-        }
         self.expire_blocked();
         let mut requests = 0;
         for msg in &group {
@@ -480,6 +474,8 @@ impl State {
     /// waits with the rest of them.
     fn process(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], mut out: Vec<u8>, commit_each: bool) {
         let Some(mut client) = self.clients.remove(&id) else { return };
+        // Also covers a client that connected within this group.
+        self.saved.entry(id).or_insert_with(|| client.clone());
         if let Some(b) = client.blocked.as_mut() {
             // A blocked client's connection sends nothing until it is
             // served; should requests come anyway, they wait their turn.
