@@ -2170,3 +2170,627 @@ def test_diff_flush_invalidates_only_existing_watched_keys():
     finally:
         a.close()
         b.close()
+
+# more list and key commands: LPOS LINSERT LMOVE RPOPLPUSH LMPOP EXPIRETIME
+# PEXPIRETIME COPY
+# --------------------------------------------------------------------------
+
+
+def test_lpos(r):
+    r.rpush("l", "a", "b", "c", "b", "a", "b")
+    assert r.lpos("l", "b") == 1
+    assert r.lpos("l", "b", rank=2) == 3
+    assert r.lpos("l", "b", rank=-1) == 5
+    assert r.lpos("l", "b", rank=4) is None
+    assert r.lpos("l", "b", count=0) == [1, 3, 5]
+    assert r.lpos("l", "b", count=2) == [1, 3]
+    assert r.lpos("l", "b", rank=-1, count=0) == [5, 3, 1]
+    assert r.lpos("l", "b", count=0, maxlen=2) == [1]
+    assert r.lpos("l", "b", rank=-2, count=5, maxlen=3) == [3]
+    assert r.lpos("l", "z") is None
+    assert r.lpos("l", "z", count=0) == []
+    assert r.lpos("nope", "z") is None
+    assert r.lpos("nope", "z", count=1) == []
+    for args, msg in [
+        (("RANK", "0"), "RANK can't be zero: use 1 to start from the first match, 2 from the second ... or use negative to start from the end of the list"),
+        (("COUNT", "-1"), "COUNT can't be negative"),
+        (("MAXLEN", "-1"), "MAXLEN can't be negative"),
+        (("RANK", "x"), "value is not an integer or out of range"),
+        (("RANK",), "syntax error"),
+        (("FOO", "1"), "syntax error"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("LPOS", "l", "b", *args)
+        assert err(e) == msg
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.lpos("s", "v")
+    assert "WRONGTYPE" in err(e)
+
+
+def test_linsert(r):
+    r.rpush("l", "a", "b", "c")
+    assert r.linsert("l", "BEFORE", "b", "X") == 4
+    assert r.linsert("l", "AFTER", "c", "Y") == 5
+    assert r.linsert("l", "after", "a", "Z") == 6
+    assert r.linsert("l", "before", "a", "F") == 7
+    assert r.lrange("l", 0, -1) == ["F", "a", "Z", "X", "b", "c", "Y"]
+    assert r.linsert("l", "BEFORE", "zz", "X") == -1
+    assert r.linsert("nope", "BEFORE", "a", "X") == 0
+    assert r.exists("nope") == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LINSERT", "l", "MIDDLE", "a", "X")
+    assert err(e) == "syntax error"
+    # Both shifting directions on a longer list keep every element in place.
+    r.rpush("big", *[str(i) for i in range(200)])
+    assert r.linsert("big", "BEFORE", "3", "x") == 201
+    assert r.linsert("big", "AFTER", "190", "y") == 202
+    want = [str(i) for i in range(200)]
+    want.insert(3, "x")
+    want.insert(want.index("190") + 1, "y")
+    assert r.lrange("big", 0, -1) == want
+    assert r.lindex("big", 3) == "x" and r.lpos("big", "y") == 192
+
+
+def test_lmove_rpoplpush(r):
+    r.rpush("a", "1", "2", "3")
+    assert r.lmove("a", "b", "LEFT", "RIGHT") == "1"
+    assert r.lmove("a", "b", "RIGHT", "LEFT") == "3"
+    assert r.lrange("b", 0, -1) == ["3", "1"]
+    assert r.lmove("a", "a", "LEFT", "RIGHT") == "2"  # rotation of one
+    assert r.rpoplpush("b", "a") == "1"
+    assert r.lrange("a", 0, -1) == ["1", "2"]
+    assert r.rpoplpush("b", "b") == "3"
+    assert r.rpoplpush("b", "x") == "3"
+    assert r.exists("b") == 0
+    assert r.lmove("nope", "a", "LEFT", "LEFT") is None
+    assert r.rpoplpush("nope", "a") is None
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.lmove("a", "s", "LEFT", "LEFT")
+    assert "WRONGTYPE" in err(e)
+    assert r.lrange("a", 0, -1) == ["1", "2"]  # nothing popped
+    with pytest.raises(redis.ResponseError) as e:
+        r.lmove("s", "a", "LEFT", "LEFT")
+    assert "WRONGTYPE" in err(e)
+    assert r.lmove("nope", "s", "LEFT", "LEFT") is None  # missing source wins
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LMOVE", "a", "b", "UP", "LEFT")
+    assert err(e) == "syntax error"
+
+
+def test_lmpop(r):
+    r.rpush("b", "1", "2", "3")
+    assert r.lmpop(2, "a", "b", direction="LEFT") == ["b", ["1"]]
+    assert r.lmpop(2, "a", "b", direction="RIGHT", count=10) == ["b", ["3", "2"]]
+    assert r.exists("b") == 0
+    assert r.lmpop(1, "a", direction="LEFT") is None
+    for args, msg in [
+        (("0", "a", "LEFT"), "numkeys should be greater than 0"),
+        (("x", "a", "LEFT"), "numkeys should be greater than 0"),
+        (("3", "a", "LEFT"), "syntax error"),
+        (("1", "a", "MIDDLE"), "syntax error"),
+        (("1", "a", "LEFT", "COUNT", "0"), "count should be greater than 0"),
+        (("1", "a", "LEFT", "COUNT"), "syntax error"),
+        (("1", "a", "LEFT", "COUNT", "1", "COUNT", "2"), "syntax error"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("LMPOP", *args)
+        assert err(e) == msg
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.lmpop(2, "nope", "s", direction="LEFT")
+    assert "WRONGTYPE" in err(e)
+
+
+def test_expiretime(r):
+    r.set("k", "v")
+    assert r.expiretime("k") == -1
+    assert r.pexpiretime("k") == -1
+    assert r.expiretime("nope") == -2
+    assert r.pexpiretime("nope") == -2
+    r.pexpireat("k", 4102444800123)
+    assert r.pexpiretime("k") == 4102444800123
+    assert r.expiretime("k") == 4102444800  # rounded to the nearest second
+    r.pexpireat("k", 4102444800600)
+    assert r.expiretime("k") == 4102444801
+
+
+def test_copy(r):
+    r.rpush("l", "a", "b")
+    r.expire("l", 100)
+    assert r.copy("l", "l2") is True
+    assert r.lrange("l2", 0, -1) == ["a", "b"]
+    assert 90 < r.ttl("l2") <= 100
+    assert r.copy("l", "l2") is False
+    r.rpush("l", "c")
+    assert r.copy("l", "l2", replace=True) is True
+    assert r.lrange("l2", 0, -1) == ["a", "b", "c"]
+    r.rpush("l2", "d")
+    assert r.llen("l") == 3  # an independent copy
+    r.hset("h", mapping={"f": "1", "g": "2"})
+    r.zadd("z", {"m": 1, "n": 2})
+    r.sadd("s", "x", "y")
+    r.set("str", "v")
+    for src in ["h", "z", "s", "str"]:
+        assert r.copy(src, src + "2") is True
+    assert r.hgetall("h2") == {"f": "1", "g": "2"}
+    assert as_pairs(r, r.zrange("z2", 0, -1, withscores=True)) == [("m", 1.0), ("n", 2.0)]
+    assert r.smembers("s2") == {"x", "y"}
+    assert r.get("str2") == "v"
+    assert r.copy("z", "str2", replace=True) is True
+    assert r.type("str2") == "zset" and r.zscore("str2", "n") == 2.0
+    # Into another database.
+    assert r.copy("s", "s", destination_db=1) is True
+    assert r.copy("s", "s", destination_db=1) is False
+    other = make_client(r.proto, db=1)
+    try:
+        assert other.smembers("s") == {"x", "y"}
+        assert other.dbsize() == 1
+    finally:
+        other.close()
+    assert r.copy("nope", "x") is False
+    for args, msg in [
+        (("l", "l"), "source and destination objects are the same"),
+        (("l", "l", "REPLACE"), "source and destination objects are the same"),
+        (("l", "x", "DB", "99999"), "DB index is out of range"),
+        (("l", "x", "DB", "-1"), "DB index is out of range"),
+        (("l", "x", "DB", "x"), "value is not an integer or out of range"),
+        (("l", "x", "DB"), "syntax error"),
+        (("l", "x", "FOO"), "syntax error"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("COPY", *args)
+        assert err(e) == msg
+
+
+# --------------------------------------------------------------------------
+# blocking list commands: BLPOP BRPOP BLMOVE BRPOPLPUSH BLMPOP
+# --------------------------------------------------------------------------
+
+
+def blocked_clients(r):
+    return int(r.info("clients")["blocked_clients"])
+
+
+def wait_blocked(r, n, timeout=5.0):
+    """Waits until exactly `n` clients are blocked."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if blocked_clients(r) == n:
+            return
+        time.sleep(0.005)
+    raise AssertionError("expected %d blocked clients, have %d" % (n, blocked_clients(r)))
+
+
+class Blocker:
+    """Runs one blocking command on its own connection in a thread."""
+
+    def __init__(self, proto, *args):
+        self.c = make_client(proto)
+        self.result = None
+        self.error = None
+        self.elapsed = None
+        self.t = threading.Thread(target=self._run, args=args)
+        self.t.start()
+
+    def _run(self, *args):
+        t0 = time.time()
+        try:
+            self.result = self.c.execute_command(*args)
+        except Exception as e:  # checked by the test
+            self.error = e
+        self.elapsed = time.time() - t0
+
+    def join(self, timeout=10):
+        self.t.join(timeout)
+        assert not self.t.is_alive(), "still blocked"
+        self.c.close()
+        return self.result
+
+
+def pair(v):
+    return None if v is None else tuple(v)
+
+
+def test_blocking_pops_answer_at_once_when_data(r):
+    r.rpush("a", "1", "2")
+    r.rpush("b", "x")
+    assert pair(r.blpop(["nope", "a", "b"], timeout=1)) == ("a", "1")
+    assert pair(r.brpop(["b", "a"], timeout=1)) == ("b", "x")
+    assert r.blmove("a", "c", 1, "LEFT", "RIGHT") == "2"
+    assert r.brpoplpush("c", "d", 1) == "2"
+    r.rpush("e", "1", "2", "3")
+    assert r.blmpop(1, 2, "nope", "e", direction="RIGHT", count=2) == ["e", ["3", "2"]]
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.blpop(["nope", "s"], timeout=1)
+    assert "WRONGTYPE" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.blmove("s", "x", 1, "LEFT", "LEFT")
+    assert "WRONGTYPE" in err(e)
+
+
+def test_blocking_argument_errors(r):
+    for args, msg in [
+        (("BLPOP", "k", "-1"), "timeout is negative"),
+        (("BLPOP", "k", "abc"), "timeout is not a float or out of range"),
+        (("BLPOP", "k", "nan"), "timeout is not a float or out of range"),
+        (("BRPOP", "k", "inf"), "timeout is negative"),
+        (("BLMOVE", "a", "b", "LEFT", "UP", "1"), "syntax error"),
+        (("BLMOVE", "a", "b", "LEFT", "RIGHT", "-1"), "timeout is negative"),
+        (("BRPOPLPUSH", "a", "b", "-1"), "timeout is negative"),
+        (("BLMPOP", "0.1", "0", "a", "LEFT"), "numkeys should be greater than 0"),
+        (("BLMPOP", "-1", "1", "a", "LEFT"), "timeout is negative"),
+        (("BLMPOP", "0.1", "2", "a", "LEFT"), "syntax error"),
+        (("BLMPOP", "0.1", "1", "a", "LEFT", "COUNT", "0"), "count should be greater than 0"),
+        (("BLPOP", "k"), "wrong number of arguments for 'blpop' command"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*args)
+        assert err(e) == msg, args
+
+
+def test_blocking_timeouts(r):
+    for args in [
+        ("BLPOP", "k1", "k2", "0.1"),
+        ("BRPOP", "k1", "0.1"),
+        ("BLMOVE", "k1", "k2", "LEFT", "RIGHT", "0.1"),
+        ("BRPOPLPUSH", "k1", "k2", "0.1"),
+        ("BLMPOP", "0.1", "1", "k1", "LEFT"),
+    ]:
+        t0 = time.time()
+        assert r.execute_command(*args) is None
+        dt = time.time() - t0
+        assert 0.09 <= dt < 2.0, (args, dt)
+    assert blocked_clients(r) == 0
+
+
+def test_blpop_woken_by_push(r):
+    b = Blocker(r.proto, "BLPOP", "q1", "q2", "0")
+    wait_blocked(r, 1)
+    # The key the push lands on is the one that serves.
+    assert r.rpush("q2", "v") == 1
+    assert pair(b.join()) == ("q2", "v")
+    assert r.exists("q2") == 0
+    b = Blocker(r.proto, "BRPOP", "q1", "5")
+    wait_blocked(r, 1)
+    r.rpush("q1", "a", "b")
+    assert pair(b.join()) == ("q1", "b")
+    assert r.lrange("q1", 0, -1) == ["a"]
+
+
+def test_blocking_fifo_order(r):
+    blockers = []
+    for i in range(3):
+        blockers.append(Blocker(r.proto, "BLPOP", "fifo", "0"))
+        wait_blocked(r, i + 1)  # they block in this order
+    assert r.rpush("fifo", "e1", "e2", "e3", "e4") == 4
+    assert [pair(b.join()) for b in blockers] == [("fifo", "e1"), ("fifo", "e2"), ("fifo", "e3")]
+    assert r.lrange("fifo", 0, -1) == ["e4"]
+
+
+def test_blocked_client_served_atomically_with_the_push(r):
+    b = Blocker(r.proto, "BLPOP", "atomic", "0")
+    wait_blocked(r, 1)
+    # The next command after the push already sees the list popped.
+    p = r.pipeline(transaction=False)
+    p.rpush("atomic", "v")
+    p.llen("atomic")
+    assert p.execute() == [1, 0]
+    assert pair(b.join()) == ("atomic", "v")
+
+
+def test_blocking_inside_multi_does_not_block(r):
+    p = r.pipeline(transaction=True)
+    p.blpop(["m1"], timeout=0)
+    p.brpop(["m1"], timeout=0)
+    p.blmove("m1", "m2", 0, "LEFT", "LEFT")
+    p.brpoplpush("m1", "m2", 0)
+    p.blmpop(0, 1, "m1", direction="LEFT")
+    assert [pair(x) if isinstance(x, list) else x for x in p.execute()] == [None, None, None, None, None]
+
+
+def test_push_and_pop_inside_multi_serves_nobody(r):
+    b = Blocker(r.proto, "BLPOP", "mk", "0.5")
+    wait_blocked(r, 1)
+    p = r.pipeline(transaction=True)
+    p.rpush("mk", "x")
+    p.lpop("mk")
+    assert p.execute() == [1, "x"]
+    assert b.join() is None  # timed out: the list was empty again after EXEC
+    b = Blocker(r.proto, "BLPOP", "mk", "0")
+    wait_blocked(r, 1)
+    p = r.pipeline(transaction=True)
+    p.rpush("mk", "x", "y")
+    p.lpop("mk")
+    p.llen("mk")
+    assert p.execute() == [2, "x", 1]
+    assert pair(b.join()) == ("mk", "y")  # served after the whole EXEC
+
+
+def test_blmove_woken_and_chained(r):
+    mover = Blocker(r.proto, "BLMOVE", "src", "mid", "RIGHT", "LEFT", "0")
+    wait_blocked(r, 1)
+    popper = Blocker(r.proto, "BRPOPLPUSH", "mid", "dst", "0")
+    wait_blocked(r, 2)
+    r.lpush("src", "hop")
+    assert mover.join() == "hop"
+    assert popper.join() == "hop"
+    assert r.lrange("dst", 0, -1) == ["hop"]
+    assert r.exists("src", "mid") == 0
+
+
+def test_blmpop_woken(r):
+    b = Blocker(r.proto, "BLMPOP", "0", "2", "x1", "x2", "RIGHT", "COUNT", "2")
+    wait_blocked(r, 1)
+    r.rpush("x2", "1", "2", "3")
+    assert b.join() == ["x2", ["3", "2"]]
+    assert r.lrange("x2", 0, -1) == ["1"]
+
+
+def test_blocked_on_key_of_other_type(r):
+    b = Blocker(r.proto, "BLPOP", "w", "0")
+    wait_blocked(r, 1)
+    r.set("w", "string")
+    time.sleep(0.1)
+    assert blocked_clients(r) == 1  # still waiting (Redis 7.0)
+    r.delete("w")
+    r.rpush("w", "v")
+    assert pair(b.join()) == ("w", "v")
+    # BLMOVE onto a destination of another type fails when served.
+    r.set("dst", "string")
+    b = Blocker(r.proto, "BLMOVE", "src", "dst", "LEFT", "RIGHT", "0")
+    wait_blocked(r, 1)
+    r.rpush("src", "e")
+    b.join()
+    assert "WRONGTYPE" in str(b.error)
+    assert r.lrange("src", 0, -1) == ["e"]
+
+
+def test_disconnect_while_blocked():
+    _flushall()
+    r = make_client()
+    try:
+        c = Raw()
+        c.send(Raw.encode("BLPOP", "gone", "0"))
+        wait_blocked(r, 1)
+        c.close()
+        wait_blocked(r, 0)
+        r.rpush("gone", "v")
+        assert r.lrange("gone", 0, -1) == ["v"]  # nobody took it
+    finally:
+        r.close()
+
+
+def test_blocked_client_pipeline_runs_after_it_is_served():
+    _flushall()
+    r = make_client()
+    c = Raw()
+    try:
+        c.send(Raw.encode("PING") + Raw.encode("BLPOP", "pp", "0") + Raw.encode("ECHO", "after"))
+        assert c.read() == ("+", "PONG")  # answered before the block
+        wait_blocked(r, 1)
+        r.rpush("pp", "v")
+        assert c.read() == ("*", [("$", b"pp"), ("$", b"v")])
+        assert c.read() == ("$", b"after")
+    finally:
+        c.close()
+        r.close()
+
+
+def test_client_unblock(r):
+    b = Blocker(r.proto, "BLPOP", "u", "0")
+    wait_blocked(r, 1)
+    cid = None
+    for line in r.client_list():
+        if "b" in line["flags"] and line["cmd"] == "blpop":
+            cid = int(line["id"])
+    assert cid is not None
+    assert r.client_unblock(cid) is True
+    assert b.join() is None
+    b = Blocker(r.proto, "BLPOP", "u", "0")
+    wait_blocked(r, 1)
+    cid = [int(x["id"]) for x in r.client_list() if "b" in x["flags"]][0]
+    assert r.client_unblock(cid, error=True) is True
+    b.join()
+    assert str(b.error) == "UNBLOCKED client unblocked via CLIENT UNBLOCK"
+    assert r.client_unblock(cid) is False
+    assert r.client_unblock(999999) is False
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "UNBLOCK", "1", "FOO")
+    assert err(e) == "CLIENT UNBLOCK reason should be TIMEOUT or ERROR"
+
+
+# --------------------------------------------------------------------------
+# pub/sub
+# --------------------------------------------------------------------------
+
+
+def next_message(p, timeout=5.0):
+    """The next pub/sub message (subscription confirmations included)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = p.get_message(timeout=0.1)
+        if m is not None:
+            return m
+    raise AssertionError("no pub/sub message")
+
+
+def test_pubsub_channels_and_patterns(r):
+    p = r.pubsub()
+    try:
+        p.subscribe("news", "sport")
+        assert next_message(p) == {"type": "subscribe", "pattern": None, "channel": "news", "data": 1}
+        assert next_message(p) == {"type": "subscribe", "pattern": None, "channel": "sport", "data": 2}
+        p.psubscribe("n?ws*")
+        assert next_message(p) == {"type": "psubscribe", "pattern": None, "channel": "n?ws*", "data": 3}
+        assert r.publish("news", "hello") == 2  # the channel and the pattern
+        got = [next_message(p), next_message(p)]
+        assert {"type": "message", "pattern": None, "channel": "news", "data": "hello"} in got
+        assert {"type": "pmessage", "pattern": "n?ws*", "channel": "news", "data": "hello"} in got
+        assert r.publish("newsroom", "x") == 1
+        assert next_message(p) == {"type": "pmessage", "pattern": "n?ws*", "channel": "newsroom", "data": "x"}
+        assert r.publish("nobody", "x") == 0
+        assert sorted(r.pubsub_channels()) == ["news", "sport"]
+        assert r.pubsub_channels("s*") == ["sport"]
+        assert r.pubsub_numsub("news", "nobody") == [("news", 1), ("nobody", 0)]
+        assert r.pubsub_numpat() == 1
+        stats = r.info("stats")
+        assert stats["pubsub_channels"] == 2 and stats["pubsub_patterns"] == 1
+        p.unsubscribe("sport")
+        assert next_message(p) == {"type": "unsubscribe", "pattern": None, "channel": "sport", "data": 2}
+        p.punsubscribe()
+        assert next_message(p) == {"type": "punsubscribe", "pattern": None, "channel": "n?ws*", "data": 1}
+        assert r.pubsub_numpat() == 0
+    finally:
+        p.close()
+
+
+def test_pubsub_message_order(r):
+    p = r.pubsub()
+    try:
+        p.subscribe("seq")
+        next_message(p)
+        for i in range(200):
+            r.publish("seq", str(i))
+        assert [next_message(p)["data"] for _ in range(200)] == [str(i) for i in range(200)]
+    finally:
+        p.close()
+
+
+def test_pubsub_binary_and_publish_in_multi(rb):
+    p = rb.pubsub()
+    try:
+        p.subscribe(b"bin\x00ch")
+        next_message(p)
+        tx = rb.pipeline(transaction=True)
+        tx.set("k", "v")
+        tx.publish(b"bin\x00ch", b"\x00\xff\r\n")
+        assert tx.execute() == [True, 1]
+        m = next_message(p)
+        assert m["channel"] == b"bin\x00ch" and m["data"] == b"\x00\xff\r\n"
+    finally:
+        p.close()
+
+
+def test_subscribed_resp2_rules():
+    _flushall()
+    c = Raw()
+    try:
+        assert c.cmd("SUBSCRIBE", "a", "b") == (
+            "*",
+            [("$", b"subscribe"), ("$", b"a"), (":", 1)],
+        )
+        assert c.read() == ("*", [("$", b"subscribe"), ("$", b"b"), (":", 2)])
+        assert c.cmd("GET", "x") == (
+            "-",
+            "ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+        )
+        assert c.cmd("PING") == ("*", [("$", b"pong"), ("$", b"")])
+        assert c.cmd("PING", "hi") == ("*", [("$", b"pong"), ("$", b"hi")])
+        assert c.cmd("PSUBSCRIBE", "p*") == ("*", [("$", b"psubscribe"), ("$", b"p*"), (":", 3)])
+        assert c.cmd("PUNSUBSCRIBE", "zz") == ("*", [("$", b"punsubscribe"), ("$", b"zz"), (":", 3)])
+        assert c.cmd("UNSUBSCRIBE", "a", "b") == ("*", [("$", b"unsubscribe"), ("$", b"a"), (":", 2)])
+        assert c.read() == ("*", [("$", b"unsubscribe"), ("$", b"b"), (":", 1)])
+        assert c.cmd("PUNSUBSCRIBE") == ("*", [("$", b"punsubscribe"), ("$", b"p*"), (":", 0)])
+        # Out of subscribed mode: everything works again.
+        assert c.cmd("PING") == ("+", "PONG")
+        assert c.cmd("UNSUBSCRIBE") == ("*", [("$", b"unsubscribe"), ("$", None), (":", 0)])
+        assert c.cmd("SUBSCRIBE", "a") == ("*", [("$", b"subscribe"), ("$", b"a"), (":", 1)])
+        assert c.cmd("RESET") == ("+", "RESET")
+        assert c.cmd("GET", "x") == ("$", None)
+    finally:
+        c.close()
+    r = make_client()
+    try:
+        assert r.pubsub_numsub("a") == [("a", 0)]  # RESET dropped it
+    finally:
+        r.close()
+
+
+def test_subscribed_resp3_push_frames():
+    _flushall()
+    c = Raw()
+    pub = make_client()
+    try:
+        assert c.cmd("HELLO", "3")[0] == "%"
+        assert c.cmd("SUBSCRIBE", "ch") == (">", [("$", b"subscribe"), ("$", b"ch"), (":", 1)])
+        # Other commands stay allowed in RESP3.
+        assert c.cmd("SET", "k", "v") == ("+", "OK")
+        assert c.cmd("PING") == ("+", "PONG")
+        assert pub.publish("ch", "m1") == 1
+        assert c.read() == (">", [("$", b"message"), ("$", b"ch"), ("$", b"m1")])
+        # Publishing to itself: the message comes before the reply.
+        c.send(Raw.encode("PUBLISH", "ch", "self"))
+        assert c.read() == (">", [("$", b"message"), ("$", b"ch"), ("$", b"self")])
+        assert c.read() == (":", 1)
+        assert c.cmd("UNSUBSCRIBE") == (">", [("$", b"unsubscribe"), ("$", b"ch"), (":", 0)])
+    finally:
+        c.close()
+        pub.close()
+
+
+def test_pubsub_errors(r):
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("PUBSUB", "FOO")
+    assert err(e) == "unknown subcommand 'FOO'. Try PUBSUB HELP."
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("PUBSUB", "NUMPAT", "x")
+    assert err(e) == "wrong number of arguments for 'pubsub|numpat' command"
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("PUBLISH", "a")
+    assert err(e) == "wrong number of arguments for 'publish' command"
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("SUBSCRIBE")
+    assert err(e) == "wrong number of arguments for 'subscribe' command"
+    assert r.pubsub_channels() == []
+    assert r.pubsub_numsub() == []
+
+
+def test_pubsub_disconnect_cleans_up():
+    _flushall()
+    r = make_client()
+    try:
+        c = Raw()
+        c.cmd("SUBSCRIBE", "gone")
+        c.cmd("PSUBSCRIBE", "go*")
+        assert r.pubsub_numsub("gone") == [("gone", 1)]
+        c.close()
+        deadline = time.time() + 5
+        while r.pubsub_numsub("gone") != [("gone", 0)] and time.time() < deadline:
+            time.sleep(0.01)
+        assert r.pubsub_numsub("gone") == [("gone", 0)]
+        assert r.pubsub_numpat() == 0
+        assert r.publish("gone", "x") == 0
+    finally:
+        r.close()
+
+
+def test_slow_subscriber_is_disconnected():
+    """A subscriber that does not read is closed past the pub/sub output
+    buffer hard limit (32 MB), as Redis's client-output-buffer-limit does."""
+    _flushall()
+    r = make_client()
+    sub = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sub.connect((HOST, PORT))
+    try:
+        if PASSWORD:
+            sub.sendall(Raw.encode("AUTH", PASSWORD))
+        sub.sendall(Raw.encode("SUBSCRIBE", "slow"))
+        deadline = time.time() + 5
+        while r.pubsub_numsub("slow") != [("slow", 1)] and time.time() < deadline:
+            time.sleep(0.01)
+        msg = b"x" * (1 << 20)
+        delivered = 0
+        for _ in range(200):
+            n = r.publish("slow", msg)
+            if n == 0:
+                break
+            delivered += 1
+        assert 8 <= delivered < 100, delivered
+        assert r.pubsub_numsub("slow") == [("slow", 0)]
+    finally:
+        sub.close()
+        r.close()

@@ -1,8 +1,34 @@
 //! One connection's server-side state.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Notify;
+
+use crate::blocking::{BlockReq, Blocked};
+
+/// What the executor and a connection task share about the connection.
+#[derive(Debug, Default)]
+pub struct ConnShared {
+    /// Bytes handed to the connection and not yet written to its socket.
+    pub pending: AtomicUsize,
+    /// The client waits in a blocking command: the connection keeps
+    /// reading, only to notice a disconnect.
+    pub blocked: AtomicBool,
+    /// Closes the connection at once, dropping what it has not written
+    /// (output buffer limits).
+    pub kill: Notify,
+}
+
+impl ConnShared {
+    /// Bytes not yet written.
+    pub fn pending(&self) -> usize {
+        self.pending.load(Ordering::Relaxed)
+    }
+}
 
 /// What the executor sends a connection.
 #[derive(Debug)]
@@ -55,6 +81,24 @@ pub struct Client {
     pub out: UnboundedSender<Out>,
     /// Close the connection once this batch's replies are written.
     pub close: bool,
+    /// Shared with the connection task.
+    pub conn: Arc<ConnShared>,
+    /// SUBSCRIBEd channels.
+    pub channels: HashSet<Vec<u8>>,
+    /// PSUBSCRIBEd patterns.
+    pub patterns: HashSet<Vec<u8>>,
+    /// Pub/sub messages for this client produced while it runs a command
+    /// (it published to itself); they go out before that command's reply.
+    pub pushbuf: Vec<u8>,
+    /// Since when the output buffer has been over the pub/sub soft limit.
+    pub soft_limit_since: Option<Instant>,
+    /// Blocking commands may not block (inside EXEC, in-process sessions):
+    /// they answer as if their timeout had passed.
+    pub no_block: bool,
+    /// Set by a blocking command that found nothing: the executor blocks the client.
+    pub block_req: Option<BlockReq>,
+    /// The blocking command this client waits in, if any.
+    pub blocked: Option<Box<Blocked>>,
 }
 
 impl Client {
@@ -78,7 +122,20 @@ impl Client {
             last_cmd: "NULL",
             out,
             close: false,
+            conn: Arc::new(ConnShared::default()),
+            channels: HashSet::new(),
+            patterns: HashSet::new(),
+            pushbuf: Vec::new(),
+            soft_limit_since: None,
+            no_block: false,
+            block_req: None,
+            blocked: None,
         }
+    }
+
+    /// Channels plus patterns subscribed (what (P)SUBSCRIBE replies count).
+    pub fn subscriptions(&self) -> usize {
+        self.channels.len() + self.patterns.len()
     }
 
     /// The line CLIENT LIST and CLIENT INFO print.
@@ -90,18 +147,27 @@ impl Client {
         if self.monitor {
             flags.push('O');
         }
+        if self.blocked.is_some() {
+            flags.push('b');
+        }
+        if self.subscriptions() > 0 {
+            flags.push('P');
+        }
         if flags.is_empty() {
             flags.push('N');
         }
         let age = self.since.elapsed().as_secs();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub=0 psub=0 ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
             self.name.as_deref().unwrap_or(""),
             self.db,
+            self.channels.len(),
+            self.patterns.len(),
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
+            self.conn.pending(),
             self.last_cmd,
             self.proto,
             self.lib.0.as_deref().unwrap_or(""),

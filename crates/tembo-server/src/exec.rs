@@ -13,7 +13,7 @@
 //! requests run again one command per commit, so that only the commands
 //! whose own writes cannot be stored get an error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -52,6 +52,9 @@ pub enum Msg {
     /// SIGTERM or SIGINT: shut down cleanly.
     Shutdown,
 }
+
+/// Requests of one client, each a list of arguments.
+type Requests = Vec<Vec<Vec<u8>>>;
 
 /// Everything the executor owns.
 #[derive(Debug)]
@@ -94,6 +97,19 @@ pub struct State {
     pub shutdown: bool,
     /// Unix seconds of the last commit (LASTSAVE).
     pub last_commit: u64,
+    /// Pub/sub subscriptions by channel and pattern.
+    pub pubsub: crate::pubsub::Index,
+    /// Clients blocked in BLPOP and friends.
+    pub blocking: crate::blocking::Registry,
+    /// What goes to the clients once the current group commits, in the
+    /// order it was produced (replies and pub/sub messages).
+    pub outbox: Vec<(u64, Out)>,
+    /// Clients the group unblocked: (id, encoded reply of the blocking
+    /// command, requests they pipelined after it, still to run).
+    resume: VecDeque<(u64, Vec<u8>, Requests)>,
+    /// Clients as they were before the current group changed them, restored
+    /// if its commit fails.
+    saved: HashMap<u64, Client>,
 }
 
 /// One command's view: the state and the client running it.
@@ -148,6 +164,11 @@ impl State {
             run_id: (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect(),
             config_file: String::new(),
             last_commit: now_ms() / 1000,
+            pubsub: Default::default(),
+            blocking: Default::default(),
+            outbox: Vec::new(),
+            resume: VecDeque::new(),
+            saved: HashMap::new(),
         };
         st.check_layout()?;
         st.load_gens()?;
@@ -233,12 +254,14 @@ impl State {
     pub async fn run(mut self, mut inbox: UnboundedReceiver<Msg>) -> Arc<Db> {
         let mut next_cron = Instant::now() + CRON_EVERY;
         loop {
+            // Wake for the cron, or for the first blocked client's timeout.
+            let wake = self.blocking.next_deadline().map_or(next_cron, |d| d.min(next_cron));
             let first = tokio::select! {
                 m = inbox.recv() => match m {
                     Some(m) => Some(m),
                     None => break,
                 },
-                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(next_cron)) => None,
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => None,
             };
             if let Some(first) = first {
                 // Let every connection whose input is ready parse it and queue
@@ -252,6 +275,8 @@ impl State {
                     }
                 }
                 self.run_group(group);
+            } else if self.blocking.next_deadline().is_some_and(|d| d <= Instant::now()) {
+                self.run_group(Vec::new());
             }
             if Instant::now() >= next_cron {
                 self.cron();
@@ -271,14 +296,10 @@ impl State {
     }
 
     fn run_group(&mut self, group: Vec<Msg>) {
-        let saved: Vec<Client> = group
-            .iter()
-            .filter_map(|m| match m {
-                Msg::Requests { id, .. } => self.clients.get(id).cloned(),
-                _ => None,
-            })
-            .collect();
-        let mut outputs = Vec::new();
+        // Filled as clients are first changed (`process`, `unblock`, `serve_ready`).
+        self.saved.clear();
+        self.expire_blocked();
+        let mut requests = 0;
         for msg in &group {
             match msg {
                 Msg::Connect(c) => {
@@ -289,27 +310,137 @@ impl State {
                 }
                 Msg::Disconnect(id) => self.disconnect(*id),
                 Msg::Shutdown => self.shutdown = true,
-                Msg::Requests { id, reqs } => outputs.push(self.process(*id, reqs, false)),
-            }
-        }
-        if let Err(e) = self.commit() {
-            log::warn!("group commit of {} requests failed ({e}); running them one command per commit", outputs.len());
-            self.discard();
-            for c in saved {
-                if let Some(slot) = self.clients.get_mut(&c.id) {
-                    *slot = c;
+                Msg::Requests { id, reqs } => {
+                    requests += 1;
+                    self.process(*id, reqs, Vec::new(), false);
                 }
             }
-            outputs.clear();
+        }
+        self.drain_resume(false);
+        if let Err(e) = self.commit() {
+            log::warn!("group commit of {requests} requests failed ({e}); running them one command per commit");
+            self.rollback();
+            self.expire_blocked();
             for msg in &group {
                 if let Msg::Requests { id, reqs } = msg {
-                    outputs.push(self.process(*id, reqs, true));
+                    self.process(*id, reqs, Vec::new(), true);
                 }
             }
+            self.drain_resume(true);
         }
-        for (id, bytes, close) in outputs {
-            if let Some(c) = self.clients.get(&id) {
-                let _ = c.out.send(Out::Replies { bytes, close });
+        self.flush_outbox();
+    }
+
+    /// Undoes what the current group did to the clients and the executor's
+    /// state, after its commit failed.
+    fn rollback(&mut self) {
+        self.discard();
+        for (id, c) in std::mem::take(&mut self.saved) {
+            if let Some(slot) = self.clients.get_mut(&id) {
+                *slot = c;
+            }
+        }
+        self.outbox.clear();
+        self.resume.clear();
+        for c in self.clients.values_mut() {
+            c.pushbuf.clear();
+            c.block_req = None;
+            c.conn.blocked.store(c.blocked.is_some(), std::sync::atomic::Ordering::Relaxed);
+        }
+        self.pubsub.rebuild(self.clients.values());
+        self.blocking.rebuild(self.clients.iter().filter_map(|(id, c)| c.blocked.as_deref().map(|b| (*id, b))));
+    }
+
+    /// Sends what the group produced, in order, now that it is committed;
+    /// disconnects subscribers past the pub/sub output-buffer limits.
+    fn flush_outbox(&mut self) {
+        let now = Instant::now();
+        for (id, out) in std::mem::take(&mut self.outbox) {
+            let Some(c) = self.clients.get_mut(&id) else { continue };
+            let len = match &out {
+                Out::Replies { bytes, .. } | Out::Push(bytes) => bytes.len(),
+            };
+            let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
+            let _ = c.out.send(out);
+            if c.subscriptions() > 0 && crate::pubsub::over_limit(c, pending, now) {
+                log::warn!(
+                    "Client id={} addr={} closed for overcoming of output buffer limits (pubsub: {pending} bytes not read)",
+                    c.id,
+                    c.addr
+                );
+                c.conn.kill.notify_one();
+                self.disconnect(id);
+            }
+        }
+    }
+
+    /// Runs the pipelined requests of the clients served out of a blocking command.
+    fn drain_resume(&mut self, commit_each: bool) {
+        while let Some((id, out, rest)) = self.resume.pop_front() {
+            self.process(id, &rest, out, commit_each);
+        }
+    }
+
+    /// Answers the blocked clients whose timeout has passed.
+    fn expire_blocked(&mut self) {
+        if self.blocking.is_empty() {
+            return;
+        }
+        for id in self.blocking.expired(Instant::now()) {
+            self.unblock(id, Reply::NilArray);
+        }
+    }
+
+    /// Ends client `id`'s wait with `reply` (a timeout, CLIENT UNBLOCK);
+    /// false if it is not blocked.
+    pub fn unblock(&mut self, id: u64, reply: Reply) -> bool {
+        let Some(c) = self.clients.get_mut(&id) else { return false };
+        let Some(b) = c.blocked.take() else { return false };
+        self.saved.entry(id).or_insert_with(|| {
+            let mut before = c.clone();
+            before.blocked = Some(b.clone());
+            before
+        });
+        self.blocking.remove(id, &b);
+        c.conn.blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+        let mut out = Vec::new();
+        reply.encode(c.proto, &mut out);
+        self.resume.push_back((id, out, b.rest));
+        true
+    }
+
+    /// Serves the clients blocked on the keys the last command made ready:
+    /// per key, first blocked first served, while the list has elements.
+    fn serve_ready(&mut self, commit_each: bool) {
+        while let Some((db, key)) = self.blocking.take_ready() {
+            for id in self.blocking.waiting(db, &key) {
+                let Some(mut c) = self.clients.remove(&id) else { continue };
+                let Some(b) = c.blocked.take() else {
+                    self.clients.insert(id, c);
+                    continue;
+                };
+                let Some(mut reply) = cmd::blpop::serve(self, &mut c, &key, &b.op) else {
+                    // Nothing (more) to pop: this client and the ones after it wait on.
+                    c.blocked = Some(b);
+                    self.clients.insert(id, c);
+                    break;
+                };
+                self.saved.entry(id).or_insert_with(|| {
+                    let mut before = c.clone();
+                    before.blocked = Some(b.clone());
+                    before
+                });
+                self.blocking.remove(id, &b);
+                c.conn.blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+                if commit_each {
+                    if let Err(failed) = self.commit_or_discard() {
+                        reply = failed;
+                    }
+                }
+                let mut out = Vec::new();
+                reply.encode(c.proto, &mut out);
+                self.clients.insert(id, c);
+                self.resume.push_back((id, out, b.rest));
             }
         }
     }
@@ -317,6 +448,10 @@ impl State {
     fn disconnect(&mut self, id: u64) {
         if let Some(mut c) = self.clients.remove(&id) {
             self.unwatch(&mut c);
+            self.pubsub.remove_client(&c);
+            if let Some(b) = c.blocked.take() {
+                self.blocking.remove(id, &b);
+            }
         }
         self.monitors.retain(|&m| m != id);
     }
@@ -334,11 +469,21 @@ impl State {
         c.watch_dirty = false;
     }
 
-    /// Runs one client's requests; returns (id, encoded replies, close).
-    fn process(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], commit_each: bool) -> (u64, Vec<u8>, bool) {
-        let Some(mut client) = self.clients.remove(&id) else { return (id, Vec::new(), true) };
-        let mut out = Vec::new();
-        for args in reqs {
+    /// Runs one client's requests after `out` (replies already encoded) and
+    /// queues the replies in the outbox; if a request blocks, the client
+    /// waits with the rest of them.
+    fn process(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], mut out: Vec<u8>, commit_each: bool) {
+        let Some(mut client) = self.clients.remove(&id) else { return };
+        // Also covers a client that connected within this group.
+        self.saved.entry(id).or_insert_with(|| client.clone());
+        if let Some(b) = client.blocked.as_mut() {
+            // A blocked client's connection sends nothing until it is
+            // served; should requests come anyway, they wait their turn.
+            b.rest.extend(reqs.iter().cloned());
+            self.clients.insert(id, client);
+            return;
+        }
+        for (i, args) in reqs.iter().enumerate() {
             if args.is_empty() {
                 continue;
             }
@@ -348,19 +493,41 @@ impl State {
                 client.close = true;
                 break;
             }
+            if let Some(req) = client.block_req.take() {
+                let b = self.blocking.block(id, client.db, req, reqs[i + 1..].to_vec(), Instant::now());
+                client.blocked = Some(Box::new(b));
+                client.conn.blocked.store(true, std::sync::atomic::Ordering::Relaxed);
+                out.append(&mut client.pushbuf);
+                // The replies before the blocking command go now (after the
+                // commit); even none wakes the connection, which then reads
+                // on to notice a disconnect.
+                self.outbox.push((id, Out::Push(out)));
+                self.clients.insert(id, client);
+                return;
+            }
             if commit_each {
                 if let Err(failed) = self.commit_or_discard() {
                     reply = failed;
                 }
             }
+            out.append(&mut client.pushbuf);
             reply.encode(client.proto, &mut out);
             if client.close || self.shutdown {
                 break;
             }
+            if self.blocking.has_ready() {
+                // Serve the clients this command unblocked before anything else runs.
+                self.clients.insert(id, client);
+                self.serve_ready(commit_each);
+                match self.clients.remove(&id) {
+                    Some(c) => client = c,
+                    None => return,
+                }
+            }
         }
         let close = client.close;
         self.clients.insert(id, client);
-        (id, out, close)
+        self.outbox.push((id, Out::Replies { bytes: out, close }));
     }
 
     /// Commits the pending writes and the key counts that go with them.

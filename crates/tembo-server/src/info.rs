@@ -84,7 +84,7 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
         "clients" => {
             kv("connected_clients", &(st.clients.len() + 1));
             kv("maxclients", &st.shared.maxclients());
-            kv("blocked_clients", &0);
+            kv("blocked_clients", &st.blocking.len());
         }
         "memory" => {
             let pool = st.store.db().pool();
@@ -132,6 +132,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("total_connections_received", &st.stats.connections);
             kv("total_commands_processed", &st.stats.commands);
             kv("expired_keys", &st.stats.expired_keys);
+            kv("pubsub_channels", &st.pubsub.channel_count());
+            kv("pubsub_patterns", &st.pubsub.pattern_count());
             kv("evicted_keys", &0);
             kv("keyspace_hits", &st.stats.hits);
             kv("keyspace_misses", &st.stats.misses);

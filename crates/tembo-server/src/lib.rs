@@ -25,12 +25,13 @@
 //!   error reply) and loses nothing acknowledged.
 //!
 //! ## What it does not do (yet)
-//! Pub/sub, blocking list commands, scripting, streams, replication,
-//! cluster, ACL users other than `default`.
+//! Scripting, streams, sharded pub/sub, replication, cluster, ACL users
+//! other than `default`.
 
 #![forbid(unsafe_code)]
 
 mod background;
+mod blocking;
 mod client;
 mod cmd;
 mod config;
@@ -40,6 +41,7 @@ mod exec;
 mod info;
 mod keyspace;
 mod net;
+mod pubsub;
 pub mod resp;
 mod session;
 mod size;

@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender as Sender};
 
-use crate::client::{Client, Out};
+use crate::client::{Client, ConnShared, Out};
 use crate::exec::Msg;
 use crate::resp::{self, ParseLimits, Reply};
 
@@ -104,11 +104,62 @@ fn protocol_error(e: &dyn std::fmt::Display) -> Vec<u8> {
     out
 }
 
+/// Parses every complete request in `buf` (removing them); a malformed or
+/// oversized one ends the list and gives the error to answer with.
+fn parse_requests(
+    buf: &mut Vec<u8>,
+    shared: &Shared,
+    id: u64,
+    peer: SocketAddr,
+) -> (Vec<Vec<Vec<u8>>>, Option<Vec<u8>>) {
+    let limits = ParseLimits { max_bulk: shared.max_bulk() };
+    let mut reqs = Vec::new();
+    let mut fatal = None;
+    let mut used = 0;
+    loop {
+        match resp::parse(&buf[used..], &limits) {
+            Ok(Some((args, n))) => {
+                used += n;
+                if !args.is_empty() {
+                    reqs.push(args);
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                fatal = Some(protocol_error(&e));
+                break;
+            }
+        }
+    }
+    buf.drain(..used);
+    if fatal.is_none() && buf.len() > shared.query_limit() {
+        log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
+        fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
+    }
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(buf.len().clamp(16 * 1024, 1 << 20));
+    }
+    (reqs, fatal)
+}
+
+/// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
+async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared) -> bool {
+    let ok = tokio::select! {
+        r = wr.write_all(bytes) => r.is_ok(),
+        _ = conn.kill.notified() => false,
+    };
+    let n = bytes.len();
+    let _ = conn.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
+    ok
+}
+
 async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<Msg>, shared: &Shared) {
     let _ = sock.set_nodelay(true);
     let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let (tx, mut rx) = unbounded_channel();
-    if inbox.send(Msg::Connect(Box::new(Client::new(id, peer.to_string(), local, false, tx)))).is_err() {
+    let client = Client::new(id, peer.to_string(), local, false, tx);
+    let conn = client.conn.clone();
+    if inbox.send(Msg::Connect(Box::new(client))).is_err() {
         return;
     }
     let (mut rd, mut wr) = sock.into_split();
@@ -116,45 +167,33 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
     let mut waiting = false;
     let mut fatal: Option<Vec<u8>> = None;
     loop {
+        // While its replies are pending a client is not read, so that its
+        // unanswered input stays bounded; a client blocked in BLPOP & co. is,
+        // to notice at once that it went away.
+        let reading = fatal.is_none() && (!waiting || conn.blocked.load(Ordering::Relaxed));
         tokio::select! {
-            r = rd.read_buf(&mut buf), if !waiting && fatal.is_none() => {
+            r = rd.read_buf(&mut buf), if reading => {
                 match r {
                     Ok(0) | Err(_) => return,
                     Ok(_) => {}
                 }
-                let limits = ParseLimits { max_bulk: shared.max_bulk() };
-                let mut reqs = Vec::new();
-                let mut used = 0;
-                loop {
-                    match resp::parse(&buf[used..], &limits) {
-                        Ok(Some((args, n))) => {
-                            used += n;
-                            if !args.is_empty() {
-                                reqs.push(args);
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            fatal = Some(protocol_error(&e));
-                            break;
-                        }
+                if waiting {
+                    // Kept for when the blocking command is answered.
+                    if buf.len() > shared.query_limit() {
+                        log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
+                        fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
                     }
+                    continue;
                 }
-                buf.drain(..used);
-                if fatal.is_none() && buf.len() > shared.query_limit() {
-                    log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
-                    fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
-                }
-                if buf.capacity() - buf.len() < 4096 {
-                    buf.reserve(buf.len().clamp(16 * 1024, 1 << 20));
-                }
+                let (reqs, err) = parse_requests(&mut buf, shared, id, peer);
+                fatal = err;
                 if !reqs.is_empty() {
                     if inbox.send(Msg::Requests { id, reqs }).is_err() {
                         return;
                     }
                     waiting = true;
                 } else if let Some(err) = fatal.take() {
-                    let _ = wr.write_all(&err).await;
+                    let _ = write_out(&mut wr, &err, &conn).await;
                     return;
                 }
             }
@@ -162,22 +201,37 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                 match out {
                     None => return,
                     Some(Out::Push(bytes)) => {
-                        if wr.write_all(&bytes).await.is_err() {
+                        if !write_out(&mut wr, &bytes, &conn).await {
                             return;
                         }
                     }
                     Some(Out::Replies { bytes, close }) => {
-                        if wr.write_all(&bytes).await.is_err() || close {
+                        if !write_out(&mut wr, &bytes, &conn).await || close {
                             return;
                         }
                         waiting = false;
                         if let Some(err) = fatal.take() {
-                            let _ = wr.write_all(&err).await;
+                            let _ = write_out(&mut wr, &err, &conn).await;
                             return;
+                        }
+                        if !buf.is_empty() {
+                            // Input that came while the client was blocked.
+                            let (reqs, err) = parse_requests(&mut buf, shared, id, peer);
+                            fatal = err;
+                            if !reqs.is_empty() {
+                                if inbox.send(Msg::Requests { id, reqs }).is_err() {
+                                    return;
+                                }
+                                waiting = true;
+                            } else if let Some(err) = fatal.take() {
+                                let _ = write_out(&mut wr, &err, &conn).await;
+                                return;
+                            }
                         }
                     }
                 }
             }
+            _ = conn.kill.notified() => return,
         }
     }
 }

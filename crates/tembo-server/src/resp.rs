@@ -242,6 +242,11 @@ pub enum Reply {
     Bool(bool),
     /// RESP3 `=len\r\ntxt:…`; RESP2 a bulk string.
     Verbatim(String),
+    /// RESP3 `>n` (out-of-band data: pub/sub messages); RESP2 an array.
+    Push(Vec<Reply>),
+    /// Several replies back to back for one command (SUBSCRIBE a b answers
+    /// once per channel).
+    Many(Vec<Reply>),
 }
 
 impl Reply {
@@ -317,6 +322,11 @@ impl Reply {
                 bulk(out, b'=', &body);
             }
             Reply::Verbatim(s) => bulk(out, b'$', s.as_bytes()),
+            Reply::Push(items) => {
+                agg(out, if resp3 { b'>' } else { b'*' }, items.len());
+                items.iter().for_each(|r| r.encode(proto, out));
+            }
+            Reply::Many(replies) => replies.iter().for_each(|r| r.encode(proto, out)),
         }
     }
 }

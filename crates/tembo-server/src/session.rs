@@ -29,7 +29,10 @@ impl Session {
         let shared = Arc::new(crate::net::Shared::new(&cfg));
         let st = State::new(db, cfg, shared)?;
         let (tx, rx) = unbounded_channel();
-        let client = Client::new(1, "127.0.0.1:1".into(), "127.0.0.1:0".into(), true, tx);
+        let mut client = Client::new(1, "127.0.0.1:1".into(), "127.0.0.1:0".into(), true, tx);
+        // Nothing else runs in a session to wake a blocked client: blocking
+        // commands answer at once, as inside MULTI.
+        client.no_block = true;
         Ok(Session { st, client, _out: rx })
     }
 

@@ -39,6 +39,9 @@ enum Op {
     ZAdd(u8, i8, u8),
     ZRem(u8, u8),
     Rename(u8, u8),
+    LInsert(u8, bool, u8, u8),
+    LPos(u8, u8),
+    LMove(u8, u8, bool, bool),
     Background,
     FlushDb,
 }
@@ -62,6 +65,9 @@ fn op() -> impl Strategy<Value = Op> {
         (k.clone(), -4i8..4, f.clone()).prop_map(|(k, i, v)| Op::LSet(k, i, v)),
         (k.clone(), -3i8..4, f.clone()).prop_map(|(k, s, m)| Op::ZAdd(k, s, m)),
         (k.clone(), f.clone()).prop_map(|(k, m)| Op::ZRem(k, m)),
+        (k.clone(), any::<bool>(), f.clone(), f.clone()).prop_map(|(k, a, p, v)| Op::LInsert(k, a, p, v)),
+        (k.clone(), f.clone()).prop_map(|(k, v)| Op::LPos(k, v)),
+        (k.clone(), k.clone(), any::<bool>(), any::<bool>()).prop_map(|(a, b, l, r)| Op::LMove(a, b, l, r)),
         (k.clone(), k).prop_map(|(a, b)| Op::Rename(a, b)),
         Just(Op::Background),
         Just(Op::FlushDb),
@@ -188,6 +194,32 @@ fn apply(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
                 }
             }
         }
+        Op::LMove(a, b, from_left, to_left) => {
+            let side = |l: bool| if l { "LEFT" } else { "RIGHT" };
+            let r = s.call(&["LMOVE", &name(a), &name(b), side(from_left), side(to_left)]);
+            let is_list = |v: Option<&Val>| v.map_or(true, |v| matches!(v, Val::List(_)));
+            let want = match model.get(&key(a)) {
+                None => Reply::Nil,
+                Some(Val::List(_)) if is_list(model.get(&key(b))) => {
+                    let Some(Val::List(src)) = model.get_mut(&key(a)) else { unreachable!() };
+                    let x = if from_left { src.pop_front() } else { src.pop_back() }.unwrap();
+                    if src.is_empty() {
+                        model.remove(&key(a));
+                    }
+                    let Val::List(dst) = model.entry(key(b)).or_insert_with(|| Val::List(VecDeque::new())) else {
+                        unreachable!()
+                    };
+                    if to_left {
+                        dst.push_front(x.clone());
+                    } else {
+                        dst.push_back(x.clone());
+                    }
+                    Reply::Bulk(x)
+                }
+                Some(_) => Reply::Error(WRONGTYPE.into()),
+            };
+            assert_eq!(r, want, "LMOVE {a} {b}");
+        }
         _ => apply_typed(s, model, op, &name, &sv),
     }
 }
@@ -211,6 +243,8 @@ fn apply_typed(
         | Op::LRem(k, ..)
         | Op::LTrim(k, ..)
         | Op::LSet(k, ..)
+        | Op::LInsert(k, ..)
+        | Op::LPos(k, ..)
         | Op::ZAdd(k, ..)
         | Op::ZRem(k, ..) => k,
         _ => unreachable!(),
@@ -241,6 +275,10 @@ fn apply_typed(
         Op::LRem(_, c, v) => vec!["LREM".into(), name(k), c.to_string(), sv(v)],
         Op::LTrim(_, a, b) => vec!["LTRIM".into(), name(k), a.to_string(), b.to_string()],
         Op::LSet(_, i, v) => vec!["LSET".into(), name(k), i.to_string(), sv(v)],
+        Op::LInsert(_, after, p, v) => {
+            vec!["LINSERT".into(), name(k), if after { "AFTER" } else { "BEFORE" }.into(), sv(p), sv(v)]
+        }
+        Op::LPos(_, v) => vec!["LPOS".into(), name(k), sv(v)],
         Op::ZAdd(_, sc, m) => vec!["ZADD".into(), name(k), sc.to_string(), sv(m)],
         Op::ZRem(_, m) => vec!["ZREM".into(), name(k), sv(m)],
         _ => unreachable!(),
@@ -290,6 +328,17 @@ fn apply_typed(
                 l[idx as usize] = val(*x);
                 Reply::Simple("OK".into())
             }
+        }
+        (Op::LInsert(_, after, p, x), Val::List(l)) => match l.iter().position(|e| *e == val(*p)) {
+            _ if l.is_empty() => Reply::Int(0),
+            None => Reply::Int(-1),
+            Some(i) => {
+                l.insert(i + *after as usize, val(*x));
+                Reply::Int(l.len() as i64)
+            }
+        },
+        (Op::LPos(_, x), Val::List(l)) => {
+            l.iter().position(|e| *e == val(*x)).map_or(Reply::Nil, |i| Reply::Int(i as i64))
         }
         (Op::ZAdd(_, sc, m), Val::ZSet(z)) => Reply::Int(z.insert(val(*m), *sc as i64).is_none() as i64),
         (Op::ZRem(_, m), Val::ZSet(z)) => Reply::Int(z.remove(&val(*m)).is_some() as i64),

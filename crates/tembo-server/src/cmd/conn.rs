@@ -81,7 +81,11 @@ pub const COMMANDS: &[Spec] = &[
     },
 ];
 
-fn ping(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+fn ping(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if a.len() <= 2 && cx.client.proto == 2 && cx.client.subscriptions() > 0 {
+        // A subscribed RESP2 client gets a message-shaped pong.
+        return Ok(Reply::Array(vec![Reply::bulk("pong"), Reply::bulk(a.get(1).map_or(&[][..], |m| m))]));
+    }
     match a.len() {
         1 => Ok(Reply::Simple("PONG".into())),
         2 => Ok(Reply::bulk(&a[1])),
@@ -188,6 +192,7 @@ fn reset(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     cx.client.multi = None;
     cx.client.multi_error = false;
     cx.st.unwatch(cx.client);
+    super::pubsub::unsubscribe_all(cx);
     cx.client.db = 0;
     cx.client.proto = 2;
     cx.client.monitor = false;
@@ -233,6 +238,7 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         ("no-evict" | "no-touch", 3) => Ok(Reply::ok()),
         ("reply", 3) if is(&a[2], "on") => Ok(Reply::ok()),
         ("kill", _) => client_kill(cx, a),
+        ("unblock", 3 | 4) => super::blpop::client_unblock(cx, a),
         ("help", 2) => Ok(Reply::Array(
             [
                 "CLIENT <subcommand>",

@@ -15,11 +15,15 @@ use crate::store::StoreError;
 
 pub mod args;
 pub use server::INERT;
+pub mod blpop;
 mod conn;
 mod hashes;
 mod keys;
+mod keys_extra;
 mod lists;
+mod lists_extra;
 mod longdouble;
+pub mod pubsub;
 mod server;
 mod sets;
 mod strings;
@@ -117,7 +121,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 9] = [
+        let families: [&'static [Spec]; 13] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -127,6 +131,10 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             sets::COMMANDS,
             zsets::COMMANDS,
             txn::COMMANDS,
+            pubsub::COMMANDS,
+            blpop::COMMANDS,
+            lists_extra::COMMANDS,
+            keys_extra::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
@@ -176,6 +184,16 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
+    }
+    if client.proto == 2 && client.subscriptions() > 0 && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name) {
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        st.stats.errors += 1;
+        return Reply::Error(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
     }
     if let Some(queue) = client.multi.as_mut() {
         if !NOT_QUEUED.contains(&spec.name) {

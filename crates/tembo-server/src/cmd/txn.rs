@@ -78,11 +78,14 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::NilArray);
     }
     let mut replies = Vec::with_capacity(queue.len());
+    // Blocking commands answer at once inside a transaction, as in Redis.
+    let no_block = std::mem::replace(&mut cx.client.no_block, true);
     for args in queue {
         // Queued commands were looked up when they were queued.
         let Some(spec) = spec(&args[0]) else { continue };
         replies.push(run(cx.st, cx.client, spec, &args));
     }
+    cx.client.no_block = no_block;
     Ok(Reply::Array(replies))
 }
 

@@ -1,0 +1,262 @@
+//! Pub/Sub: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB.
+//!
+//! Messages go to subscribers in the order PUBLISH ran, after the commit of
+//! the group PUBLISH ran in (with the replies of that group), so that a
+//! subscriber never sees a message about a write that could still be lost.
+//! In RESP2 a subscribed client may only (un)subscribe, PING, QUIT and
+//! RESET (see `dispatch`); in RESP3 every command stays allowed and
+//! messages arrive as push (`>`) frames. A subscriber that does not read is
+//! disconnected past Redis's pub/sub output-buffer limits
+//! ([`crate::pubsub::HARD_LIMIT`]).
+
+use super::args::is;
+use super::{CmdError, CmdResult, Spec};
+use crate::client::Out;
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "subscribe",
+        arity: -2,
+        flags: PS,
+        keys: (0, 0, 0),
+        group: "pubsub",
+        summary: "Listens for messages published to channels.",
+        run: subscribe,
+    },
+    Spec {
+        name: "unsubscribe",
+        arity: -1,
+        flags: PS,
+        keys: (0, 0, 0),
+        group: "pubsub",
+        summary: "Stops listening to channels (all of them without arguments).",
+        run: unsubscribe,
+    },
+    Spec {
+        name: "psubscribe",
+        arity: -2,
+        flags: PS,
+        keys: (0, 0, 0),
+        group: "pubsub",
+        summary: "Listens for messages published to channels that match glob patterns.",
+        run: psubscribe,
+    },
+    Spec {
+        name: "punsubscribe",
+        arity: -1,
+        flags: PS,
+        keys: (0, 0, 0),
+        group: "pubsub",
+        summary: "Stops listening to patterns (all of them without arguments).",
+        run: punsubscribe,
+    },
+    Spec {
+        name: "publish",
+        arity: 3,
+        flags: &["pubsub", "loading", "stale", "fast", "may_replicate"],
+        keys: (0, 0, 0),
+        group: "pubsub",
+        summary: "Posts a message to a channel; returns how many clients received it.",
+        run: publish,
+    },
+    Spec {
+        name: "pubsub",
+        arity: -2,
+        flags: &["pubsub", "loading", "stale"],
+        keys: (0, 0, 0),
+        group: "pubsub",
+        summary: "PUBSUB CHANNELS [pattern] | NUMSUB [channel...] | NUMPAT | SHARDCHANNELS | SHARDNUMSUB | HELP.",
+        run: pubsub,
+    },
+];
+
+/// Commands a RESP2 client may run while subscribed.
+pub const ALLOWED_SUBSCRIBED: &[&str] =
+    &["subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ping", "quit", "reset"];
+
+/// `[kind, name, count]`: the confirmation of one (un)subscription.
+fn confirm(kind: &str, name: Option<&[u8]>, count: usize) -> Reply {
+    Reply::Push(vec![Reply::bulk(kind), name.map_or(Reply::Nil, Reply::bulk), Reply::Int(count as i64)])
+}
+
+fn subscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let mut out = Vec::with_capacity(a.len() - 1);
+    for ch in &a[1..] {
+        if cx.client.channels.insert(ch.clone()) {
+            cx.st.pubsub.subscribe(cx.client.id, ch);
+        }
+        out.push(confirm("subscribe", Some(ch), cx.client.subscriptions()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn psubscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let mut out = Vec::with_capacity(a.len() - 1);
+    for p in &a[1..] {
+        if cx.client.patterns.insert(p.clone()) {
+            cx.st.pubsub.psubscribe(cx.client.id, p);
+        }
+        out.push(confirm("psubscribe", Some(p), cx.client.subscriptions()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn unsubscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let names: Vec<Vec<u8>> = if a.len() > 1 { a[1..].to_vec() } else { cx.client.channels.iter().cloned().collect() };
+    if names.is_empty() {
+        return Ok(confirm("unsubscribe", None, cx.client.subscriptions()));
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for ch in names {
+        if cx.client.channels.remove(&ch) {
+            cx.st.pubsub.unsubscribe(cx.client.id, &ch);
+        }
+        out.push(confirm("unsubscribe", Some(&ch), cx.client.subscriptions()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn punsubscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let names: Vec<Vec<u8>> = if a.len() > 1 { a[1..].to_vec() } else { cx.client.patterns.iter().cloned().collect() };
+    if names.is_empty() {
+        return Ok(confirm("punsubscribe", None, cx.client.subscriptions()));
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for p in names {
+        if cx.client.patterns.remove(&p) {
+            cx.st.pubsub.punsubscribe(cx.client.id, &p);
+        }
+        out.push(confirm("punsubscribe", Some(&p), cx.client.subscriptions()));
+    }
+    Ok(Reply::Many(out))
+}
+
+/// Drops every subscription of the running client without replies (RESET).
+pub fn unsubscribe_all(cx: &mut Ctx) {
+    cx.st.pubsub.remove_client(cx.client);
+    cx.client.channels.clear();
+    cx.client.patterns.clear();
+}
+
+/// One message encoded once per protocol version, for many receivers.
+struct Encoded {
+    msg: Reply,
+    resp2: Option<Vec<u8>>,
+    resp3: Option<Vec<u8>>,
+}
+
+impl Encoded {
+    fn bytes(&mut self, proto: u8) -> Vec<u8> {
+        let slot = if proto >= 3 { &mut self.resp3 } else { &mut self.resp2 };
+        slot.get_or_insert_with(|| {
+            let mut b = Vec::new();
+            self.msg.encode(proto, &mut b);
+            b
+        })
+        .clone()
+    }
+}
+
+/// Queues `m` for client `id`: into the running client's own output if it
+/// publishes to itself, else into the group's outbox.
+fn deliver(cx: &mut Ctx, id: u64, m: &mut Encoded) -> bool {
+    if id == cx.client.id {
+        let b = m.bytes(cx.client.proto);
+        cx.client.pushbuf.extend_from_slice(&b);
+        return true;
+    }
+    let Some(proto) = cx.st.clients.get(&id).map(|c| c.proto) else { return false };
+    let b = m.bytes(proto);
+    cx.st.outbox.push((id, Out::Push(b)));
+    true
+}
+
+fn publish(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let (channel, message) = (&a[1], &a[2]);
+    let mut receivers = 0i64;
+    let subs = cx.st.pubsub.subscribers(channel).to_vec();
+    if !subs.is_empty() {
+        let mut m = Encoded {
+            msg: Reply::Push(vec![Reply::bulk("message"), Reply::bulk(channel), Reply::bulk(message)]),
+            resp2: None,
+            resp3: None,
+        };
+        for id in subs {
+            receivers += deliver(cx, id, &mut m) as i64;
+        }
+    }
+    for (pattern, ids) in cx.st.pubsub.matching_patterns(channel) {
+        let mut m = Encoded {
+            msg: Reply::Push(vec![
+                Reply::bulk("pmessage"),
+                Reply::bulk(&pattern),
+                Reply::bulk(channel),
+                Reply::bulk(message),
+            ]),
+            resp2: None,
+            resp3: None,
+        };
+        for id in ids {
+            receivers += deliver(cx, id, &mut m) as i64;
+        }
+    }
+    Ok(Reply::Int(receivers))
+}
+
+const HELP: &[&str] = &[
+    "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CHANNELS [<pattern>]",
+    "    Return the currently active channels matching a <pattern> (default: '*').",
+    "NUMPAT",
+    "    Return number of subscriptions to patterns.",
+    "NUMSUB [<channel> ...]",
+    "    Return the number of subscribers for the specified channels, excluding",
+    "    pattern subscriptions(default: no channels).",
+    "SHARDCHANNELS [<pattern>]",
+    "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+    "SHARDNUMSUB [<shardchannel> ...]",
+    "    Return the number of subscribers for the specified shard level channel(s)",
+    "HELP",
+    "    Prints this help.",
+];
+
+fn pubsub(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = &a[1];
+    let n = a.len();
+    if is(sub, "channels") && n <= 3 {
+        let chans = cx.st.pubsub.channels(a.get(2).map(|p| p.as_slice()));
+        Ok(Reply::bulks(chans))
+    } else if is(sub, "numsub") {
+        let mut out = Vec::with_capacity((n - 2) * 2);
+        for ch in &a[2..] {
+            out.push(Reply::bulk(ch));
+            out.push(Reply::Int(cx.st.pubsub.subscribers(ch).len() as i64));
+        }
+        Ok(Reply::Array(out))
+    } else if is(sub, "numpat") && n == 2 {
+        Ok(Reply::Int(cx.st.pubsub.pattern_count() as i64))
+    } else if is(sub, "shardchannels") && n <= 3 {
+        // Sharded pub/sub (SSUBSCRIBE) is not implemented: no shard channels.
+        Ok(Reply::Array(Vec::new()))
+    } else if is(sub, "shardnumsub") {
+        let mut out = Vec::with_capacity((n - 2) * 2);
+        for ch in &a[2..] {
+            out.push(Reply::bulk(ch));
+            out.push(Reply::Int(0));
+        }
+        Ok(Reply::Array(out))
+    } else if is(sub, "help") && n == 2 {
+        Ok(Reply::Array(HELP.iter().map(|s| Reply::Simple(s.to_string())).collect()))
+    } else if ["channels", "numpat", "shardchannels", "help"].iter().any(|w| is(sub, w)) {
+        Err(CmdError::err(format!(
+            "wrong number of arguments for 'pubsub|{}' command",
+            String::from_utf8_lossy(sub).to_ascii_lowercase()
+        )))
+    } else {
+        Err(CmdError::err(format!("unknown subcommand '{}'. Try PUBSUB HELP.", String::from_utf8_lossy(sub))))
+    }
+}
