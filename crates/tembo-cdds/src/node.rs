@@ -625,17 +625,21 @@ impl<'p> RawNode<'p> {
         if s >= NODE_SLOTS {
             return Err(CddsError::invariant("malformed order line", node));
         }
-        let b = 8 + s * SLOT_WORDS;
-        let w = [
+        match Entry::decode_unchecked(&self.words_at(8 + s * SLOT_WORDS)) {
+            Slot::Valid(e) => Ok(e),
+            _ => Err(CddsError::invariant(format!("the order line names empty slot {s}"), node)),
+        }
+    }
+
+    /// The four words of the slot starting at word `b`.
+    #[inline]
+    fn words_at(&self, b: usize) -> [u64; SLOT_WORDS] {
+        [
             self.words[b].load(Ordering::Relaxed),
             self.words[b + 1].load(Ordering::Relaxed),
             self.words[b + 2].load(Ordering::Relaxed),
             self.words[b + 3].load(Ordering::Relaxed),
-        ];
-        match Entry::decode_unchecked(&w) {
-            Slot::Valid(e) => Ok(e),
-            _ => Err(CddsError::invariant(format!("the order line names empty slot {s}"), node)),
-        }
+        ]
     }
 
     /// The first word of the slot at rank `i`.
@@ -653,14 +657,7 @@ impl<'p> RawNode<'p> {
     /// The entry at rank `i` (< `used`).
     #[inline]
     pub fn entry(&self, i: usize) -> Entry {
-        let b = self.slot_word(i);
-        let w = [
-            self.words[b].load(Ordering::Relaxed),
-            self.words[b + 1].load(Ordering::Relaxed),
-            self.words[b + 2].load(Ordering::Relaxed),
-            self.words[b + 3].load(Ordering::Relaxed),
-        ];
-        match Entry::decode_unchecked(&w) {
+        match Entry::decode_unchecked(&self.words_at(self.slot_word(i))) {
             Slot::Valid(e) => e,
             // Raced with a writer: a start above every version is invisible,
             // and validation fails.

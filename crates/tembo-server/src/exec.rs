@@ -396,13 +396,7 @@ impl State {
     pub fn unblock(&mut self, id: u64, reply: Reply) -> bool {
         let Some(c) = self.clients.get_mut(&id) else { return false };
         let Some(b) = c.blocked.take() else { return false };
-        self.saved.entry(id).or_insert_with(|| {
-            let mut before = c.clone();
-            before.blocked = Some(b.clone());
-            before
-        });
-        self.blocking.remove(id, &b);
-        c.conn.blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+        release_block(&mut self.saved, &mut self.blocking, id, c, &b);
         let mut out = Vec::new();
         reply.encode(c.proto, &mut out);
         self.resume.push_back((id, out, b.rest));
@@ -425,13 +419,7 @@ impl State {
                     self.clients.insert(id, c);
                     break;
                 };
-                self.saved.entry(id).or_insert_with(|| {
-                    let mut before = c.clone();
-                    before.blocked = Some(b.clone());
-                    before
-                });
-                self.blocking.remove(id, &b);
-                c.conn.blocked.store(false, std::sync::atomic::Ordering::Relaxed);
+                release_block(&mut self.saved, &mut self.blocking, id, &c, &b);
                 if commit_each {
                     if let Err(failed) = self.commit_or_discard() {
                         reply = failed;
@@ -624,4 +612,23 @@ impl State {
         }
         self.cursors.expire_old();
     }
+}
+
+/// Takes client `id` (whose wait `b` has just been taken from it) off the
+/// blocked lists, remembering it as it was before in `saved` (the state a
+/// rolled-back group restores).
+fn release_block(
+    saved: &mut HashMap<u64, Client>,
+    blocking: &mut crate::blocking::Registry,
+    id: u64,
+    c: &Client,
+    b: &crate::blocking::Blocked,
+) {
+    saved.entry(id).or_insert_with(|| {
+        let mut before = c.clone();
+        before.blocked = Some(Box::new(b.clone()));
+        before
+    });
+    blocking.remove(id, b);
+    c.conn.blocked.store(false, std::sync::atomic::Ordering::Relaxed);
 }

@@ -142,6 +142,43 @@ fn parse_requests(
     (reqs, fatal)
 }
 
+/// What became of a connection's buffered input.
+enum Forwarded {
+    /// Requests went to the executor: wait for their replies.
+    Sent,
+    /// No complete request yet.
+    Idle,
+    /// Nothing to run and a protocol error to answer with before closing.
+    Close(Vec<u8>),
+    /// The executor is gone.
+    Gone,
+}
+
+/// Parses the complete requests in `buf` and hands them to the executor.
+/// A protocol error after some requests stays in `fatal`, to be answered
+/// once their replies are out.
+fn forward(
+    buf: &mut Vec<u8>,
+    shared: &Shared,
+    id: u64,
+    peer: SocketAddr,
+    inbox: &Sender<Msg>,
+    fatal: &mut Option<Vec<u8>>,
+) -> Forwarded {
+    let (reqs, err) = parse_requests(buf, shared, id, peer);
+    *fatal = err;
+    if !reqs.is_empty() {
+        if inbox.send(Msg::Requests { id, reqs }).is_err() {
+            return Forwarded::Gone;
+        }
+        return Forwarded::Sent;
+    }
+    match fatal.take() {
+        Some(err) => Forwarded::Close(err),
+        None => Forwarded::Idle,
+    }
+}
+
 /// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
 async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared) -> bool {
     let ok = tokio::select! {
@@ -185,16 +222,14 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                     }
                     continue;
                 }
-                let (reqs, err) = parse_requests(&mut buf, shared, id, peer);
-                fatal = err;
-                if !reqs.is_empty() {
-                    if inbox.send(Msg::Requests { id, reqs }).is_err() {
+                match forward(&mut buf, shared, id, peer, inbox, &mut fatal) {
+                    Forwarded::Sent => waiting = true,
+                    Forwarded::Idle => {}
+                    Forwarded::Close(err) => {
+                        let _ = write_out(&mut wr, &err, &conn).await;
                         return;
                     }
-                    waiting = true;
-                } else if let Some(err) = fatal.take() {
-                    let _ = write_out(&mut wr, &err, &conn).await;
-                    return;
+                    Forwarded::Gone => return,
                 }
             }
             out = rx.recv() => {
@@ -216,16 +251,14 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                         }
                         if !buf.is_empty() {
                             // Input that came while the client was blocked.
-                            let (reqs, err) = parse_requests(&mut buf, shared, id, peer);
-                            fatal = err;
-                            if !reqs.is_empty() {
-                                if inbox.send(Msg::Requests { id, reqs }).is_err() {
+                            match forward(&mut buf, shared, id, peer, inbox, &mut fatal) {
+                                Forwarded::Sent => waiting = true,
+                                Forwarded::Idle => {}
+                                Forwarded::Close(err) => {
+                                    let _ = write_out(&mut wr, &err, &conn).await;
                                     return;
                                 }
-                                waiting = true;
-                            } else if let Some(err) = fatal.take() {
-                                let _ = write_out(&mut wr, &err, &conn).await;
-                                return;
+                                Forwarded::Gone => return,
                             }
                         }
                     }
