@@ -93,16 +93,43 @@ pub fn entry_key(pool: &Pool, e: &Entry) -> Result<Option<Vec<u8>>> {
 }
 
 /// [`bound`] over a raw node's slots.
+///
+/// Two steps: prefix words alone (in the node, which `RawNode::load` has
+/// prefetched) narrow the answer to the run of entries whose prefix equals
+/// the key's; only inside that run are records read, and their first lines
+/// are prefetched together first. Keys that share their first 8 bytes
+/// (`user1234…`) tie on prefixes for most probes, and each probe's record
+/// read would otherwise wait for the previous one.
 pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
-    partition(raw.used(), strict, |i| {
-        // Prefix comparisons decide most steps without touching the record.
-        let p = raw.prefix(i);
-        if p != pfx && p != u64::MAX {
-            Ok(p.cmp(&pfx))
-        } else {
-            record::cmp_entry(pool, &raw.entry(i), key, pfx)
+    let n = raw.used();
+    // An entry with prefix u64::MAX (the sentinel, or a key of eight 0xFF
+    // bytes) is above every smaller prefix, and ties with u64::MAX.
+    let lo = partition_by(n, |i| raw.prefix(i) < pfx);
+    let ties = partition_by(n - lo, |i| raw.prefix(lo + i) <= pfx);
+    if ties == 0 {
+        return Ok(lo);
+    }
+    if ties > 1 {
+        for i in lo..lo + ties {
+            pool.prefetch(raw.entry(i).rec, 64);
         }
-    })
+    }
+    Ok(lo + partition(ties, strict, |i| record::cmp_entry(pool, &raw.entry(lo + i), key, pfx))?)
+}
+
+/// The first of `len` positions where `left` is false (`left` must be
+/// true on a prefix of the positions and false after it).
+fn partition_by(len: usize, mut left: impl FnMut(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if left(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// [`child_index`] over a raw node: the child entry covering `key` at `v`.
