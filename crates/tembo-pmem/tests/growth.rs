@@ -542,3 +542,24 @@ fn auto_mode_does_not_expose_the_reserved_range_to_other_threads() {
             .join("\n")
     );
 }
+
+/// File pools and in-memory pools map at a 2 MiB boundary (so the kernel
+/// can back them with huge pages), grow without moving, and report their
+/// huge pages only for files; `prefetch` ignores a range outside the heap.
+#[test]
+fn mappings_are_huge_page_aligned() {
+    const HUGE: usize = 2 << 20;
+    let dir = TempDir::new("align");
+    let file = Pool::create(dir.join("a.pool"), &opts(256 * KIB, 8 * MIB)).unwrap();
+    let base = |p: &Pool| p.raw(p.heap_offset(), 8).unwrap().as_ptr() as usize - p.heap_offset() as usize;
+    let before = base(&file);
+    assert_eq!(before % HUGE, 0, "file pool base {before:#x}");
+    file.grow(4 * MIB).unwrap();
+    assert_eq!(base(&file), before, "growth moved the base");
+    assert!(file.huge_page_bytes().is_some_and(|b| b <= file.size()), "a file pool can say");
+    file.prefetch(file.size() + 4096, 64);
+    file.prefetch(u64::MAX - 8, 64);
+    let mem = Pool::in_memory(&PoolOptions { size: 256 * KIB, max_size: Some(MIB), ..PoolOptions::default() }).unwrap();
+    assert_eq!(base(&mem) % HUGE, 0, "in-memory pool base");
+    assert_eq!(mem.huge_page_bytes(), None, "an anonymous region does not say");
+}
