@@ -276,8 +276,8 @@ impl<'t> Batch<'t> {
         Ok(live)
     }
 
-    /// After a leaf lost a live entry: rebuilds it with a sibling if it
-    /// fell below ml (Alg. 4), as [`Batch::rewrite`] does.
+    /// After node `path[depth]` lost a live entry and is left with `live`:
+    /// rebuilds it with a sibling if that is below ml (Alg. 4).
     fn rebalance_if_low(&mut self, path: &[Step], depth: usize, live: usize) -> Result<()> {
         if depth > 0 && live < MIN_LIVE {
             let c = self.read(path[depth].node)?;
@@ -457,11 +457,8 @@ impl<'t> Batch<'t> {
                 drop(nw);
                 self.touch(n);
             }
-            if depth > 0 && live_count + adds.len() < MIN_LIVE && !ends.is_empty() {
-                let c = self.read(n)?;
-                let live = live_slots(&c, self.w);
-                let list = self.restart(&live);
-                self.rebalance(path, depth, list)?;
+            if !ends.is_empty() {
+                self.rebalance_if_low(path, depth, live_count + adds.len())?;
             }
             return Ok(());
         }
