@@ -95,6 +95,8 @@ pub struct State {
     pub monitors: Vec<u64>,
     /// Set by SHUTDOWN or a signal.
     pub shutdown: bool,
+    /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
+    pub active_expire: bool,
     /// Unix seconds of the last commit (LASTSAVE).
     pub last_commit: u64,
     /// Pub/sub subscriptions by channel and pattern.
@@ -158,6 +160,7 @@ impl State {
             stats: Stats::new(),
             cursors: crate::cursor::Cursors::default(),
             shutdown: false,
+            active_expire: true,
             monitors: Vec::new(),
             shared,
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -593,7 +596,7 @@ impl State {
     /// elements of deleted collections; one commit.
     pub fn cron(&mut self) {
         let now = now_ms();
-        let expired = crate::background::expire_cycle(self, now, 1000);
+        let expired = if self.active_expire { crate::background::expire_cycle(self, now, 1000) } else { Ok(0) };
         let reclaimed = crate::background::sweep_flushed(self, 500)
             .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, 500)?));
         match (expired, reclaimed) {

@@ -494,7 +494,7 @@ fn object(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     let Some(m) = cx.lookup(&a[2])? else { return Ok(Reply::Nil) };
     match sub.as_str() {
-        "encoding" => Ok(Reply::bulk(encoding_name(&m))),
+        "encoding" => Ok(Reply::bulk(encoding_name(&m, &cx.st.inert))),
         "refcount" => Ok(Reply::Int(1)),
         "idletime" => Ok(Reply::Int(0)),
         "freq" => Err(CmdError::err(
@@ -504,14 +504,20 @@ fn object(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
 }
 
-/// The encoding Redis 7.0 would report for a value of this shape.
-fn encoding_name(m: &Meta) -> &'static str {
+/// The encoding Redis 7.0 would report for a value of this shape, by its
+/// size against the `*-max-listpack-entries` settings (element lengths are
+/// not tracked, so `*-max-listpack-value` is not consulted).
+pub(crate) fn encoding_name(m: &Meta, settings: &[(String, String)]) -> &'static str {
+    let limit = |name: &str, default: u64| {
+        super::server::inert_value(settings, name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(default)
+    };
     match m.kind {
         Kind::String if m.value.len() <= 20 && super::args::int(&m.value).is_ok() => "int",
         Kind::String if m.value.len() <= 44 => "embstr",
         Kind::String => "raw",
         Kind::List => "quicklist",
-        Kind::Hash | Kind::ZSet if m.size <= 128 => "listpack",
+        Kind::Hash if m.size <= limit("hash-max-listpack-entries", 128) => "listpack",
+        Kind::ZSet if m.size <= limit("zset-max-listpack-entries", 128) => "listpack",
         Kind::Set if m.size <= 128 => "listpack",
         k => k.encoding(),
     }

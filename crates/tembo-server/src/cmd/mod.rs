@@ -19,7 +19,9 @@ pub mod blpop;
 mod conn;
 mod hashes;
 mod keys;
+mod debug;
 mod keys_extra;
+mod memory;
 mod lists;
 mod lists_extra;
 mod longdouble;
@@ -121,7 +123,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 13] = [
+        let families: [&'static [Spec]; 15] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -135,6 +137,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             blpop::COMMANDS,
             lists_extra::COMMANDS,
             keys_extra::COMMANDS,
+            memory::COMMANDS,
+            debug::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })

@@ -2,7 +2,6 @@
 //! SHUTDOWN SAVE BGSAVE LASTSAVE DEBUG MONITOR.
 
 use std::ops::Bound;
-use std::time::Duration;
 
 use super::args::{glob, is};
 use super::{table, CmdError, CmdResult, Spec};
@@ -109,15 +108,6 @@ pub const COMMANDS: &[Spec] = &[
         group: "server",
         summary: "Unix time of the last commit.",
         run: lastsave,
-    },
-    Spec {
-        name: "debug",
-        arity: -2,
-        flags: &["admin", "noscript", "loading", "stale"],
-        keys: (0, 0, 0),
-        group: "server",
-        summary: "DEBUG SLEEP seconds.",
-        run: debug,
     },
     Spec {
         name: "monitor",
@@ -293,6 +283,11 @@ fn params(cx: &Ctx) -> Vec<(String, String)> {
         ("dbfilename".into(), c.pool.file_name().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
     ];
     v.extend(cx.st.inert.iter().map(|(k, val)| (k.clone(), val.clone())));
+    for (alias, canonical) in ALIASES {
+        if let Some(val) = inert_value(&cx.st.inert, canonical) {
+            v.push((alias.to_string(), val.to_string()));
+        }
+    }
     v
 }
 
@@ -312,7 +307,44 @@ pub const INERT: &[(&str, &str)] = &[
     ("notify-keyspace-events", ""),
     ("slowlog-log-slower-than", "10000"),
     ("lua-time-limit", "5000"),
+    ("lazyfree-lazy-expire", "no"),
+    ("lazyfree-lazy-server-del", "no"),
+    ("lazyfree-lazy-eviction", "no"),
+    ("activerehashing", "yes"),
+    ("active-expire-effort", "1"),
+    ("latency-tracking", "yes"),
+    ("latency-monitor-threshold", "0"),
+    ("busy-reply-threshold", "5000"),
+    ("slowlog-max-len", "128"),
+    ("list-compress-depth", "0"),
+    ("stream-node-max-bytes", "4096"),
+    ("stream-node-max-entries", "100"),
+    // Redis's compact-encoding thresholds. Tembo stores every element as
+    // its own ordered key whatever they say; `OBJECT ENCODING` reports the
+    // encoding Redis would use by the entry counts below.
+    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-value", "64"),
+    ("zset-max-listpack-entries", "128"),
+    ("zset-max-listpack-value", "64"),
+    ("set-max-intset-entries", "512"),
+    ("list-max-listpack-size", "-2"),
 ];
+
+/// Redis 7.0's old names for the listpack settings: setting either name
+/// sets both, and `CONFIG GET` answers to both.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("hash-max-ziplist-entries", "hash-max-listpack-entries"),
+    ("hash-max-ziplist-value", "hash-max-listpack-value"),
+    ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
+    ("zset-max-ziplist-value", "zset-max-listpack-value"),
+    ("list-max-ziplist-size", "list-max-listpack-size"),
+];
+
+/// The current value of an inert or encoding setting, by its name or alias.
+pub fn inert_value<'a>(inert: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    let name = ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical);
+    inert.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
 
 fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
@@ -364,8 +396,15 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             log::set_max_level(c.level());
             cx.st.cfg.loglevel = c.loglevel;
         }
-        _ => match cx.st.inert.iter_mut().find(|(k, _)| k == name) {
-            Some((_, v)) => *v = value.to_string(),
+        _ => match cx.st.inert.iter_mut().find(|(k, _)| {
+            k == ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical)
+        }) {
+            Some((k, v)) => {
+                if k.contains("-max-") && !k.starts_with("list-") && !k.starts_with("stream-") {
+                    num(value)?;
+                }
+                *v = value.to_string()
+            }
             None => {
                 return Err(CmdError::err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")))
             }
@@ -409,20 +448,6 @@ fn bgsave(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn lastsave(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Int(cx.st.last_commit as i64))
-}
-
-fn debug(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    if is(&a[1], "sleep") && a.len() == 3 {
-        let secs = super::args::float(&a[2])?;
-        if secs > 0.0 && secs.is_finite() {
-            std::thread::sleep(Duration::from_secs_f64(secs));
-        }
-        return Ok(Reply::ok());
-    }
-    Err(CmdError::err(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-        String::from_utf8_lossy(&a[1])
-    )))
 }
 
 fn monitor(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {

@@ -1,0 +1,116 @@
+//! DEBUG: the subcommands that tools and test suites use to probe a server.
+//!
+//! Each does what it says on Tembo's storage, or says plainly that it has
+//! nothing to do: RELOAD has no snapshot to rewrite (every write is already
+//! durable in the pool), so it only makes sure nothing is pending; the
+//! list-packing thresholds shape no storage here, so setting one changes
+//! nothing. Subcommands that would crash or corrupt the server on purpose
+//! (SEGFAULT, PANIC) are refused.
+
+use std::time::Duration;
+
+use super::args::{float, int, is};
+use super::{CmdError, CmdResult, Spec};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+pub const COMMANDS: &[Spec] = &[Spec {
+    name: "debug",
+    arity: -2,
+    flags: &["admin", "noscript", "loading", "stale"],
+    keys: (0, 0, 0),
+    group: "server",
+    summary: "DEBUG SLEEP | OBJECT | RELOAD | SET-ACTIVE-EXPIRE | PROTOCOL | HELP.",
+    run: debug,
+}];
+
+fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match (sub.as_str(), a.len()) {
+        ("sleep", 3) => {
+            let secs = float(&a[2])?;
+            if secs > 0.0 && secs.is_finite() {
+                std::thread::sleep(Duration::from_secs_f64(secs));
+            }
+            Ok(Reply::ok())
+        }
+        ("object", 3) => {
+            let Some(m) = cx.lookup(&a[2])? else { return Err(CmdError::err("no such key")) };
+            let enc = super::keys::encoding_name(&m, &cx.st.inert);
+            let len = match m.kind {
+                crate::encoding::Kind::String => m.value.len() as u64,
+                _ => m.size,
+            };
+            Ok(Reply::Simple(format!(
+                "Value at:0x0 refcount:1 encoding:{enc} serializedlength:{len} lru:0 lru_seconds_idle:0"
+            )))
+        }
+        ("reload", _) => {
+            cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+            Ok(Reply::ok())
+        }
+        ("set-active-expire", 3) => {
+            cx.st.active_expire = int(&a[2])? != 0;
+            Ok(Reply::ok())
+        }
+        ("quicklist-packed-threshold", 3) => {
+            int(&a[2])?;
+            Ok(Reply::ok())
+        }
+        ("change-repl-id", 2) => Ok(Reply::ok()),
+        ("protocol", 3) => protocol(&a[2]),
+        ("help", 2) => Ok(Reply::Array(
+            [
+                "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "SLEEP <seconds>",
+                "    Stop the server for <seconds>. Decimals are allowed.",
+                "OBJECT <key>",
+                "    Show low level info about the key and its value.",
+                "RELOAD",
+                "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
+                "SET-ACTIVE-EXPIRE <0|1>",
+                "    Stop or start the active expire cycle.",
+                "PROTOCOL <type>",
+                "    Reply with a test value of the given type: string, integer, double, null, array, set, map, true, false, verbatim.",
+            ]
+            .iter()
+            .map(|l| Reply::Simple(l.to_string()))
+            .collect(),
+        )),
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+/// DEBUG PROTOCOL: a reply of each RESP3 type (RESP2 clients get each
+/// type's RESP2 form).
+fn protocol(kind: &[u8]) -> CmdResult {
+    let ints = || (0..3).map(Reply::Int).collect::<Vec<_>>();
+    Ok(if is(kind, "string") {
+        Reply::bulk("Hello World")
+    } else if is(kind, "integer") {
+        Reply::Int(12345)
+    } else if is(kind, "double") {
+        Reply::Double(3.141)
+    } else if is(kind, "null") {
+        Reply::Nil
+    } else if is(kind, "array") {
+        Reply::Array(ints())
+    } else if is(kind, "set") {
+        Reply::Set(ints())
+    } else if is(kind, "map") {
+        Reply::Map((0..3).map(|i| (Reply::Int(i), Reply::Bool(i == 1))).collect())
+    } else if is(kind, "true") {
+        Reply::Bool(true)
+    } else if is(kind, "false") {
+        Reply::Bool(false)
+    } else if is(kind, "verbatim") {
+        Reply::Verbatim("This is a verbatim\nstring".into())
+    } else {
+        return Err(CmdError::err(
+            "Wrong protocol type name. Please use one of the following: string|integer|double|null|array|set|map|true|false|verbatim",
+        ));
+    })
+}

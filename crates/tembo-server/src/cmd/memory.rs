@@ -1,0 +1,149 @@
+//! MEMORY (USAGE, DOCTOR, STATS, PURGE, HELP) and FUNCTION (FLUSH, LIST,
+//! STATS): the introspection that tools and test harnesses call.
+//!
+//! MEMORY USAGE estimates the pool bytes a key takes the way Redis does:
+//! the metadata record plus, for a collection, the average of a sample of
+//! its elements times its size (`SAMPLES 0` reads every element). Each
+//! stored key is charged its bytes plus [`ENTRY_OVERHEAD`].
+//!
+//! Tembo runs no scripts, so there are never functions: FUNCTION FLUSH
+//! succeeds, FUNCTION LIST is empty, and loading one is refused by name.
+
+use std::ops::Bound;
+
+use super::args::{int, is};
+use super::{CmdError, CmdResult, Spec};
+use crate::encoding::{meta_key, Kind, SUB};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+/// Bytes the engine spends per stored key beyond the key and value bytes:
+/// a 32-byte leaf slot plus a record header with its checksum.
+pub const ENTRY_OVERHEAD: u64 = 48;
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "memory",
+        arity: -2,
+        flags: &["readonly"],
+        keys: (2, 2, 1),
+        group: "server",
+        summary: "MEMORY USAGE key [SAMPLES count] | DOCTOR | STATS | PURGE | HELP.",
+        run: memory,
+    },
+    Spec {
+        name: "function",
+        arity: -2,
+        flags: &["noscript"],
+        keys: (0, 0, 0),
+        group: "scripting",
+        summary: "FUNCTION FLUSH | LIST | STATS: Tembo runs no scripts, so there are no functions.",
+        run: function,
+    },
+];
+
+fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "usage" if a.len() == 3 || a.len() == 5 => {
+            let samples = match a.get(3) {
+                None => 5,
+                Some(opt) if is(opt, "samples") => {
+                    let n = int(&a[4])?;
+                    if n < 0 {
+                        return Err(CmdError::syntax());
+                    }
+                    if n == 0 {
+                        usize::MAX
+                    } else {
+                        n as usize
+                    }
+                }
+                Some(_) => return Err(CmdError::syntax()),
+            };
+            usage(cx, &a[2], samples)
+        }
+        "doctor" if a.len() == 2 => Ok(Reply::bulk(
+            "Tembo keeps every key in its persistent pool; INFO memory reports the pool's use. Nothing to report.",
+        )),
+        "stats" if a.len() == 2 => {
+            let pool = cx.st.store.db().pool();
+            let used = pool.alloc_stats().used_bytes;
+            let size = pool.size();
+            let keys: i64 = (0..cx.st.gens.len()).map(|d| cx.st.key_count(d)).sum();
+            Ok(Reply::Map(vec![
+                (Reply::bulk("total.allocated"), Reply::Int(used as i64)),
+                (Reply::bulk("keys.count"), Reply::Int(keys)),
+                (Reply::bulk("dataset.bytes"), Reply::Int(used as i64)),
+                (Reply::bulk("pool.size"), Reply::Int(size as i64)),
+            ]))
+        }
+        "purge" if a.len() == 2 => Ok(Reply::ok()),
+        "help" if a.len() == 2 => Ok(Reply::Array(
+            [
+                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "DOCTOR",
+                "    Return memory problems reports.",
+                "STATS",
+                "    Return information about the memory usage of the server.",
+                "USAGE <key> [SAMPLES <count>]",
+                "    Return memory in bytes used by <key> and its value. Nested values are",
+                "    sampled up to <count> times (default: 5, 0 means sample all).",
+                "PURGE",
+                "    Nothing to purge: the pool reclaims space in the background.",
+            ]
+            .iter()
+            .map(|l| Reply::Simple(l.to_string()))
+            .collect(),
+        )),
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
+
+fn usage(cx: &mut Ctx, key: &[u8], samples: usize) -> CmdResult {
+    let Some(m) = cx.lookup(key)? else { return Ok(Reply::Nil) };
+    let meta_bytes = meta_key(cx.db(), 0, key).len() as u64 + m.encode().len() as u64 + ENTRY_OVERHEAD;
+    if m.kind == Kind::String || m.size == 0 {
+        return Ok(Reply::Int(meta_bytes as i64));
+    }
+    let sample = cx.sub_range(SUB, key, &m, Bound::Unbounded, Bound::Unbounded, false, samples)?;
+    let prefix = crate::encoding::sub_prefix(SUB, cx.db(), key, m.version).len() as u64;
+    let sampled: u64 = sample.iter().map(|(f, v)| prefix + f.len() as u64 + v.len() as u64 + ENTRY_OVERHEAD).sum();
+    let n = sample.len().max(1) as u64;
+    // A sorted-set member is stored twice: by member and in the score index
+    // (8 score bytes in its key, an empty value).
+    let per_element = match m.kind {
+        Kind::ZSet => sampled / n * 2,
+        _ => sampled / n,
+    };
+    Ok(Reply::Int((meta_bytes + per_element * m.size) as i64))
+}
+
+fn function(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "flush" if a.len() <= 3 => {
+            if let Some(mode) = a.get(2) {
+                if !is(mode, "async") && !is(mode, "sync") {
+                    return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option"));
+                }
+            }
+            Ok(Reply::ok())
+        }
+        "list" => Ok(Reply::Array(Vec::new())),
+        "stats" if a.len() == 2 => Ok(Reply::Map(vec![
+            (Reply::bulk("running_script"), Reply::Nil),
+            (Reply::bulk("engines"), Reply::Map(Vec::new())),
+        ])),
+        "load" | "restore" | "delete" | "dump" | "kill" => {
+            Err(CmdError::err("Tembo runs no scripts: FUNCTION LOAD, RESTORE, DELETE, DUMP and KILL are not supported"))
+        }
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}
