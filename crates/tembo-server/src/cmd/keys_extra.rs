@@ -1,8 +1,10 @@
-//! More key commands: EXPIRETIME PEXPIRETIME COPY.
+//! More key commands: EXPIRETIME PEXPIRETIME COPY MOVE.
 //!
 //! COPY writes a new collection under a fresh version (element by element,
 //! O(n) like Redis's), keeping the source's expiry; with DB it writes into
-//! another database of the same pool.
+//! another database of the same pool. MOVE is a COPY to another database
+//! and a delete of the source in the same batch: its elements' keys name
+//! their database, so unlike Redis's O(1) MOVE it is O(n).
 
 use std::ops::Bound;
 
@@ -40,6 +42,15 @@ pub const COMMANDS: &[Spec] = &[
         group: "generic",
         summary: "COPY source destination [DB db] [REPLACE]: copies a key's value and expiry.",
         run: copy,
+    },
+    Spec {
+        name: "move",
+        arity: 3,
+        flags: &["write", "fast"],
+        keys: (1, 1, 1),
+        group: "generic",
+        summary: "MOVE key db: moves a key (and its expiry) to another database; 0 if the target has it.",
+        run: move_key,
     },
 ];
 
@@ -88,6 +99,27 @@ fn copy(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     cx.client.db = dst_db;
     let result = copy_into(cx, src_db, src, &meta, dst, replace);
     cx.client.db = src_db;
+    result
+}
+
+fn move_key(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let src_db = cx.db();
+    let n = int(&a[2]).map_err(|_| CmdError::err("value is not an integer or out of range"))?;
+    if n < 0 || n as usize >= cx.st.cfg.databases {
+        return Err(CmdError::err("DB index is out of range"));
+    }
+    let dst_db = n as u8;
+    if dst_db == src_db {
+        return Err(CmdError::err("source and destination objects are the same"));
+    }
+    let key = &a[1];
+    let Some(meta) = cx.lookup(key)? else { return Ok(Reply::Int(0)) };
+    cx.client.db = dst_db;
+    let result = copy_into(cx, src_db, key, &meta, key, false);
+    cx.client.db = src_db;
+    if matches!(result, Ok(Reply::Int(1))) {
+        cx.remove(key, &meta);
+    }
     result
 }
 

@@ -15,16 +15,18 @@ use crate::store::StoreError;
 
 pub mod args;
 pub use server::INERT;
+mod bits;
 pub mod blpop;
 mod conn;
+mod debug;
 mod hashes;
 mod keys;
-mod debug;
 mod keys_extra;
-mod memory;
+mod lcs;
 mod lists;
 mod lists_extra;
 mod longdouble;
+mod memory;
 pub mod pubsub;
 mod server;
 mod sets;
@@ -123,7 +125,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 15] = [
+        let families: [&'static [Spec]; 17] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -139,6 +141,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             keys_extra::COMMANDS,
             memory::COMMANDS,
             debug::COMMANDS,
+            bits::COMMANDS,
+            lcs::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
