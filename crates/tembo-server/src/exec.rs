@@ -97,6 +97,9 @@ pub struct State {
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
+    /// A command panicked since the last commit: its writes may be half
+    /// done, so they must not be committed (see [`cmd::run`]).
+    pub panicked: bool,
     /// Unix seconds of the last commit (LASTSAVE).
     pub last_commit: u64,
     /// Pub/sub subscriptions by channel and pattern.
@@ -161,6 +164,7 @@ impl State {
             cursors: crate::cursor::Cursors::default(),
             shutdown: false,
             active_expire: true,
+            panicked: false,
             monitors: Vec::new(),
             shared,
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -320,7 +324,12 @@ impl State {
             }
         }
         self.drain_resume(false);
-        if let Err(e) = self.commit() {
+        let committed = if std::mem::take(&mut self.panicked) {
+            Err("a command panicked".to_string())
+        } else {
+            self.commit().map_err(|e| e.to_string())
+        };
+        if let Err(e) = committed {
             log::warn!("group commit of {requests} requests failed ({e}); running them one command per commit");
             self.rollback();
             self.expire_blocked();
@@ -497,7 +506,10 @@ impl State {
                 return;
             }
             if commit_each {
-                if let Err(failed) = self.commit_or_discard() {
+                if std::mem::take(&mut self.panicked) {
+                    // The command's error reply says it was not applied.
+                    self.discard();
+                } else if let Err(failed) = self.commit_or_discard() {
                     reply = failed;
                 }
             }

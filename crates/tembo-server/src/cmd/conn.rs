@@ -248,7 +248,7 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "SETNAME <name>",
                 "GETNAME",
                 "SETINFO <option> <value>",
-                "KILL <ip:port> | ID <id>",
+                "KILL <ip:port> | [ID id] [ADDR ip:port] [LADDR ip:port] [TYPE normal|pubsub] [USER default] [SKIPME yes|no] [MAXAGE secs]",
             ]
             .iter()
             .map(|s| Reply::Simple(s.to_string()))
@@ -261,28 +261,71 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
 }
 
+/// CLIENT KILL: the old form (`ip:port`, one client, +OK) or Redis 7's
+/// filters (ID, ADDR, LADDR, TYPE, USER, SKIPME, MAXAGE; all must match;
+/// replies with the number of clients killed; SKIPME defaults to yes).
 fn client_kill(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let target: Box<dyn Fn(&crate::client::Client) -> bool> = match a.len() {
-        3 => {
-            let addr = String::from_utf8_lossy(&a[2]).into_owned();
-            Box::new(move |c| c.addr == addr)
+    if a.len() < 3 {
+        return Err(CmdError::err("wrong number of arguments for 'client|kill' command"));
+    }
+    type Filter = Box<dyn Fn(&crate::client::Client) -> bool>;
+    let mut filters: Vec<Filter> = Vec::new();
+    let mut skip_me = true;
+    if a.len() == 3 {
+        let addr = String::from_utf8_lossy(&a[2]).into_owned();
+        filters.push(Box::new(move |c| c.addr == addr));
+        skip_me = false;
+    } else if a.len() % 2 == 1 {
+        return Err(CmdError::syntax());
+    } else {
+        for pair in a[2..].chunks(2) {
+            let (opt, val) = (&pair[0], String::from_utf8_lossy(&pair[1]).into_owned());
+            if is(opt, "id") {
+                let id = int(&pair[1])
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| CmdError::err("client-id should be greater than 0"))?;
+                filters.push(Box::new(move |c| c.id as i64 == id));
+            } else if is(opt, "addr") {
+                filters.push(Box::new(move |c| c.addr == val));
+            } else if is(opt, "laddr") {
+                filters.push(Box::new(move |c| c.laddr == val));
+            } else if is(opt, "user") {
+                if val != "default" {
+                    return Err(CmdError::err(format!("No such user '{val}'")));
+                }
+            } else if is(opt, "type") {
+                let pubsub = match val.to_ascii_lowercase().as_str() {
+                    "normal" => false,
+                    "pubsub" => true,
+                    "master" | "replica" | "slave" => {
+                        filters.push(Box::new(|_| false));
+                        continue;
+                    }
+                    _ => return Err(CmdError::err(format!("Unknown client type '{val}'"))),
+                };
+                filters.push(Box::new(move |c| (c.subscriptions() > 0) == pubsub));
+            } else if is(opt, "skipme") {
+                skip_me = match val.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(CmdError::syntax()),
+                };
+            } else if is(opt, "maxage") {
+                let secs = int(&pair[1])?;
+                filters.push(Box::new(move |c| c.since.elapsed().as_secs() as i64 >= secs));
+            } else {
+                return Err(CmdError::syntax());
+            }
         }
-        4 if is(&a[2], "id") => {
-            let id = int(&a[3])?;
-            Box::new(move |c| c.id as i64 == id)
-        }
-        4 if is(&a[2], "addr") => {
-            let addr = String::from_utf8_lossy(&a[3]).into_owned();
-            Box::new(move |c| c.addr == addr)
-        }
-        _ => return Err(CmdError::syntax()),
-    };
+    }
+    let target = |c: &crate::client::Client| filters.iter().all(|f| f(c));
     let mut killed = 0;
     for c in cx.st.clients.values_mut().filter(|c| target(c)) {
         let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
         killed += 1;
     }
-    if target(cx.client) {
+    if !skip_me && target(cx.client) {
         cx.client.close = true;
         killed += 1;
     }

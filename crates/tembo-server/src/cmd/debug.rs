@@ -4,8 +4,10 @@
 //! nothing to do: RELOAD has no snapshot to rewrite (every write is already
 //! durable in the pool), so it only makes sure nothing is pending; the
 //! list-packing thresholds shape no storage here, so setting one changes
-//! nothing. Subcommands that would crash or corrupt the server on purpose
-//! (SEGFAULT, PANIC) are refused.
+//! nothing. DEBUG PANIC panics inside the command, which shows the
+//! containment in [`super::run`]: the client gets an error, nothing of the
+//! command is applied, and the server and its other clients carry on.
+//! SEGFAULT and the like are refused.
 
 use std::time::Duration;
 
@@ -58,6 +60,7 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         ("change-repl-id", 2) => Ok(Reply::ok()),
+        ("panic", 2) => panic!("DEBUG PANIC"),
         ("protocol", 3) => protocol(&a[2]),
         ("help", 2) => Ok(Reply::Array(
             [
@@ -70,6 +73,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Stop or start the active expire cycle.",
+                "PANIC",
+                "    Panic inside this command: the command fails and is not applied; the server carries on.",
                 "PROTOCOL <type>",
                 "    Reply with a test value of the given type: string, integer, double, null, array, set, map, true, false, verbatim.",
             ]

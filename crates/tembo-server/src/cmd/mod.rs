@@ -30,6 +30,7 @@ mod memory;
 pub mod pubsub;
 mod server;
 mod sets;
+mod sort;
 mod strings;
 mod txn;
 mod zsets;
@@ -125,7 +126,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 17] = [
+        let families: [&'static [Spec]; 18] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -143,6 +144,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             debug::COMMANDS,
             bits::COMMANDS,
             lcs::COMMANDS,
+            sort::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
@@ -234,14 +236,102 @@ fn unknown_command(args: &[Vec<u8>]) -> CmdError {
     ))
 }
 
+/// Container commands' subcommands, as CLIENT LIST's `cmd=` names them.
+const SUBCOMMANDS: &[&str] = &[
+    "client|id",
+    "client|info",
+    "client|list",
+    "client|kill",
+    "client|getname",
+    "client|setname",
+    "client|setinfo",
+    "client|unblock",
+    "client|help",
+    "client|no-evict",
+    "client|reply",
+    "config|get",
+    "config|set",
+    "config|resetstat",
+    "config|rewrite",
+    "config|help",
+    "command|count",
+    "command|info",
+    "command|docs",
+    "command|list",
+    "command|getkeys",
+    "command|help",
+    "object|encoding",
+    "object|refcount",
+    "object|idletime",
+    "object|freq",
+    "object|help",
+    "memory|usage",
+    "memory|doctor",
+    "memory|stats",
+    "memory|purge",
+    "memory|help",
+    "debug|sleep",
+    "debug|object",
+    "debug|reload",
+    "debug|set-active-expire",
+    "debug|protocol",
+    "function|flush",
+    "function|list",
+    "function|stats",
+    "pubsub|channels",
+    "pubsub|numsub",
+    "pubsub|numpat",
+    "pubsub|help",
+];
+
+/// `name` or, for a container command with a known subcommand, `name|sub`.
+fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
+    let container =
+        matches!(spec.name, "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub");
+    let Some(sub) = args.get(1).filter(|_| container) else { return spec.name };
+    let n = spec.name.len();
+    SUBCOMMANDS
+        .iter()
+        .find(|full| {
+            full.len() == n + 1 + sub.len()
+                && full.starts_with(spec.name)
+                && full.as_bytes()[n] == b'|'
+                && full.as_bytes()[n + 1..].eq_ignore_ascii_case(sub)
+        })
+        .copied()
+        .unwrap_or(spec.name)
+}
+
 /// Runs a command already checked (EXEC calls this for queued commands).
 pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
     feed_monitors(st, client, args);
-    client.last_cmd = spec.name;
+    client.last_cmd = full_name(spec, args);
     let started = Instant::now();
     let reply = {
         let mut ctx = Ctx { st, client, now: now_ms() };
-        (spec.run)(&mut ctx, args)
+        // A bug in one command must not take the server (and every other
+        // client) down: the panic becomes an error reply, and the executor
+        // drops the writes of the group it happened in and re-runs the
+        // group one command per commit, leaving this command out.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (spec.run)(&mut ctx, args))) {
+            Ok(r) => r,
+            Err(payload) => {
+                let what = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                log::error!(
+                    "command '{}' panicked: {what}; it was not applied (this is a bug: please report it)",
+                    spec.name
+                );
+                ctx.st.panicked = true;
+                Err(CmdError::err(format!(
+                    "internal error in '{}': the command was not applied (this is a Tembo bug: please report it)",
+                    spec.name
+                )))
+            }
+        }
     };
     let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
     st.stats.commands += 1;

@@ -152,6 +152,9 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             let args = &a[2..];
             let spec =
                 args.first().and_then(|n| super::spec(n)).ok_or_else(|| CmdError::err("Invalid command specified"))?;
+            if spec.name == "sort" {
+                return Ok(Reply::bulks(super::sort::keys_of(args)));
+            }
             let (first, last, step) = spec.keys;
             if first == 0 {
                 return Err(CmdError::err("The command has no key arguments"));

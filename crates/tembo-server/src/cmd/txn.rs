@@ -84,6 +84,14 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
         // Queued commands were looked up when they were queued.
         let Some(spec) = spec(&args[0]) else { continue };
         replies.push(run(cx.st, cx.client, spec, &args));
+        if cx.st.panicked {
+            // None of the transaction is applied: say so for all of it.
+            cx.client.no_block = no_block;
+            return Err(CmdError(format!(
+                "EXECABORT Transaction discarded because '{}' failed with an internal error (a Tembo bug: please report it)",
+                spec.name
+            )));
+        }
     }
     cx.client.no_block = no_block;
     Ok(Reply::Array(replies))

@@ -1,0 +1,248 @@
+"""Real-client tests for the commands added for Redis test-suite
+compatibility: bit commands, LCS, SORT, MOVE, MEMORY, DEBUG, FUNCTION,
+CLIENT KILL filters, the encoding settings, and the containment of a
+command that panics. Expected values are Redis 7.0's (checked against
+redis-server 7.0.15 where it has the command).
+
+    TEMBO_PORT=6379 python3 -m pytest -q tests/server/test_compat.py
+"""
+
+import pytest
+import redis
+
+from test_commands import err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_setbit_getbit(r):
+    assert r.setbit("b", 7, 1) == 0
+    assert r.get("b") == "\x01"
+    assert r.setbit("b", 7, 0) == 1
+    assert r.setbit("b", 100, 1) == 0
+    assert r.strlen("b") == 13
+    assert r.getbit("b", 100) == 1
+    assert r.getbit("b", 99) == 0
+    assert r.getbit("b", 10**6) == 0
+    assert r.getbit("missing", 3) == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("SETBIT", "b", 1, 2)  # redis-py would turn 2 into 1
+    assert "bit is not an integer" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.setbit("b", -1, 1)
+    assert "bit offset is not an integer" in err(e)
+    r.lpush("l", "x")
+    with pytest.raises(redis.ResponseError) as e:
+        r.setbit("l", 0, 1)
+    assert "WRONGTYPE" in err(e)
+
+
+def test_setbit_keeps_ttl(r):
+    r.set("k", "a", ex=100)
+    r.setbit("k", 0, 1)
+    assert 0 < r.ttl("k") <= 100
+
+
+def test_bitcount_and_bitpos(r):
+    r.set("s", "foobar")
+    assert r.bitcount("s") == 26
+    assert r.bitcount("s", 0, 0) == 4
+    assert r.bitcount("s", 1, 1) == 6
+    assert r.bitcount("s", -2, -1) == 7
+    assert r.bitcount("s", 5, 30, "BIT") == 17
+    assert r.bitcount("missing") == 0
+    r.set("z", b"\xff\xf0\x00")
+    assert r.bitpos("z", 0) == 12
+    assert r.bitpos("z", 1, 2, -1) == -1
+    assert r.bitpos("z", 0, 2, -1) == 16
+    assert r.bitpos("z", 1, 7, 15, "BIT") == 7
+    r.set("ones", b"\xff\xff")
+    assert r.bitpos("ones", 0) == 16  # padded with zeros on the right
+    assert r.bitpos("ones", 0, 0, -1) == -1  # an explicit end: no padding
+    assert r.bitpos("missing", 1) == -1
+    assert r.bitpos("missing", 0) == 0
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("BITCOUNT", "s", 0)
+
+
+def test_bitop(r):
+    rb = make_client(r.proto, decode=False)
+    r.set("a", b"\x0f\xf0")
+    r.set("b", b"\xff")
+    assert r.bitop("AND", "d", "a", "b") == 2
+    assert rb.get("d") == b"\x0f\x00"
+    assert r.bitop("OR", "d", "a", "b") == 2
+    assert rb.get("d") == b"\xff\xf0"
+    assert r.bitop("XOR", "d", "a", "b") == 2
+    assert rb.get("d") == b"\xf0\xf0"
+    assert r.bitop("NOT", "d", "b") == 1
+    assert rb.get("d") == b"\x00"
+    rb.close()
+    assert r.bitop("AND", "d", "nope1", "nope2") == 0
+    assert r.exists("d") == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.bitop("NOT", "d", "a", "b")
+    assert "single source key" in err(e)
+
+
+def test_bitfield(r):
+    assert r.execute_command("BITFIELD", "bf", "SET", "u8", 0, 255, "GET", "u8", 0) == [0, 255]
+    assert r.execute_command("BITFIELD", "bf", "INCRBY", "u8", 0, 10) == [9]
+    assert r.execute_command("BITFIELD", "bf", "OVERFLOW", "SAT", "INCRBY", "u8", 0, 300) == [255]
+    assert r.execute_command("BITFIELD", "bf", "OVERFLOW", "FAIL", "INCRBY", "u8", 0, 1) == [None]
+    assert r.execute_command("BITFIELD", "bf", "SET", "i8", "#1", -100, "GET", "i8", "#1") == [0, -100]
+    assert r.execute_command("BITFIELD", "bf", "INCRBY", "i8", 8, -100) == [56]
+    assert r.execute_command("BITFIELD_RO", "bf", "GET", "u4", 0) == [15]
+    assert r.execute_command("BITFIELD", "bf") == []
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("BITFIELD_RO", "bf", "SET", "u8", 0, 1)
+    assert "only supports the GET subcommand" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("BITFIELD", "bf", "GET", "u64", 0)
+    assert "Invalid bitfield type" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("BITFIELD", "bf", "OVERFLOW", "MAYBE")
+    assert "Invalid OVERFLOW type" in err(e)
+
+
+def test_lcs(r):
+    r.mset({"a": "ohmytext", "b": "mynewtext"})
+    assert r.execute_command("LCS", "a", "b") == "mytext"
+    assert r.execute_command("LCS", "a", "b", "LEN") == 6
+    reply = r.execute_command("LCS", "a", "b", "IDX", "MINMATCHLEN", 4, "WITHMATCHLEN")
+    if isinstance(reply, list):  # RESP2: a flat map
+        reply = dict(zip(reply[::2], reply[1::2]))
+    assert reply["len"] == 6
+    assert reply["matches"] == [[[4, 7], [5, 8], 4]]
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("LCS", "a", "b", "LEN", "IDX")
+    assert "please just use IDX" in err(e)
+
+
+def test_sort(r):
+    r.rpush("l", 3, 1, 2, 10)
+    assert r.sort("l") == ["1", "2", "3", "10"]
+    assert r.sort("l", desc=True) == ["10", "3", "2", "1"]
+    assert r.sort("l", alpha=True) == ["1", "10", "2", "3"]
+    assert r.sort("l", start=1, num=2) == ["2", "3"]
+    r.mset({"w_1": 40, "w_2": 30, "w_3": 20, "w_10": 10})
+    assert r.sort("l", by="w_*") == ["10", "3", "2", "1"]
+    r.hset("h_1", "f", "one")
+    assert r.sort("l", by="w_*", get=["#", "h_*->f"]) == ["10", None, "3", None, "2", None, "1", "one"]
+    assert r.sort("l", by="nosort") == ["3", "1", "2", "10"]
+    assert r.sort("l", store="dst") == 4
+    assert r.lrange("dst", 0, -1) == ["1", "2", "3", "10"]
+    r.sadd("s", "b", "a", "c")
+    assert r.sort("s", alpha=True) == ["a", "b", "c"]
+    r.zadd("z", {"x": 3, "y": 1, "w": 2})
+    assert r.sort("z", by="nosort") == ["y", "w", "x"]
+    assert r.execute_command("SORT_RO", "l") == ["1", "2", "3", "10"]
+    r.rpush("bad", "x")
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("SORT", "bad")
+    assert "can't be converted into double" in err(e)
+    assert r.sort("missing") == []
+    # redis-py post-processes COMMAND replies; a raw connection does not.
+    conn = r.connection_pool.get_connection("COMMAND")
+    try:
+        conn.send_command("COMMAND", "GETKEYS", "SORT", "l", "STORE", "x", "STORE", "y")
+        assert conn.read_response() == ["l", "y"]
+    finally:
+        r.connection_pool.release(conn)
+
+
+def test_move(r):
+    r.set("k", "v", ex=100)
+    assert r.move("k", 1) == 1
+    assert r.exists("k") == 0
+    other = make_client(r.proto, db=1)
+    try:
+        assert other.get("k") == "v"
+        assert 0 < other.ttl("k") <= 100
+        other.sadd("s", "a", "b")
+        r.sadd("s", "c")
+        assert other.move("s", 0) == 0  # the target has it
+    finally:
+        other.close()
+    with pytest.raises(redis.ResponseError) as e:
+        r.move("s", 0)
+    assert "source and destination objects are the same" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.move("s", 99)
+    assert "out of range" in err(e)
+
+
+def test_memory_usage_and_function(r):
+    assert r.memory_usage("missing") is None
+    r.set("k", "x" * 100)
+    assert r.memory_usage("k") > 100
+    r.hset("h", mapping={f"f{i}": "v" * 50 for i in range(100)})
+    assert r.memory_usage("h", samples=0) > 100 * 50
+    assert r.execute_command("FUNCTION", "FLUSH") in (True, "OK", b"OK")
+    assert r.execute_command("FUNCTION", "LIST") == []
+
+
+def test_encoding_settings(r):
+    old = r.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"]
+    try:
+        r.config_set("hash-max-ziplist-entries", 2)
+        assert r.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"] == "2"
+        r.hset("h", mapping={"a": 1, "b": 2})
+        assert r.object("encoding", "h") == "listpack"
+        r.hset("h", "c", 3)
+        assert r.object("encoding", "h") == "hashtable"
+    finally:
+        r.config_set("hash-max-listpack-entries", old)
+
+
+def test_debug_object_and_protocol(r):
+    r.set("k", "12345")
+    assert "encoding:int" in str(r.execute_command("DEBUG", "OBJECT", "k"))
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("DEBUG", "OBJECT", "missing")
+    assert r.execute_command("DEBUG", "PROTOCOL", "integer") == 12345
+
+
+def test_client_kill_filters(r):
+    victim = make_client(r.proto)
+    victim.ping()
+    vid = victim.client_id()
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "KILL", "ID", "10", "junk")
+    assert "syntax error" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "KILL", "ID", "0")
+    assert "greater than 0" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "KILL", "TYPE", "nonsense")
+    assert "Unknown client type" in err(e)
+    assert r.execute_command("CLIENT", "KILL", "ID", vid, "SKIPME", "yes") == 1
+    victim.close()
+    assert r.ping()
+    assert "cmd=client|list" in str(r.execute_command("CLIENT", "LIST"))
+
+
+def test_a_panicking_command_is_contained(r):
+    if is_reference_redis():
+        pytest.skip("DEBUG PANIC crashes a real redis-server by design")
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("DEBUG", "PANIC")
+    assert "internal error" in err(e)
+    # In a pipeline: the commands around it are applied, it is not.
+    p = r.pipeline(transaction=False)
+    p.set("before", 1)
+    p.execute_command("DEBUG", "PANIC")
+    p.set("after", 2)
+    out = p.execute(raise_on_error=False)
+    assert out[0] is True and out[2] is True
+    assert isinstance(out[1], redis.ResponseError)
+    assert r.mget("before", "after") == ["1", "2"]
+    # In a transaction: nothing is applied.
+    t = r.pipeline(transaction=True)
+    t.set("tx", 1)
+    t.execute_command("DEBUG", "PANIC")
+    with pytest.raises(redis.exceptions.ExecAbortError) as e:
+        t.execute()
+    assert "internal error" in err(e)
+    assert r.get("tx") is None
+    assert r.ping()
