@@ -95,6 +95,12 @@ pub struct Client {
     /// Blocking commands may not block (inside EXEC, in-process sessions):
     /// they answer as if their timeout had passed.
     pub no_block: bool,
+    /// CLIENT REPLY OFF: replies are dropped (pushes still go out).
+    pub reply_off: bool,
+    /// CLIENT REPLY SKIP: drop the next command's reply; `reply_skip` is
+    /// set for the command being run.
+    pub reply_skip_next: bool,
+    pub reply_skip: bool,
     /// Set by a blocking command that found nothing: the executor blocks the client.
     pub block_req: Option<BlockReq>,
     /// The blocking command this client waits in, if any.
@@ -128,6 +134,9 @@ impl Client {
             pushbuf: Vec::new(),
             soft_limit_since: None,
             no_block: false,
+            reply_off: false,
+            reply_skip_next: false,
+            reply_skip: false,
             block_req: None,
             blocked: None,
         }

@@ -487,6 +487,7 @@ impl State {
             if args.is_empty() {
                 continue;
             }
+            client.reply_skip = std::mem::take(&mut client.reply_skip_next);
             let mut reply = cmd::dispatch(self, &mut client, args);
             if self.shutdown {
                 // SHUTDOWN answers by closing the connection, as Redis does.
@@ -514,7 +515,10 @@ impl State {
                 }
             }
             out.append(&mut client.pushbuf);
-            reply.encode(client.proto, &mut out);
+            if !(client.reply_off || client.reply_skip) || matches!(reply, Reply::Many(_) | Reply::Push(_)) {
+                // Pub/sub confirmations are pushes: CLIENT REPLY leaves them be.
+                reply.encode(client.proto, &mut out);
+            }
             if client.close || self.shutdown {
                 break;
             }

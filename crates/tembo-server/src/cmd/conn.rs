@@ -236,8 +236,28 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Verbatim(lines.iter().map(|l| format!("{l}\n")).collect()))
         }
         ("no-evict" | "no-touch", 3) => Ok(Reply::ok()),
-        ("reply", 3) if is(&a[2], "on") => Ok(Reply::ok()),
         ("kill", _) => client_kill(cx, a),
+        ("reply", 3) => {
+            let mode = String::from_utf8_lossy(&a[2]).to_ascii_lowercase();
+            match mode.as_str() {
+                "on" => {
+                    cx.client.reply_off = false;
+                    cx.client.reply_skip = false;
+                    cx.client.reply_skip_next = false;
+                    Ok(Reply::ok())
+                }
+                // OFF and SKIP answer nothing themselves.
+                "off" => {
+                    cx.client.reply_off = true;
+                    Ok(Reply::Many(Vec::new()))
+                }
+                "skip" => {
+                    cx.client.reply_skip_next = true;
+                    Ok(Reply::Many(Vec::new()))
+                }
+                _ => Err(CmdError::syntax()),
+            }
+        }
         ("unblock", 3 | 4) => super::blpop::client_unblock(cx, a),
         ("help", 2) => Ok(Reply::Array(
             [
@@ -248,6 +268,7 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "SETNAME <name>",
                 "GETNAME",
                 "SETINFO <option> <value>",
+                "REPLY ON|OFF|SKIP",
                 "KILL <ip:port> | [ID id] [ADDR ip:port] [LADDR ip:port] [TYPE normal|pubsub] [USER default] [SKIPME yes|no] [MAXAGE secs]",
             ]
             .iter()
