@@ -196,6 +196,8 @@ def test_encoding_settings(r):
 
 
 def test_debug_object_and_protocol(r):
+    if is_reference_redis():
+        pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
     r.set("k", "12345")
     assert "encoding:int" in str(r.execute_command("DEBUG", "OBJECT", "k"))
     with pytest.raises(redis.ResponseError):
@@ -246,3 +248,98 @@ def test_a_panicking_command_is_contained(r):
     assert "internal error" in err(e)
     assert r.get("tx") is None
     assert r.ping()
+
+
+def test_eval_basics(r):
+    assert r.eval("return redis.call('set', KEYS[1], ARGV[1])", 1, "k", "v") in (True, "OK")
+    assert r.eval("return {1, 'two', {3}, redis.call('get', KEYS[1]), false, 'after'}", 1, "k") == [
+        1,
+        "two",
+        [3],
+        "v",
+        None,
+        "after",
+    ]
+    assert r.eval("return 3.99", 0) == 3
+    assert r.eval("return redis.status_reply('FINE')", 0) in ("FINE", True)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return redis.error_reply('My Error')", 0)
+    assert "My Error" in err(e)
+    # pcall hands the error to the script as a table; returned, it is the reply.
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return redis.pcall('incr', KEYS[1])", 1, "k")
+    assert "not an integer" in err(e)
+    assert r.eval("local e = redis.pcall('incr', KEYS[1]) return type(e.err)", 1, "k") == "string"
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return redis.call('incr', KEYS[1])", 1, "k")
+    assert "not an integer" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("x = 1", 0)
+    assert "Attempt to modify a readonly table" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return y", 0)
+    assert "nonexistent global variable 'y'" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return redis.call('multi')", 0)
+    assert "not allowed from script" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return 1", 2, "only-one")
+    assert "greater than number of args" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("this is not lua", 0)
+    assert "Error compiling script" in err(e)
+
+
+def test_eval_libraries(r):
+    assert r.eval("return cjson.encode({a = 1})", 0) == '{"a":1}'
+    assert r.eval("return cjson.decode(ARGV[1]).b[2]", 0, '{"b": [10, 20]}') == 20
+    assert r.eval("return bit.band(0xff, 0x0f)", 0) == 15
+    assert r.eval("return bit.tohex(255, 4)", 0) == "00ff"
+    assert r.eval("return redis.sha1hex('')", 0) == "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+
+
+def test_evalsha_and_script_cache(r):
+    sha = r.script_load("return ARGV[1] .. KEYS[1]")
+    assert r.script_exists(sha, "0" * 40) == [True, False]
+    assert r.evalsha(sha, 1, "a", "b") == "ba"
+    r.script_flush()
+    with pytest.raises(redis.exceptions.NoScriptError):
+        r.evalsha(sha, 1, "a", "b")
+    s = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+    assert s(keys=["n"], args=[5]) == 5
+    assert s(keys=["n"], args=[5]) == 10
+
+
+def test_read_only_scripts(r):
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("EVAL_RO", "return redis.call('set', 'a', 1)", 0)
+    assert "Write commands are not allowed from read-only scripts" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("#!lua flags=no-writes\nreturn redis.call('set', 'a', 1)", 0)
+    assert "Write commands are not allowed" in err(e)
+    r.set("a", "1")
+    assert r.execute_command("EVAL_RO", "return redis.call('get', KEYS[1])", 1, "a") == "1"
+
+
+def test_redis_py_lock(r):
+    lock = r.lock("resource", timeout=5)
+    assert lock.acquire(blocking=False)
+    assert not r.lock("resource", timeout=5).acquire(blocking=False)
+    assert lock.extend(2)
+    lock.release()
+    assert r.exists("resource") == 0
+
+
+def test_a_runaway_script_is_stopped_and_not_applied(r):
+    if is_reference_redis():
+        pytest.skip("redis-server keeps a runaway script running until SCRIPT KILL")
+    old = r.config_get("busy-reply-threshold")["busy-reply-threshold"]
+    try:
+        r.config_set("busy-reply-threshold", 200)
+        with pytest.raises(redis.ResponseError) as e:
+            r.eval("redis.call('set', 'partial', 1) while true do end", 0)
+        assert "busy-reply-threshold" in err(e)
+        assert r.exists("partial") == 0
+        assert r.ping()
+    finally:
+        r.config_set("busy-reply-threshold", old)

@@ -97,9 +97,12 @@ pub struct State {
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
-    /// A command panicked since the last commit: its writes may be half
-    /// done, so they must not be committed (see [`cmd::run`]).
-    pub panicked: bool,
+    /// A command stopped midway since the last commit (it panicked, or a
+    /// script was stopped at its time limit): its writes may be partial, so
+    /// the group's writes must not be committed (see [`cmd::run`]).
+    pub torn: bool,
+    /// The Lua interpreter and script cache, made on the first EVAL.
+    pub scripts: Option<crate::script::Engine>,
     /// Unix seconds of the last commit (LASTSAVE).
     pub last_commit: u64,
     /// Pub/sub subscriptions by channel and pattern.
@@ -164,7 +167,8 @@ impl State {
             cursors: crate::cursor::Cursors::default(),
             shutdown: false,
             active_expire: true,
-            panicked: false,
+            torn: false,
+            scripts: None,
             monitors: Vec::new(),
             shared,
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -324,8 +328,8 @@ impl State {
             }
         }
         self.drain_resume(false);
-        let committed = if std::mem::take(&mut self.panicked) {
-            Err("a command panicked".to_string())
+        let committed = if std::mem::take(&mut self.torn) {
+            Err("a command stopped midway".to_string())
         } else {
             self.commit().map_err(|e| e.to_string())
         };
@@ -507,7 +511,7 @@ impl State {
                 return;
             }
             if commit_each {
-                if std::mem::take(&mut self.panicked) {
+                if std::mem::take(&mut self.torn) {
                     // The command's error reply says it was not applied.
                     self.discard();
                 } else if let Err(failed) = self.commit_or_discard() {

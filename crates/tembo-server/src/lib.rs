@@ -43,6 +43,8 @@ mod keyspace;
 mod net;
 mod pubsub;
 pub mod resp;
+mod script;
+mod script_libs;
 mod session;
 mod size;
 mod stats;

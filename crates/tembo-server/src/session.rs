@@ -43,6 +43,11 @@ impl Session {
         }
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
         let reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
+        if std::mem::take(&mut self.st.torn) {
+            // The command stopped midway; its error reply says so.
+            self.st.discard();
+            return reply;
+        }
         self.st.commit_or_discard().map_or_else(|failed| failed, |()| reply)
     }
 

@@ -6,8 +6,9 @@
 //! its elements times its size (`SAMPLES 0` reads every element). Each
 //! stored key is charged its bytes plus [`ENTRY_OVERHEAD`].
 //!
-//! Tembo runs no scripts, so there are never functions: FUNCTION FLUSH
-//! succeeds, FUNCTION LIST is empty, and loading one is refused by name.
+//! Tembo runs EVAL scripts but keeps no function libraries (Redis 7's
+//! FUNCTION LOAD): FUNCTION FLUSH succeeds, FUNCTION LIST is empty, and
+//! loading one is refused by name.
 
 use std::ops::Bound;
 
@@ -37,7 +38,7 @@ pub const COMMANDS: &[Spec] = &[
         flags: &["noscript"],
         keys: (0, 0, 0),
         group: "scripting",
-        summary: "FUNCTION FLUSH | LIST | STATS: Tembo runs no scripts, so there are no functions.",
+        summary: "FUNCTION FLUSH | LIST | STATS: Tembo keeps no function libraries (use EVAL).",
         run: function,
     },
 ];
@@ -139,7 +140,7 @@ fn function(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             (Reply::bulk("engines"), Reply::Map(Vec::new())),
         ])),
         "load" | "restore" | "delete" | "dump" | "kill" => {
-            Err(CmdError::err("Tembo runs no scripts: FUNCTION LOAD, RESTORE, DELETE, DUMP and KILL are not supported"))
+            Err(CmdError::err("Tembo keeps no function libraries: FUNCTION LOAD, RESTORE, DELETE, DUMP and KILL are not supported (EVAL and EVALSHA are)"))
         }
         _ => Err(CmdError::err(format!(
             "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",

@@ -28,6 +28,7 @@ mod lists_extra;
 mod longdouble;
 mod memory;
 pub mod pubsub;
+mod scripting;
 mod server;
 mod sets;
 mod sort;
@@ -126,7 +127,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 18] = [
+        let families: [&'static [Spec]; 19] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -145,6 +146,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             bits::COMMANDS,
             lcs::COMMANDS,
             sort::COMMANDS,
+            scripting::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
@@ -286,8 +288,10 @@ const SUBCOMMANDS: &[&str] = &[
 
 /// `name` or, for a container command with a known subcommand, `name|sub`.
 fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
-    let container =
-        matches!(spec.name, "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub");
+    let container = matches!(
+        spec.name,
+        "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub" | "script"
+    );
     let Some(sub) = args.get(1).filter(|_| container) else { return spec.name };
     let n = spec.name.len();
     SUBCOMMANDS
@@ -325,7 +329,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
                     "command '{}' panicked: {what}; it was not applied (this is a bug: please report it)",
                     spec.name
                 );
-                ctx.st.panicked = true;
+                ctx.st.torn = true;
                 Err(CmdError::err(format!(
                     "internal error in '{}': the command was not applied (this is a Tembo bug: please report it)",
                     spec.name

@@ -84,7 +84,7 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
         // Queued commands were looked up when they were queued.
         let Some(spec) = spec(&args[0]) else { continue };
         replies.push(run(cx.st, cx.client, spec, &args));
-        if cx.st.panicked {
+        if cx.st.torn {
             // None of the transaction is applied: say so for all of it.
             cx.client.no_block = no_block;
             return Err(CmdError(format!(

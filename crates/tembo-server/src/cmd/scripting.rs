@@ -1,0 +1,198 @@
+//! EVAL EVALSHA EVAL_RO EVALSHA_RO and SCRIPT (LOAD EXISTS FLUSH KILL
+//! HELP): Lua scripts, run by `crate::script`.
+//!
+//! A `#!lua flags=no-writes` first line makes a script read-only, as in
+//! Redis 7. The cache lives in memory only (Redis's does too): after a
+//! restart, clients reload scripts on NOSCRIPT, as they must for Redis.
+
+use std::time::Duration;
+
+use super::args::{int, is};
+use super::server::inert_value;
+use super::{CmdError, CmdResult, Spec};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+use crate::script::Engine;
+
+pub const COMMANDS: &[Spec] = &[
+    Spec {
+        name: "eval",
+        arity: -3,
+        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        keys: (0, 0, 0),
+        group: "scripting",
+        summary: "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically.",
+        run: eval,
+    },
+    Spec {
+        name: "evalsha",
+        arity: -3,
+        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        keys: (0, 0, 0),
+        group: "scripting",
+        summary: "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.",
+        run: evalsha,
+    },
+    Spec {
+        name: "eval_ro",
+        arity: -3,
+        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        keys: (0, 0, 0),
+        group: "scripting",
+        summary: "EVAL_RO script numkeys [key ...] [arg ...]: a script that may not write.",
+        run: eval_ro,
+    },
+    Spec {
+        name: "evalsha_ro",
+        arity: -3,
+        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        keys: (0, 0, 0),
+        group: "scripting",
+        summary: "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached script that may not write.",
+        run: evalsha_ro,
+    },
+    Spec {
+        name: "script",
+        arity: -2,
+        flags: &["noscript"],
+        keys: (0, 0, 0),
+        group: "scripting",
+        summary: "SCRIPT LOAD script | EXISTS sha1 ... | FLUSH [ASYNC|SYNC] | KILL | HELP.",
+        run: script,
+    },
+];
+
+/// The interpreter, made on first use.
+fn engine(cx: &mut Ctx) -> Result<Engine, CmdError> {
+    match cx.st.scripts.take() {
+        Some(e) => Ok(e),
+        None => Engine::new(),
+    }
+}
+
+/// Whether a script's shebang line asks for no writes; errors name a bad one.
+fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
+    let Some(rest) = source.strip_prefix(b"#!") else { return Ok(false) };
+    let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace();
+    let engine = words.next().unwrap_or("");
+    if engine != "lua" {
+        return Err(CmdError::err(format!("Could not find scripting engine '{engine}'")));
+    }
+    let mut read_only = false;
+    for w in words {
+        let Some(flags) = w.strip_prefix("flags=") else {
+            return Err(CmdError::err(format!("Unknown lua shebang option: {w}")));
+        };
+        for f in flags.split(',').filter(|f| !f.is_empty()) {
+            match f {
+                "no-writes" => read_only = true,
+                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                other => return Err(CmdError::err(format!("Unexpected flag in script shebang: {other}"))),
+            }
+        }
+    }
+    Ok(read_only)
+}
+
+/// Runs `sha` (or compiles `source` first) with the command's keys and args.
+fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult {
+    let numkeys = int(&a[2])?;
+    if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    if numkeys as usize > a.len() - 3 {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    }
+    let (keys, argv) = a[3..].split_at(numkeys as usize);
+    let limit_ms =
+        inert_value(&cx.st.inert, "busy-reply-threshold").and_then(|v| v.parse::<u64>().ok()).unwrap_or(5000);
+    let mut eng = engine(cx)?;
+    let result = (|| {
+        let sha = if by_sha { String::from_utf8_lossy(&a[1]).to_ascii_lowercase() } else { eng.load(&a[1])? };
+        let source_read_only = match eng.source(&sha) {
+            Some(src) => shebang_read_only(src)?,
+            None => false,
+        };
+        eng.run(cx, &sha, keys, argv, read_only || source_read_only, Duration::from_millis(limit_ms.max(1)))
+    })();
+    cx.st.scripts = Some(eng);
+    result
+}
+
+fn eval(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    if !a[1].starts_with(b"#!") {
+        return run(cx, a, false, false);
+    }
+    shebang_read_only(&a[1])?;
+    run(cx, a, false, false)
+}
+
+fn evalsha(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    run(cx, a, true, false)
+}
+
+fn eval_ro(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    run(cx, a, false, true)
+}
+
+fn evalsha_ro(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    run(cx, a, true, true)
+}
+
+fn script(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match (sub.as_str(), a.len()) {
+        ("load", 3) => {
+            shebang_read_only(&a[2])?;
+            let mut eng = engine(cx)?;
+            let sha = eng.load(&a[2]);
+            cx.st.scripts = Some(eng);
+            Ok(Reply::bulk(sha?))
+        }
+        ("exists", n) if n >= 3 => Ok(Reply::Array(
+            a[2..]
+                .iter()
+                .map(|sha| {
+                    let sha = String::from_utf8_lossy(sha);
+                    Reply::Int(cx.st.scripts.as_ref().is_some_and(|e| e.exists(&sha)) as i64)
+                })
+                .collect(),
+        )),
+        ("flush", 2 | 3) => {
+            if let Some(mode) = a.get(2) {
+                if !is(mode, "async") && !is(mode, "sync") {
+                    return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option"));
+                }
+            }
+            if let Some(e) = cx.st.scripts.as_mut() {
+                e.flush();
+            }
+            Ok(Reply::ok())
+        }
+        // A script never runs while another command is read: there is
+        // nothing to kill (a runaway one is stopped at busy-reply-threshold).
+        ("kill", 2) => Err(CmdError("NOTBUSY No scripts in execution right now.".into())),
+        ("help", 2) => Ok(Reply::Array(
+            [
+                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "EXISTS <sha1> [<sha1> ...]",
+                "    Return information about the existence of the scripts in the script cache.",
+                "FLUSH [ASYNC|SYNC]",
+                "    Flush the Lua scripts cache.",
+                "KILL",
+                "    Kill the currently executing Lua script.",
+                "LOAD <script>",
+                "    Load a script into the scripts cache without executing it.",
+            ]
+            .iter()
+            .map(|l| Reply::Simple(l.to_string()))
+            .collect(),
+        )),
+        _ => Err(CmdError::err(format!(
+            "unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
+            String::from_utf8_lossy(&a[1])
+        ))),
+    }
+}

@@ -1,0 +1,390 @@
+//! The Lua 5.1 interpreter behind EVAL, and the script cache.
+//!
+//! A script runs on the executor like any command: nothing else runs while
+//! it does, so it is atomic; its writes join the pending batch, so they
+//! become durable with the group's commit, before its reply goes out.
+//! Inside it, `redis.call` and `redis.pcall` run commands through the same
+//! table as clients do (minus the ones a script may not run), and replies
+//! cross between RESP and Lua by Redis's conversion rules.
+//!
+//! What differs from Redis, on purpose: a script that runs past
+//! `busy-reply-threshold` (default 5 s) is stopped and *none* of its writes
+//! are applied (Redis can only stop a script that has not written yet; the
+//! executor here discards the pending writes and re-runs the rest of the
+//! group, see `State::torn`). The interpreter loads the base, table,
+//! string and math libraries, plus `cjson` and `bit` (`crate::script_libs`);
+//! not `struct` or `cmsgpack`. New globals are refused ("Attempt to modify a readonly table"), as
+//! in Redis 7.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
+
+use crate::cmd::{self, CmdError};
+use crate::exec::Ctx;
+use crate::resp::Reply;
+
+/// Commands a script may not run (besides those flagged `noscript`).
+const DENIED: &[&str] = &[
+    "eval",
+    "evalsha",
+    "eval_ro",
+    "evalsha_ro",
+    "script",
+    "subscribe",
+    "psubscribe",
+    "unsubscribe",
+    "punsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+];
+
+/// Lua code run once per interpreter: global protection, and the wrappers
+/// that take the per-run `redis.pcall` (which needs the running command's
+/// state, so it is made anew for each run).
+const PRELUDE: &str = r#"
+local mt = {}
+mt.__newindex = function(t, n, v)
+  error("Attempt to modify a readonly table", 2)
+end
+mt.__index = function(t, n)
+  error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 2)
+end
+setmetatable(_G, mt)
+"#;
+
+const INSTALL: &str = r#"
+return function(pc, setresp)
+  redis.pcall = pc
+  redis.setresp = setresp
+  redis.call = function(...)
+    local r = pc(...)
+    if type(r) == 'table' and r.err ~= nil then error(r, 2) end
+    return r
+  end
+end
+"#;
+
+const RUN: &str = r#"
+return function(f)
+  return pcall(f)
+end
+"#;
+
+/// A compiled script and its source.
+struct Cached {
+    source: Vec<u8>,
+    function: Function,
+}
+
+/// The interpreter, the cache of scripts by SHA-1, and the time limit.
+pub struct Engine {
+    lua: Lua,
+    cache: HashMap<String, Cached>,
+    install: Function,
+    run: Function,
+    deadline: Rc<Cell<Option<Instant>>>,
+    stopped: Rc<Cell<bool>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("scripts", &self.cache.len()).finish()
+    }
+}
+
+/// The lower-case SHA-1 hex digest of `source`, a script's id.
+pub fn sha1hex(source: &[u8]) -> String {
+    sha1_smol::Sha1::from(source).digest().to_string()
+}
+
+fn lua_err(e: mlua::Error) -> CmdError {
+    CmdError::err(format!("Lua interpreter: {e}"))
+}
+
+impl Engine {
+    /// A fresh interpreter with Redis's script environment.
+    pub fn new() -> Result<Engine, CmdError> {
+        let lua = Lua::new_with(StdLib::TABLE | StdLib::STRING | StdLib::MATH, LuaOptions::new()).map_err(lua_err)?;
+        let globals = lua.globals();
+        for unsafe_fn in ["loadfile", "dofile", "print"] {
+            globals.raw_set(unsafe_fn, Value::Nil).map_err(lua_err)?;
+        }
+        crate::script_libs::install(&lua).map_err(lua_err)?;
+        lua.load(PRELUDE).set_name("@prelude").exec().map_err(lua_err)?;
+        let install = lua.load(INSTALL).set_name("@install").eval::<Function>().map_err(lua_err)?;
+        let run = lua.load(RUN).set_name("@run").eval::<Function>().map_err(lua_err)?;
+        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
+        let stopped = Rc::new(Cell::new(false));
+        let (d, s) = (deadline.clone(), stopped.clone());
+        lua.set_hook(HookTriggers::new().every_nth_instruction(10_000), move |_, _| {
+            if d.get().is_some_and(|at| Instant::now() >= at) {
+                s.set(true);
+                return Err(mlua::Error::RuntimeError("script time limit".into()));
+            }
+            Ok(VmState::Continue)
+        });
+        Ok(Engine { lua, cache: HashMap::new(), install, run, deadline, stopped })
+    }
+
+    /// Compiles `source` into the cache (if it is not there yet); its id.
+    pub fn load(&mut self, source: &[u8]) -> Result<String, CmdError> {
+        let sha = sha1hex(source);
+        if self.cache.contains_key(&sha) {
+            return Ok(sha);
+        }
+        // Redis skips a `#!lua` shebang line (its flags are read by the
+        // caller); keep the line count so error lines stay right.
+        let body: Vec<u8> = if source.starts_with(b"#!") {
+            let nl = source.iter().position(|&b| b == b'\n').unwrap_or(source.len());
+            source[nl..].to_vec()
+        } else {
+            source.to_vec()
+        };
+        let function = self.lua.load(&body[..]).set_name("@user_script").into_function().map_err(|e| {
+            let msg = match &e {
+                mlua::Error::SyntaxError { message, .. } => message.clone(),
+                other => other.to_string(),
+            };
+            CmdError::err(format!("Error compiling script (new function): {msg}"))
+        })?;
+        self.cache.insert(sha.clone(), Cached { source: source.to_vec(), function });
+        Ok(sha)
+    }
+
+    /// Whether a script with this id is cached.
+    pub fn exists(&self, sha: &str) -> bool {
+        self.cache.contains_key(&sha.to_ascii_lowercase())
+    }
+
+    /// The source of a cached script.
+    pub fn source(&self, sha: &str) -> Option<&[u8]> {
+        self.cache.get(&sha.to_ascii_lowercase()).map(|c| c.source.as_slice())
+    }
+
+    /// Empties the cache.
+    pub fn flush(&mut self) {
+        self.cache.clear();
+        self.lua.gc_collect().ok();
+    }
+
+    /// Runs cached script `sha` with `keys` and `argv`; `read_only` refuses
+    /// write commands; past `limit` the script is stopped and the pending
+    /// writes are marked torn (none of them will be committed).
+    pub fn run(
+        &mut self,
+        cx: &mut Ctx,
+        sha: &str,
+        keys: &[Vec<u8>],
+        argv: &[Vec<u8>],
+        read_only: bool,
+        limit: Duration,
+    ) -> Result<Reply, CmdError> {
+        let sha = sha.to_ascii_lowercase();
+        let Some(cached) = self.cache.get(&sha) else {
+            return Err(CmdError("NOSCRIPT No matching script. Please use EVAL.".into()));
+        };
+        let function = cached.function.clone();
+        let lua = &self.lua;
+        let globals = lua.globals();
+        let strings = |items: &[Vec<u8>]| -> mlua::Result<Table> {
+            lua.create_sequence_from(items.iter().map(|b| lua.create_string(b)).collect::<mlua::Result<Vec<_>>>()?)
+        };
+        globals.raw_set("KEYS", strings(keys).map_err(lua_err)?).map_err(lua_err)?;
+        globals.raw_set("ARGV", strings(argv).map_err(lua_err)?).map_err(lua_err)?;
+        self.stopped.set(false);
+        self.deadline.set(Some(Instant::now() + limit));
+        let resp3 = Cell::new(false);
+        let cx = RefCell::new(cx);
+        let outcome = lua.scope(|scope| {
+            let pcall = scope.create_function(|lua, args: Variadic<Value>| {
+                let mut cx = cx.borrow_mut();
+                let reply = call(&mut cx, &args, read_only);
+                reply_to_lua(lua, reply, resp3.get())
+            })?;
+            let setresp = scope.create_function(|_, v: i64| match v {
+                2 | 3 => {
+                    resp3.set(v == 3);
+                    Ok(())
+                }
+                _ => Err(mlua::Error::RuntimeError("RESP version must be 2 or 3.".into())),
+            })?;
+            self.install.call::<()>((pcall, setresp))?;
+            self.run.call::<(bool, Value)>(function)
+        });
+        self.deadline.set(None);
+        let cx = cx.into_inner();
+        if self.stopped.get() {
+            cx.st.torn = true;
+            return Err(CmdError::err(format!(
+                "Script stopped after running longer than busy-reply-threshold ({} ms); none of its writes were applied",
+                limit.as_millis()
+            )));
+        }
+        match outcome.map_err(lua_err)? {
+            (true, value) => Ok(lua_to_reply(value, 0)),
+            (false, Value::Table(t)) if t.raw_get::<Value>("err").is_ok_and(|v| !v.is_nil()) => {
+                Err(CmdError(bytes_text(&t.raw_get::<Value>("err").unwrap_or(Value::Nil))))
+            }
+            (false, err) => {
+                let msg = bytes_text(&err);
+                let line = msg
+                    .strip_prefix("user_script:")
+                    .and_then(|rest| rest.split(':').next())
+                    .map(|l| format!(", on @user_script:{l}."))
+                    .unwrap_or_else(|| ".".into());
+                Err(CmdError::err(format!("{msg} script: {sha}{line}")))
+            }
+        }
+    }
+}
+
+/// The text of a Lua string or error value.
+fn bytes_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+        Value::Error(e) => e.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// `redis.pcall`'s body: checks and runs one command.
+fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
+    let mut argv = Vec::with_capacity(args.len());
+    for a in args {
+        match a {
+            Value::String(s) => argv.push(s.as_bytes().to_vec()),
+            Value::Integer(n) => argv.push(n.to_string().into_bytes()),
+            Value::Number(f) => argv.push(number_text(*f).into_bytes()),
+            _ => return Reply::Error("ERR Lua redis lib command arguments must be strings or integers".into()),
+        }
+    }
+    if argv.is_empty() {
+        return Reply::Error("ERR Please specify at least one argument for this redis lib call".into());
+    }
+    let Some(spec) = cmd::spec(&argv[0]) else {
+        return Reply::Error("ERR Unknown Redis command called from script".into());
+    };
+    let n = argv.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        return Reply::Error("ERR Wrong number of args calling Redis command from script".into());
+    }
+    if spec.flags.contains(&"noscript") || DENIED.contains(&spec.name) {
+        return Reply::Error("ERR This Redis command is not allowed from script".into());
+    }
+    if read_only && spec.flags.contains(&"write") {
+        return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
+    }
+    // Blocking commands answer at once inside a script, as in Redis.
+    let no_block = std::mem::replace(&mut cx.client.no_block, true);
+    let reply = cmd::run(cx.st, cx.client, spec, &argv);
+    cx.client.no_block = no_block;
+    reply
+}
+
+/// A Lua number as a command argument: integral values without a fraction.
+fn number_text(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e17 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
+}
+
+fn single(lua: &Lua, key: &str, value: Value) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set(key, value)?;
+    Ok(Value::Table(t))
+}
+
+/// A command's reply as a script sees it (Redis's RESP2/RESP3 → Lua rules).
+pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value> {
+    let seq = |items: Vec<Reply>| -> mlua::Result<Value> {
+        let t = lua.create_table_with_capacity(items.len(), 0)?;
+        for (i, r) in items.into_iter().enumerate() {
+            t.raw_set(i + 1, reply_to_lua(lua, r, resp3)?)?;
+        }
+        Ok(Value::Table(t))
+    };
+    Ok(match reply {
+        Reply::Int(n) => Value::Integer(n),
+        Reply::Bulk(b) => Value::String(lua.create_string(b)?),
+        Reply::Nil | Reply::NilArray if resp3 => Value::Nil,
+        Reply::Nil | Reply::NilArray => Value::Boolean(false),
+        Reply::Simple(s) => single(lua, "ok", Value::String(lua.create_string(s)?))?,
+        Reply::Error(e) => single(lua, "err", Value::String(lua.create_string(e)?))?,
+        Reply::Array(items) | Reply::Push(items) | Reply::Many(items) => seq(items)?,
+        Reply::Set(items) if resp3 => {
+            let t = lua.create_table()?;
+            for r in items {
+                t.raw_set(reply_to_lua(lua, r, resp3)?, true)?;
+            }
+            single(lua, "set", Value::Table(t))?
+        }
+        Reply::Set(items) => seq(items)?,
+        Reply::Map(pairs) if resp3 => {
+            let t = lua.create_table()?;
+            for (k, v) in pairs {
+                t.raw_set(reply_to_lua(lua, k, resp3)?, reply_to_lua(lua, v, resp3)?)?;
+            }
+            single(lua, "map", Value::Table(t))?
+        }
+        Reply::Map(pairs) => seq(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect())?,
+        Reply::Double(d) if resp3 => single(lua, "double", Value::Number(d))?,
+        Reply::Double(d) => Value::String(lua.create_string(crate::resp::format_double(d))?),
+        Reply::Bool(b) if resp3 => Value::Boolean(b),
+        Reply::Bool(b) => Value::Integer(b as i64),
+        Reply::Verbatim(s) => Value::String(lua.create_string(s)?),
+    })
+}
+
+/// A script's return value as a reply (Redis's Lua → RESP rules).
+pub fn lua_to_reply(value: Value, depth: usize) -> Reply {
+    if depth > 1000 {
+        return Reply::Error("ERR reached lua stack limit".into());
+    }
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Boolean(false) => Reply::Nil,
+        Value::Integer(n) => Reply::Int(n),
+        Value::Number(f) => Reply::Int(f as i64),
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Table(t) => table_to_reply(t, depth),
+        _ => Reply::Nil,
+    }
+}
+
+fn table_to_reply(t: Table, depth: usize) -> Reply {
+    let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
+    if let Value::String(e) = field("err") {
+        return Reply::Error(String::from_utf8_lossy(&e.as_bytes()).into_owned());
+    }
+    if let Value::String(s) = field("ok") {
+        return Reply::Simple(String::from_utf8_lossy(&s.as_bytes()).into_owned());
+    }
+    match field("double") {
+        Value::Number(d) => return Reply::Double(d),
+        Value::Integer(n) => return Reply::Double(n as f64),
+        _ => {}
+    }
+    if let Value::Table(m) = field("map") {
+        let pairs = m.pairs::<Value, Value>().filter_map(Result::ok);
+        return Reply::Map(pairs.map(|(k, v)| (lua_to_reply(k, depth + 1), lua_to_reply(v, depth + 1))).collect());
+    }
+    if let Value::Table(s) = field("set") {
+        let members = s.pairs::<Value, Value>().filter_map(Result::ok);
+        return Reply::Set(members.map(|(k, _)| lua_to_reply(k, depth + 1)).collect());
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(v) => items.push(lua_to_reply(v, depth + 1)),
+        }
+    }
+    Reply::Array(items)
+}
