@@ -17,20 +17,23 @@ pub mod args;
 pub use server::INERT;
 pub mod blpop;
 mod conn;
+mod debug;
 mod hashes;
 mod keys;
-mod debug;
 mod keys_extra;
-mod memory;
 mod lists;
 mod lists_extra;
 mod longdouble;
+mod memory;
 pub mod pubsub;
 mod server;
 mod sets;
 mod strings;
 mod txn;
+mod zparse;
 mod zsets;
+mod zsets_multi;
+mod zsets_pop;
 
 /// An error reply; the text starts with its code ("ERR …", "WRONGTYPE …").
 #[derive(Clone, Debug, PartialEq)]
@@ -123,7 +126,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 15] = [
+        let families: [&'static [Spec]; 17] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -132,6 +135,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             lists::COMMANDS,
             sets::COMMANDS,
             zsets::COMMANDS,
+            zsets_multi::COMMANDS,
+            zsets_pop::COMMANDS,
             txn::COMMANDS,
             pubsub::COMMANDS,
             blpop::COMMANDS,
