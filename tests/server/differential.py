@@ -1214,7 +1214,7 @@ class Runner:
             if a != b:
                 bad("replies differ")
             return
-        xa, xb = list(a[1]), list(unsign_zero(b)[1])
+        xa, xb = list(a[1]), list((unsign_zero(b) if name == "zrandmember" else b)[1])
         withvalues = name in ("hrandfield", "zrandmember") and len(args) > 3
         if withvalues and self.proto == 3:
             # RESP3: an array of [field, value] pairs; flatten both.
