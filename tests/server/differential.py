@@ -21,8 +21,9 @@ legitimately random or time-dependent are normalized:
   - TTL/PTTL are compared within a tolerance;
   - SCAN/HSCAN/SSCAN/ZSCAN are run to the end and the *set* of what they
     returned is compared, never cursors;
-  - SRANDMEMBER/HRANDFIELD/SPOP/RANDOMKEY are checked for their size and
-    that what they returned belongs to the key (as the reference held it);
+  - SRANDMEMBER/HRANDFIELD/ZRANDMEMBER/SPOP/RANDOMKEY are checked for their
+    size and that what they returned belongs to the key (as the reference
+    held it, with its value or score);
     after an SPOP the popped key is copied from Redis to Tembo, so both go
     on from the same state.
 
@@ -34,9 +35,10 @@ shorter histories on flushed servers, and the commands that reproduce it are
 printed as redis-cli lines.
 
 Not compared, on purpose: the commands Tembo does not implement (README,
-"The server": pub/sub, blocking list commands, scripting, streams, ...), and
-INFO, OBJECT ENCODING/FREQ/IDLETIME, DEBUG, CLIENT, CONFIG, COMMAND, TIME,
-HELLO's server map, whose contents are documented to differ.
+"The server": scripting, streams, ...), pub/sub and the blocking commands
+(BLPOP, BZPOPMIN...: their waiting is timing; tests/server/test_commands.py
+covers them), and INFO, OBJECT ENCODING/FREQ/IDLETIME, DEBUG, CLIENT, CONFIG,
+COMMAND, TIME, HELLO's server map, whose contents are documented to differ.
 
 Exit status: 0 when nothing differed, 1 on a mismatch, 2 when a server could
 not be started.
@@ -275,9 +277,13 @@ COUNTS = ["1", "3", "100", "0", "-1", "abc"]
 
 
 class Gen:
-    def __init__(self, rng, now_ms):
+    def __init__(self, rng, now_ms, zfocus=False):
         self.r = rng
         self.now_ms = now_ms
+        # Mostly sorted sets and sets (a quarter of the seeds): the sorted-set
+        # commands that read several keys then meet sorted sets and sets far
+        # more often than keys of other types.
+        self.zfocus = zfocus
 
     def pick(self, xs):
         return self.r.choice(xs)
@@ -688,10 +694,75 @@ class Gen:
             cmd.append("WITHSCORES")
         return cmd
 
+    def weight(self):
+        if self.r.random() < 0.1:
+            return self.pick(["nan", "abc", "", "inf", "-inf", "1e400", " 1"])
+        return self.pick(["1", "2", "0", "-1", "0.5", "1.5", "-2.5", "3", "10", "1e300", "0.1"])
+
+    def zalgebra(self, name):
+        """ZUNION ZINTER ZDIFF, their *STORE forms and ZINTERCARD: numkeys
+        (now and then a wrong one), keys (sets among them: they score 1) and
+        the options in any order, sometimes bad or repeated."""
+        r = self.r
+        ks = self.keys(1, 3)
+        n = str(len(ks))
+        if r.random() < 0.08:
+            n = self.pick(["0", "-1", "abc", str(len(ks) + 1), str(len(ks) + 3), "9223372036854775807", ""])
+        cmd = [name] + ([self.key()] if name.endswith("STORE") else []) + [n] + ks
+        groups = []
+        if name == "ZINTERCARD":
+            if r.random() < 0.5:
+                groups.append(["LIMIT", self.int(0, 4, 0.15)])
+        else:
+            if r.random() < 0.35:
+                nw = len(ks) if r.random() < 0.85 else r.randint(0, len(ks) + 1)
+                groups.append(["WEIGHTS"] + [self.weight() for _ in range(nw)])
+            if r.random() < 0.35:
+                groups.append(["AGGREGATE", self.pick(["SUM", "MIN", "MAX", "sum", "min", "max", "avg"])])
+            if r.random() < (0.5 if not name.endswith("STORE") else 0.04):
+                groups.append(["WITHSCORES"])
+        if r.random() < 0.05:
+            groups.append([self.pick(["FOO", "LIMIT", "WEIGHTS", "AGGREGATE", "WITHSCORES"])])
+        r.shuffle(groups)
+        return cmd + [x for g in groups for x in g]
+
+    def znew(self):
+        """The commands added in Redis 6.2/7.0 that are not set algebra."""
+        r = self.r
+        c = r.randint(0, 9)
+        if c in (0, 1, 2):
+            # ZRANGESTORE: ZRANGE's argument forms, with a destination.
+            cmd = self.zrange("ZRANGE")
+            cmd = ["ZRANGESTORE", self.key()] + cmd[1:]
+            if "WITHSCORES" in cmd and r.random() < 0.8:
+                cmd.remove("WITHSCORES")
+            return cmd
+        if c in (3, 4):
+            cmd = ["ZRANDMEMBER", self.key()]
+            if r.random() < 0.75:
+                cmd.append(self.rand_count())
+                if r.random() < 0.5:
+                    cmd.append(self.pick(["WITHSCORES", "WITHSCORES", "withscores", "FOO"]))
+            return cmd
+        # ZMPOP numkeys key... MIN|MAX [COUNT n]
+        ks = self.keys(1, 3)
+        n = str(len(ks)) if r.random() < 0.9 else self.pick(["0", "-1", "abc", str(len(ks) + 1), "1"])
+        cmd = ["ZMPOP", n] + ks + [self.pick(["MIN", "MAX", "min", "max", "LEFT"])]
+        if r.random() < 0.5:
+            cmd += ["COUNT", self.int(-1, 5, 0.1)]
+        if r.random() < 0.04:
+            cmd.append(self.pick(["COUNT", "FOO"]))
+        return cmd
+
     def zsets(self):
         r = self.r
-        c = r.randint(0, 26)
+        c = r.randint(0, 34)
         k = self.key()
+        if c in (27, 28, 29, 30):
+            return self.zalgebra(self.pick(["ZUNION", "ZINTER", "ZDIFF", "ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE",
+                                            "ZINTERCARD"]))
+        if c in (31, 32, 33, 34):
+            return self.znew()
         if c in (0, 1, 2, 3):
             cmd = ["ZADD", k]
             flags = [self.pick(["NX", "XX", "GT", "LT", "CH", "INCR", "ch", "nx"])
@@ -800,7 +871,11 @@ class Gen:
         if self.r.random() < 0.01:
             return self.bulk()
         r = self.r.random()
-        if r < 0.18:
+        if self.zfocus:
+            # Sorted sets 60%, sets 20%, keyspace 10%, transactions 10%.
+            cmd = (self.zsets() if r < 0.6 else self.sets() if r < 0.8 else self.keyspace() if r < 0.9
+                   else self.txn())
+        elif r < 0.18:
             cmd = self.strings()
         elif r < 0.31:
             cmd = self.keyspace()
@@ -827,7 +902,7 @@ SORTED = {"smembers", "hkeys", "hvals", "keys", "sinter", "sunion", "sdiff"}
 PAIRS = {"hgetall"}
 SCANS = {"scan": 1, "hscan": 2, "sscan": 2, "zscan": 2}  # where the cursor is
 TTLS = {"ttl": 1, "pttl": 1500}  # tolerance
-RANDOM = {"srandmember", "hrandfield", "spop", "randomkey"}
+RANDOM = {"srandmember", "hrandfield", "zrandmember", "spop", "randomkey"}
 
 
 def items(reply):
@@ -1104,6 +1179,13 @@ class Runner:
         if name in ("srandmember", "spop"):
             rep = c.call(["SMEMBERS", args[1]])
             return set(items(rep)) if rep[0] in ("*", "~") else None
+        if name == "zrandmember":
+            # member -> score, as this protocol writes a score (RESP3: pairs).
+            rep = unsign_zero(c.call(["ZRANGE", args[1], "0", "-1", "WITHSCORES"]))
+            if rep[0] != "*":
+                return None
+            xs = [x for pair in rep[1] for x in pair[1]] if self.proto == 3 else list(rep[1])
+            return {xs[i]: xs[i + 1] for i in range(0, len(xs), 2)}
         rep = c.call(["HGETALL", args[1]])
         xs = items(rep) if rep[0] in ("*", "%") else None
         return None if xs is None else {xs[i]: xs[i + 1] for i in range(0, len(xs), 2)}
@@ -1132,8 +1214,8 @@ class Runner:
             if a != b:
                 bad("replies differ")
             return
-        xa, xb = list(a[1]), list(b[1])
-        withvalues = name == "hrandfield" and len(args) > 3
+        xa, xb = list(a[1]), list((unsign_zero(b) if name == "zrandmember" else b)[1])
+        withvalues = name in ("hrandfield", "zrandmember") and len(args) > 3
         if withvalues and self.proto == 3:
             # RESP3: an array of [field, value] pairs; flatten both.
             def flat(xs):
@@ -1286,7 +1368,7 @@ def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
             runner.state_check()
             return None, runner.history
         rng = random.Random(seed)
-        gen = Gen(rng, int(time.time() * 1000))
+        gen = Gen(rng, int(time.time() * 1000), zfocus=seed % 4 == 2)
         for i in range(nops):
             which = "other" if rng.random() < 0.06 else "main"
             cmd = gen.command()

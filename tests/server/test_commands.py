@@ -1496,6 +1496,181 @@ def test_zscan(r):
     assert cur == 0 and list(page) == []
 
 
+def fscored(r, reply):
+    """(member, float score) pairs of a WITHSCORES reply in either protocol."""
+    return [(m, float(sc)) for m, sc in as_pairs(r, reply)]
+
+
+def zmpopped(reply):
+    """ZMPOP/BZMPOP's [key, [[member, score]...]] with float scores (redis-py
+    leaves RESP2's score strings as they are)."""
+    if reply is None:
+        return None
+    key, pairs = reply
+    return [key, [(m, float(sc)) for m, sc in pairs]]
+
+
+def test_zunion_zinter_zdiff(r):
+    r.zadd("a", {"x": 1, "y": 2, "z": 3})
+    r.zadd("b", {"y": 10, "w": 5})
+    r.sadd("s", "x", "q")  # a plain set: every member scores 1
+    assert r.zunion(["a", "b"]) == ["x", "z", "w", "y"]
+    assert fscored(r, r.zunion(["a", "b"], withscores=True)) == [("x", 1), ("z", 3), ("w", 5), ("y", 12)]
+    assert fscored(r, r.zunion({"a": 2, "b": -1}, withscores=True)) == [
+        ("y", -6), ("w", -5), ("x", 2), ("z", 6)]
+    assert fscored(r, r.zunion(["a", "b"], aggregate="MIN", withscores=True)) == [
+        ("x", 1), ("y", 2), ("z", 3), ("w", 5)]
+    assert fscored(r, r.zunion(["a", "s"], withscores=True)) == [("q", 1), ("x", 2), ("y", 2), ("z", 3)]
+    assert fscored(r, r.zinter(["a", "b"], aggregate="MAX", withscores=True)) == [("y", 10)]
+    assert fscored(r, r.zinter(["a", "s"], withscores=True)) == [("x", 2)]
+    assert r.zinter(["a", "nope"]) == []
+    assert fscored(r, r.zdiff(["a", "b", "s"], withscores=True)) == [("z", 3)]
+    assert r.zdiff(["a", "a"]) == []
+    assert r.zdiff(["s", "a"]) == ["q"]
+    # inf + -inf sums to 0, not NaN
+    r.zadd("i1", {"m": float("inf")})
+    r.zadd("i2", {"m": float("-inf")})
+    assert fscored(r, r.zunion(["i1", "i2"], withscores=True)) == [("m", 0.0)]
+    assert r.zintercard(2, ["a", "b"]) == 1
+    assert r.zintercard(2, ["a", "s"], limit=0) == 1
+    r.zadd("c", {"x": 0, "y": 0, "z": 0})
+    assert r.zintercard(2, ["a", "c"], limit=2) == 2
+
+
+def test_zset_algebra_store(r):
+    r.zadd("a", {"x": 1, "y": 2})
+    r.zadd("b", {"y": 3, "z": 4})
+    r.set("dst", "was a string")
+    r.expire("dst", 100)
+    assert r.zunionstore("dst", ["a", "b"]) == 3
+    assert fscored(r, r.zrange("dst", 0, -1, withscores=True)) == [("x", 1.0), ("z", 4.0), ("y", 5.0)]
+    assert r.ttl("dst") == -1  # replaced whole, TTL included
+    assert r.zinterstore("dst", {"a": 10, "b": 1}) == 1
+    assert fscored(r, r.zrange("dst", 0, -1, withscores=True)) == [("y", 23.0)]
+    assert r.zdiffstore("dst", ["a", "b"]) == 1
+    assert fscored(r, r.zrange("dst", 0, -1, withscores=True)) == [("x", 1.0)]
+    # An empty result deletes the destination.
+    assert r.zinterstore("dst", ["a", "nope"]) == 0
+    assert r.exists("dst") == 0
+    # The destination may be an input.
+    assert r.zunionstore("a", ["a", "a"]) == 2
+    assert fscored(r, r.zrange("a", 0, -1, withscores=True)) == [("x", 2.0), ("y", 4.0)]
+
+
+def test_zset_algebra_errors(r):
+    r.zadd("a", {"x": 1})
+    r.rpush("l", "v")
+    for args, msg in [
+        (("ZUNION", "0", "a"), "at least 1 input key is needed for 'zunion' command"),
+        (("ZINTERSTORE", "d", "0", "a"), "at least 1 input key is needed for 'zinterstore' command"),
+        (("ZINTERCARD", "-1", "a"), "at least 1 input key is needed for 'zintercard' command"),
+        (("ZUNION", "x", "a"), "value is not an integer or out of range"),
+        (("ZUNION", "2", "a"), "syntax error"),
+        (("ZUNION", "2", "a", "l"), "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        (("ZUNION", "1", "a", "WEIGHTS", "nan"), "weight value is not a float"),
+        (("ZUNION", "1", "a", "WEIGHTS"), "syntax error"),
+        (("ZUNION", "1", "a", "AGGREGATE", "AVG"), "syntax error"),
+        (("ZDIFF", "1", "a", "WEIGHTS", "1"), "syntax error"),
+        (("ZDIFF", "1", "a", "AGGREGATE", "SUM"), "syntax error"),
+        (("ZUNIONSTORE", "d", "1", "a", "WITHSCORES"), "syntax error"),
+        (("ZINTERCARD", "1", "a", "LIMIT", "-1"), "LIMIT can't be negative"),
+        (("ZINTERCARD", "1", "a", "LIMIT", "x"), "LIMIT can't be negative"),
+        (("ZINTERCARD", "1", "a", "WITHSCORES"), "syntax error"),
+        (("ZINTERCARD", "1", "a", "a"), "syntax error"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*args)
+        assert err(e) == msg, args
+
+
+def test_zrangestore(r):
+    r.zadd("src", {"a": 1, "b": 2, "c": 3, "d": 4})
+    assert r.zrangestore("dst", "src", 1, 2) == 2
+    assert fscored(r, r.zrange("dst", 0, -1, withscores=True)) == [("b", 2.0), ("c", 3.0)]
+    assert r.zrangestore("dst", "src", "(1", "+inf", byscore=True, offset=1, num=2) == 2
+    assert r.zrange("dst", 0, -1) == ["c", "d"]
+    assert r.zrangestore("dst", "src", "+inf", "-inf", byscore=True, desc=True, offset=0, num=1) == 1
+    assert fscored(r, r.zrange("dst", 0, -1, withscores=True)) == [("d", 4.0)]
+    r.zadd("lex", {"a": 0, "b": 0, "c": 0})
+    assert r.zrangestore("dst", "lex", "[b", "+", bylex=True) == 2
+    assert r.zrange("dst", 0, -1) == ["b", "c"]
+    assert r.zrangestore("dst", "src", 10, 20) == 0
+    assert r.exists("dst") == 0
+    r.zadd("dst", {"m": 1})
+    assert r.zrangestore("dst", "missing", 0, -1) == 0
+    assert r.exists("dst") == 0
+    r.set("str", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.zrangestore("dst", "str", 0, -1)
+    assert "WRONGTYPE" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("ZRANGESTORE", "dst", "src", "0", "-1", "WITHSCORES")
+    assert err(e) == "syntax error"
+
+
+def test_zrandmember(r):
+    scores = {"a": 1.0, "b": 2.5, "c": -3.0}
+    r.zadd("z", scores)
+    assert r.zrandmember("z") in scores
+    assert r.zrandmember("missing") is None
+    assert r.zrandmember("missing", 3) == []
+    assert r.zrandmember("z", 0) == []
+    got = r.zrandmember("z", 10)
+    assert sorted(got) == ["a", "b", "c"]
+    got = r.zrandmember("z", -7)
+    assert len(got) == 7 and set(got) <= set(scores)
+    pairs = fscored(r, r.zrandmember("z", 2, withscores=True))
+    assert len(pairs) == 2 and len({m for m, _ in pairs}) == 2
+    assert all(scores[m] == sc for m, sc in pairs)
+    pairs = fscored(r, r.zrandmember("z", -5, withscores=True))
+    assert len(pairs) == 5 and all(scores[m] == sc for m, sc in pairs)
+    for args, msg in [
+        (("ZRANDMEMBER", "z", "1", "FOO"), "syntax error"),
+        (("ZRANDMEMBER", "z", "x"), "value is not an integer or out of range"),
+        (("ZRANDMEMBER", "z", "-9223372036854770000", "WITHSCORES"), "value is out of range"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*args)
+        assert err(e) == msg, args
+
+
+def test_zrandmember_and_zunion_resp3_shapes():
+    _flushall()
+    c = Raw()
+    try:
+        assert c.cmd("HELLO", "3")[0] == "%"
+        c.cmd("ZADD", "z", "1.5", "a", "2", "b")
+        assert c.cmd("ZUNION", "1", "z", "WITHSCORES") == (
+            "*", [("*", [("$", b"a"), (",", "1.5")]), ("*", [("$", b"b"), (",", "2")])])
+        pairs = c.cmd("ZRANDMEMBER", "z", "-3", "WITHSCORES")
+        assert pairs[0] == "*" and len(pairs[1]) == 3
+        assert all(p[0] == "*" and p[1][1][0] == "," for p in pairs[1])
+        assert c.cmd("ZMPOP", "1", "z", "MAX") == ("*", [("$", b"z"), ("*", [("*", [("$", b"b"), (",", "2")])])])
+        assert c.cmd("ZMPOP", "1", "nope", "MAX") == ("_", None)
+    finally:
+        c.close()
+
+
+def test_zmpop(r):
+    r.zadd("z", {"a": 1, "b": 2, "c": 3})
+    assert zmpopped(r.zmpop(2, ["nope", "z"], min=True)) == ["z", [("a", 1.0)]]
+    assert zmpopped(r.zmpop(1, ["z"], max=True, count=5)) == ["z", [("c", 3.0), ("b", 2.0)]]
+    assert r.exists("z") == 0
+    assert r.zmpop(1, ["z"], min=True) is None
+    r.set("s", "v")
+    for args, msg in [
+        (("ZMPOP", "1", "s", "MIN"), "WRONGTYPE Operation against a key holding the wrong kind of value"),
+        (("ZMPOP", "0", "z", "MIN"), "numkeys should be greater than 0"),
+        (("ZMPOP", "1", "z", "LEFT"), "syntax error"),
+        (("ZMPOP", "2", "z", "MIN"), "syntax error"),
+        (("ZMPOP", "1", "z", "MIN", "COUNT", "0"), "count should be greater than 0"),
+        (("ZMPOP", "1", "z", "MIN", "COUNT", "1", "COUNT", "1"), "syntax error"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*args)
+        assert err(e) == msg, args
+
+
 # --------------------------------------------------------------------------
 # transactions and pipelines
 # --------------------------------------------------------------------------
@@ -2546,6 +2721,97 @@ def test_blocked_on_key_of_other_type(r):
     b.join()
     assert "WRONGTYPE" in str(b.error)
     assert r.lrange("src", 0, -1) == ["e"]
+
+
+# --------------------------------------------------------------------------
+# blocking sorted-set commands: BZPOPMIN BZPOPMAX BZMPOP
+# --------------------------------------------------------------------------
+
+
+def test_bzpop_answers_at_once_when_data(r):
+    r.zadd("z", {"a": 1, "b": 2, "c": 3})
+    assert pair(r.bzpopmin(["nope", "z"], timeout=1)) == ("z", "a", 1.0)
+    assert pair(r.bzpopmax(["z"], timeout=1)) == ("z", "c", 3.0)
+    assert zmpopped(r.bzmpop(1, 2, ["nope", "z"], min=True, count=5)) == ["z", [("b", 2.0)]]
+    assert r.exists("z") == 0
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.bzpopmin(["nope", "s"], timeout=1)
+    assert "WRONGTYPE" in err(e)
+    for args, msg in [
+        (("BZPOPMIN", "k", "-1"), "timeout is negative"),
+        (("BZPOPMAX", "k", "abc"), "timeout is not a float or out of range"),
+        (("BZMPOP", "0.1", "0", "k", "MIN"), "numkeys should be greater than 0"),
+        (("BZMPOP", "-1", "1", "k", "MIN"), "timeout is negative"),
+        (("BZMPOP", "0.1", "1", "k", "LEFT"), "syntax error"),
+        (("BZMPOP", "0.1", "1", "k", "MAX", "COUNT", "0"), "count should be greater than 0"),
+    ]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(*args)
+        assert err(e) == msg, args
+
+
+def test_bzpop_timeouts(r):
+    for args in [("BZPOPMIN", "k1", "k2", "0.1"), ("BZPOPMAX", "k1", "0.1"), ("BZMPOP", "0.1", "1", "k1", "MIN")]:
+        t0 = time.time()
+        assert r.execute_command(*args) is None
+        dt = time.time() - t0
+        assert 0.09 <= dt < 2.0, (args, dt)
+    assert blocked_clients(r) == 0
+
+
+def test_bzpopmin_woken_by_zadd(r):
+    b = Blocker(r.proto, "BZPOPMIN", "z1", "z2", "0")
+    wait_blocked(r, 1)
+    assert r.zadd("z2", {"m": 5, "n": 1}) == 2
+    assert pair(b.join()) == ("z2", "n", 1.0)
+    assert r.zrange("z2", 0, -1) == ["m"]
+    b = Blocker(r.proto, "BZPOPMAX", "z3", "5")
+    wait_blocked(r, 1)
+    r.zadd("z3", {"a": 1, "b": 2})
+    assert pair(b.join()) == ("z3", "b", 2.0)
+    b = Blocker(r.proto, "BZMPOP", "0", "1", "z4", "MAX", "COUNT", "2")
+    wait_blocked(r, 1)
+    r.zadd("z4", {"a": 1, "b": 2, "c": 3})
+    assert zmpopped(b.join()) == ["z4", [("c", 3.0), ("b", 2.0)]]
+    assert r.zrange("z4", 0, -1) == ["a"]
+
+
+def test_bzpop_woken_by_store_and_fifo(r):
+    blockers = []
+    for i in range(2):
+        blockers.append(Blocker(r.proto, "BZPOPMIN", "dst", "0"))
+        wait_blocked(r, i + 1)
+    r.zadd("src", {"a": 1, "b": 2, "c": 3})
+    assert r.zunionstore("dst", ["src"]) == 3
+    assert [pair(b.join()) for b in blockers] == [("dst", "a", 1.0), ("dst", "b", 2.0)]
+    assert r.zrange("dst", 0, -1) == ["c"]
+
+
+def test_bzpop_and_blpop_on_one_key(r):
+    # A BLPOP client first in line does not keep a BZPOPMIN client after it
+    # from a sorted set (and stays blocked itself).
+    lister = Blocker(r.proto, "BLPOP", "k", "0")
+    wait_blocked(r, 1)
+    zpopper = Blocker(r.proto, "BZPOPMIN", "k", "0")
+    wait_blocked(r, 2)
+    r.zadd("k", {"m": 1})
+    assert pair(zpopper.join()) == ("k", "m", 1.0)
+    wait_blocked(r, 1)
+    r.rpush("k", "v")
+    assert pair(lister.join()) == ("k", "v")
+
+
+def test_bzpop_timeout_returns_nil_and_keeps_waiting_on_other_type(r):
+    b = Blocker(r.proto, "BZPOPMIN", "w", "0.3")
+    wait_blocked(r, 1)
+    r.set("w", "string")  # not a sorted set: the client waits on
+    assert b.join() is None
+    assert b.elapsed >= 0.25
+    p = r.pipeline(transaction=True)
+    p.bzpopmin(["w2"], timeout=0)
+    p.bzmpop(0, 1, ["w2"], min=True)
+    assert p.execute() == [None, None]  # inside MULTI: no blocking
 
 
 def test_disconnect_while_blocked():

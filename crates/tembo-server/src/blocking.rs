@@ -1,17 +1,19 @@
-//! Clients blocked in BLPOP, BRPOP, BLMOVE, BRPOPLPUSH and BLMPOP: who waits
-//! on which key, in what order, until when.
+//! Clients blocked in BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
+//! BZPOPMAX and BZMPOP: who waits on which key, in what order, until when.
 //!
 //! As in Redis 7.0: a blocking command first tries every key in order; if all
 //! are empty it blocks the client on all of them. A write that leaves a list
-//! at a key clients wait on marks the key *ready*; after the command that did
-//! it (after a whole EXEC), the executor serves the waiting clients of each
-//! ready key in the order they blocked (FIFO), while the list has elements —
-//! inside the same atomic step as the push, so no other command sees the
-//! element, and in the same commit group, so a pop's reply leaves only once
-//! the pop is durable. A client whose timeout passes gets a null reply.
+//! or a sorted set at a key clients wait on marks the key *ready*; after the
+//! command that did it (after a whole EXEC), the executor serves the waiting
+//! clients of each ready key in the order they blocked (FIFO), while the key
+//! has elements (a client waiting for the other type is passed over and
+//! waits on) — inside the same atomic step as the push, so no other command
+//! sees the element, and in the same commit group, so a pop's reply leaves
+//! only once the pop is durable. A client whose timeout passes gets a null
+//! reply.
 //!
-//! This module only keeps the registry; serving is in `exec` and
-//! `cmd::blocking`.
+//! This module only keeps the registry; serving is in `exec`,
+//! `cmd::blpop` and `cmd::zsets_pop`.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Instant;
@@ -38,6 +40,18 @@ pub enum BlockOp {
         /// Pop from the head.
         left: bool,
         /// Most elements to pop.
+        count: u64,
+    },
+    /// BZPOPMIN (`max` false) / BZPOPMAX: reply `[key, member, score]`.
+    ZPop {
+        /// Pop the highest score.
+        max: bool,
+    },
+    /// BZMPOP: reply `[key, [[member, score]…]]`, at most `count` of them.
+    ZMPop {
+        /// Pop the highest scores.
+        max: bool,
+        /// Most members to pop.
         count: u64,
     },
 }
@@ -140,7 +154,7 @@ impl Registry {
         self.count = self.count.saturating_sub(1);
     }
 
-    /// A list was written at `key` of `db`: if clients wait on it, it is ready.
+    /// A list or sorted set was written at `key` of `db`: if clients wait on it, it is ready.
     pub fn signal(&mut self, db: u8, key: &[u8]) {
         if self.queues.is_empty() {
             return;

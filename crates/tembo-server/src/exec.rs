@@ -420,7 +420,7 @@ impl State {
     }
 
     /// Serves the clients blocked on the keys the last command made ready:
-    /// per key, first blocked first served, while the list has elements.
+    /// per key, first blocked first served, while the key has elements.
     fn serve_ready(&mut self, commit_each: bool) {
         while let Some((db, key)) = self.blocking.take_ready() {
             for id in self.blocking.waiting(db, &key) {
@@ -430,10 +430,12 @@ impl State {
                     continue;
                 };
                 let Some(mut reply) = cmd::blpop::serve(self, &mut c, &key, &b.op) else {
-                    // Nothing (more) to pop: this client and the ones after it wait on.
+                    // Nothing (more) to pop, or the key is not of the type
+                    // this client waits for: it waits on; the next may be
+                    // served (a BZPOPMIN after a BLPOP on a key now a zset).
                     c.blocked = Some(b);
                     self.clients.insert(id, c);
-                    break;
+                    continue;
                 };
                 release_block(&mut self.saved, &mut self.blocking, id, &c, &b);
                 if commit_each {

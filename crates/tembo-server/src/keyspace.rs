@@ -61,8 +61,8 @@ impl Ctx<'_> {
         }
         self.st.store.put(meta_key(db, self.st.gen(db), key), new.encode())?;
         self.st.touch(db, key, Some(&mut *self.client));
-        if new.kind == Kind::List {
-            // Clients blocked on this key (BLPOP…) are served after this command.
+        if matches!(new.kind, Kind::List | Kind::ZSet) {
+            // Clients blocked on this key (BLPOP, BZPOPMIN…) are served after this command.
             self.st.blocking.signal(db, key);
         }
         Ok(())

@@ -42,6 +42,14 @@ enum Op {
     LInsert(u8, bool, u8, u8),
     LPos(u8, u8),
     LMove(u8, u8, bool, bool),
+    /// ZUNIONSTORE (0), ZINTERSTORE (1) or ZDIFFSTORE (2) dst a b.
+    ZStore(u8, u8, u8, u8),
+    /// ZMPOP 2 a b MIN|MAX COUNT n.
+    ZMPop(u8, u8, bool, u8),
+    /// ZRANGESTORE dst src start stop.
+    ZRangeStore(u8, u8, i8, i8),
+    /// BZPOPMIN a b (a session never blocks: empty keys answer nil at once).
+    BZPopMin(u8, u8),
     Background,
     FlushDb,
 }
@@ -68,6 +76,10 @@ fn op() -> impl Strategy<Value = Op> {
         (k.clone(), any::<bool>(), f.clone(), f.clone()).prop_map(|(k, a, p, v)| Op::LInsert(k, a, p, v)),
         (k.clone(), f.clone()).prop_map(|(k, v)| Op::LPos(k, v)),
         (k.clone(), k.clone(), any::<bool>(), any::<bool>()).prop_map(|(a, b, l, r)| Op::LMove(a, b, l, r)),
+        (0u8..3, k.clone(), k.clone(), k.clone()).prop_map(|(h, d, a, b)| Op::ZStore(h, d, a, b)),
+        (k.clone(), k.clone(), any::<bool>(), 1u8..4).prop_map(|(a, b, x, n)| Op::ZMPop(a, b, x, n)),
+        (k.clone(), k.clone(), -4i8..4, -4i8..4).prop_map(|(d, a, x, y)| Op::ZRangeStore(d, a, x, y)),
+        (k.clone(), k.clone()).prop_map(|(a, b)| Op::BZPopMin(a, b)),
         (k.clone(), k).prop_map(|(a, b)| Op::Rename(a, b)),
         Just(Op::Background),
         Just(Op::FlushDb),
@@ -220,8 +232,130 @@ fn apply(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
             };
             assert_eq!(r, want, "LMOVE {a} {b}");
         }
+        Op::ZStore(..) | Op::ZMPop(..) | Op::ZRangeStore(..) | Op::BZPopMin(..) => apply_zmulti(s, model, op),
         _ => apply_typed(s, model, op, &name, &sv),
     }
+}
+
+/// A sorted-set input as ZUNIONSTORE reads it: a set's members score 1;
+/// `Err` for another type.
+fn zinput(model: &HashMap<Vec<u8>, Val>, k: u8) -> Result<BTreeMap<Vec<u8>, i64>, ()> {
+    match model.get(&key(k)) {
+        None => Ok(BTreeMap::new()),
+        Some(Val::ZSet(z)) => Ok(z.clone()),
+        Some(Val::Set(s)) => Ok(s.iter().map(|m| (m.clone(), 1)).collect()),
+        Some(_) => Err(()),
+    }
+}
+
+/// Members in score order (then member bytes).
+fn by_score(z: &BTreeMap<Vec<u8>, i64>) -> Vec<(Vec<u8>, i64)> {
+    let mut v: Vec<(Vec<u8>, i64)> = z.iter().map(|(m, s)| (m.clone(), *s)).collect();
+    v.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
+    v
+}
+
+/// Stores `out` at `dst` as the *STORE commands do (deleting it if empty).
+fn zstore_model(model: &mut HashMap<Vec<u8>, Val>, dst: u8, out: BTreeMap<Vec<u8>, i64>) -> Reply {
+    let n = out.len() as i64;
+    if out.is_empty() {
+        model.remove(&key(dst));
+    } else {
+        model.insert(key(dst), Val::ZSet(out));
+    }
+    Reply::Int(n)
+}
+
+/// The sorted-set commands over several keys.
+fn apply_zmulti(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
+    let name = |k: u8| String::from_utf8(key(k)).unwrap();
+    let wrongtype = Reply::Error(WRONGTYPE.into());
+    match *op {
+        Op::ZStore(how, d, a, b) => {
+            let cmd = ["ZUNIONSTORE", "ZINTERSTORE", "ZDIFFSTORE"][how as usize];
+            let r = s.call(&[cmd, &name(d), "2", &name(a), &name(b)]);
+            let (Ok(x), Ok(y)) = (zinput(model, a), zinput(model, b)) else {
+                return assert_eq!(r, wrongtype, "{cmd}");
+            };
+            let out: BTreeMap<Vec<u8>, i64> = match how {
+                0 => {
+                    let mut o = x;
+                    for (m, sc) in y {
+                        *o.entry(m).or_insert(0) += sc;
+                    }
+                    o
+                }
+                1 => x.iter().filter_map(|(m, sc)| y.get(m).map(|t| (m.clone(), sc + t))).collect(),
+                _ => x.into_iter().filter(|(m, _)| !y.contains_key(m)).collect(),
+            };
+            assert_eq!(r, zstore_model(model, d, out), "{cmd} {d} {a} {b}");
+        }
+        Op::ZRangeStore(d, src, start, stop) => {
+            let r = s.call(&["ZRANGESTORE", &name(d), &name(src), &start.to_string(), &stop.to_string()]);
+            let items = match model.get(&key(src)) {
+                None => Vec::new(),
+                Some(Val::ZSet(z)) => by_score(z),
+                Some(_) => return assert_eq!(r, wrongtype),
+            };
+            let n = items.len() as i64;
+            let first = if start < 0 { (n + start as i64).max(0) } else { start as i64 };
+            let last = if stop < 0 { n + stop as i64 } else { (stop as i64).min(n - 1) };
+            let kept = if first > last || first >= n {
+                BTreeMap::new()
+            } else {
+                items[first as usize..=last as usize].iter().cloned().collect()
+            };
+            assert_eq!(r, zstore_model(model, d, kept), "ZRANGESTORE {d} {src} {start} {stop}");
+        }
+        Op::ZMPop(a, b, max, count) => {
+            let r = s.call(&[
+                "ZMPOP",
+                "2",
+                &name(a),
+                &name(b),
+                if max { "MAX" } else { "MIN" },
+                "COUNT",
+                &count.to_string(),
+            ]);
+            assert_eq!(r, zpop_model(model, &[a, b], max, count as usize, true), "ZMPOP {a} {b}");
+        }
+        Op::BZPopMin(a, b) => {
+            let r = s.call(&["BZPOPMIN", &name(a), &name(b), "0"]);
+            assert_eq!(r, zpop_model(model, &[a, b], false, 1, false), "BZPOPMIN {a} {b}");
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// ZMPOP (`nested`) or BZPOPMIN on the model: the first existing key must
+/// be a sorted set.
+fn zpop_model(model: &mut HashMap<Vec<u8>, Val>, keys: &[u8], max: bool, count: usize, nested: bool) -> Reply {
+    for &k in keys {
+        let z = match model.get_mut(&key(k)) {
+            None => continue,
+            Some(Val::ZSet(z)) => z,
+            Some(_) => return Reply::Error(WRONGTYPE.into()),
+        };
+        let mut order = by_score(z);
+        if max {
+            order.reverse();
+        }
+        order.truncate(count);
+        for (m, _) in &order {
+            z.remove(m);
+        }
+        if z.is_empty() {
+            model.remove(&key(k));
+        }
+        let kb = Reply::Bulk(key(k));
+        if !nested {
+            let (m, sc) = order.pop().unwrap();
+            return Reply::Array(vec![kb, Reply::Bulk(m), Reply::Double(sc as f64)]);
+        }
+        let pairs = order.into_iter().map(|(m, sc)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(sc as f64)]));
+        return Reply::Array(vec![kb, Reply::Array(pairs.collect())]);
+    }
+    Reply::NilArray
 }
 
 fn apply_typed(

@@ -66,7 +66,7 @@ pub const COMMANDS: &[Spec] = &[
 
 /// Blocks the client if it may block; the reply is what it gets if it may
 /// not (inside EXEC): `nil_reply`.
-fn block(cx: &mut Ctx, keys: Vec<Vec<u8>>, timeout_ms: u64, op: BlockOp, nil_reply: Reply) -> CmdResult {
+pub(super) fn block(cx: &mut Ctx, keys: Vec<Vec<u8>>, timeout_ms: u64, op: BlockOp, nil_reply: Reply) -> CmdResult {
     if !cx.client.no_block {
         cx.client.block_req = Some(BlockReq { keys, timeout_ms, op });
     }
@@ -112,7 +112,7 @@ fn brpoplpush(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn blmpop(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let (keys, left, count) = parse_mpop(a, 2)?;
+    let (keys, left, count) = parse_mpop(a, 2, side)?;
     let timeout = parse_timeout(&a[1])?;
     if let Some(r) = mpop_first(cx, &keys, left, count)? {
         return Ok(r);
@@ -121,10 +121,14 @@ fn blmpop(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// Serves blocked client `c` from the list at `key` (in its database), which
-/// was just written. `None`: nothing to serve it (the key holds no list, or
-/// it is empty): it keeps waiting, and so do the clients after it.
+/// was just written (from the sorted set there for the blocking sorted-set
+/// pops: `zsets_pop::serve`). `None`: nothing to serve it (the key holds no
+/// list, or it is empty): it keeps waiting.
 pub fn serve(st: &mut State, c: &mut Client, key: &[u8], op: &BlockOp) -> Option<Reply> {
     let mut cx = Ctx { st, client: c, now: now_ms() };
+    if matches!(op, BlockOp::ZPop { .. } | BlockOp::ZMPop { .. }) {
+        return super::zsets_pop::serve(&mut cx, key, op);
+    }
     // A key that is not a list (any more) serves nobody: the clients stay blocked, as in Redis 7.0.
     let m = cx.lookup_kind(key, Kind::List).ok()??;
     let served = match op {
@@ -135,6 +139,7 @@ pub fn serve(st: &mut State, c: &mut Client, key: &[u8], op: &BlockOp) -> Option
         BlockOp::Move { dst, from_left, to_left } => move_one(&mut cx, key, &m, dst, *from_left, *to_left),
         BlockOp::MPop { left, count } => pop_n(&mut cx, key, &m, *left, *count)
             .map(|items| Reply::Array(vec![Reply::bulk(key), Reply::bulks(items)])),
+        BlockOp::ZPop { .. } | BlockOp::ZMPop { .. } => return None,
     };
     Some(served.unwrap_or_else(|e| Reply::Error(e.0)))
 }

@@ -158,15 +158,21 @@ fn rpoplpush(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     lmove_impl(cx, &a[1], &a[2], false, true)
 }
 
-/// LMPOP's and BLMPOP's arguments from `numkeys` on: (keys, left, count).
-pub(super) fn parse_mpop(a: &[Vec<u8>], numkeys_at: usize) -> Res<(Vec<Vec<u8>>, bool, u64)> {
+/// LMPOP's and BLMPOP's arguments from `numkeys` on: (keys, left, count);
+/// ZMPOP's and BZMPOP's too, with their MIN|MAX read by `which` instead of
+/// [`side`].
+pub(super) fn parse_mpop(
+    a: &[Vec<u8>],
+    numkeys_at: usize,
+    which: fn(&[u8]) -> Res<bool>,
+) -> Res<(Vec<Vec<u8>>, bool, u64)> {
     let numkeys = match int(&a[numkeys_at]) {
         Ok(n) if n >= 1 => n as u64,
         _ => return Err(CmdError::err("numkeys should be greater than 0")),
     };
     let where_at = (numkeys_at as u64).checked_add(numkeys + 1).filter(|&w| w < a.len() as u64);
     let Some(where_at) = where_at.map(|w| w as usize) else { return Err(CmdError::syntax()) };
-    let left = side(&a[where_at])?;
+    let left = which(&a[where_at])?;
     let mut count = None;
     let mut j = where_at + 1;
     while j < a.len() {
@@ -196,7 +202,7 @@ pub(super) fn mpop_first(cx: &mut Ctx, keys: &[Vec<u8>], left: bool, count: u64)
 }
 
 fn lmpop(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let (keys, left, count) = parse_mpop(a, 1)?;
+    let (keys, left, count) = parse_mpop(a, 1, side)?;
     Ok(mpop_first(cx, &keys, left, count)?.unwrap_or(Reply::NilArray))
 }
 

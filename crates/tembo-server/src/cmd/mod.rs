@@ -34,7 +34,10 @@ mod sets;
 mod sort;
 mod strings;
 mod txn;
+mod zparse;
 mod zsets;
+mod zsets_multi;
+mod zsets_pop;
 
 /// An error reply; the text starts with its code ("ERR …", "WRONGTYPE …").
 #[derive(Clone, Debug, PartialEq)]
@@ -127,7 +130,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 19] = [
+        let families: [&'static [Spec]; 21] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -136,6 +139,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             lists::COMMANDS,
             sets::COMMANDS,
             zsets::COMMANDS,
+            zsets_multi::COMMANDS,
+            zsets_pop::COMMANDS,
             txn::COMMANDS,
             pubsub::COMMANDS,
             blpop::COMMANDS,

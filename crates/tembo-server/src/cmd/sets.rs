@@ -193,16 +193,21 @@ pub const COMMANDS: &[Spec] = &[
 /// Looks `key` up for a read command: counts a keyspace hit or miss (as
 /// Redis's `lookupKeyRead` does), then WRONGTYPE if it is not a `kind`.
 pub(super) fn read_lookup(cx: &mut Ctx, key: &[u8], kind: Kind) -> Res<Option<Meta>> {
+    match read_lookup_any(cx, key)? {
+        Some(m) if m.kind != kind => Err(CmdError::wrongtype()),
+        other => Ok(other),
+    }
+}
+
+/// [`read_lookup`] of a key of any type (the caller checks it).
+pub(super) fn read_lookup_any(cx: &mut Ctx, key: &[u8]) -> Res<Option<Meta>> {
     let m = cx.lookup(key)?;
     if m.is_some() {
         cx.st.stats.hits += 1;
     } else {
         cx.st.stats.misses += 1;
     }
-    match m {
-        Some(m) if m.kind != kind => Err(CmdError::wrongtype()),
-        other => Ok(other),
-    }
+    Ok(m)
 }
 
 /// Collections up to this size return every element in one HSCAN/SSCAN

@@ -1,7 +1,10 @@
 //! Sorted-set commands: ZADD ZINCRBY ZREM ZSCORE ZMSCORE ZCARD ZCOUNT
 //! ZLEXCOUNT ZRANK ZREVRANK ZRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE
 //! ZRANGEBYLEX ZREVRANGEBYLEX ZREVRANGE ZREMRANGEBYSCORE ZREMRANGEBYRANK
-//! ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZSCAN.
+//! ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZSCAN, and the storage steps the other
+//! sorted-set modules share (`zsets_multi`: set algebra, ZRANGESTORE,
+//! ZRANDMEMBER; `zsets_pop`: ZMPOP and the blocking pops; `zparse`: scores
+//! and ranges).
 //!
 //! Each member is stored twice: its sub-key `member -> score` (lookups by
 //! member) and a score-index entry `score_bytes member -> ""` (ZIDX), which
@@ -10,19 +13,16 @@
 //! by lex read the index from the range's start; ranks are counted through
 //! the index from whichever end is nearer.
 
-use std::cmp::Ordering;
 use std::ops::Bound;
-
-/// Lower and upper bound of a sub-key range.
-type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 use super::args::{glob, int, is, range};
 use super::keys::{parse_cursor, scan_opts};
 use super::lists::{bounds_empty, check_sizes, positive, Walk};
+use super::zparse::{parse_lex_range, parse_score, parse_score_range, LexRange, ScoreRange};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{
-    normalize_zero, prefix_end, score_bytes, score_from_bytes, score_of_value, score_value, sub_prefix, zidx_key, Kind,
-    Meta, SUB, ZIDX,
+    normalize_zero, score_bytes, score_from_bytes, score_of_value, score_value, sub_prefix, zidx_key, Kind, Meta, SUB,
+    ZIDX,
 };
 use crate::exec::Ctx;
 use crate::keyspace::Res;
@@ -234,290 +234,16 @@ pub const COMMANDS: &[Spec] = &[
 ];
 
 // ---------------------------------------------------------------------------
-// number parsing, as Redis's strtod-based parsers do it
-// ---------------------------------------------------------------------------
-
-fn is_c_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
-
-/// C's `strtod` on `s`: (value, bytes consumed, range error). Nothing
-/// converted: consumed 0. The range error is set where C sets ERANGE and
-/// returns ±HUGE_VAL or zero (an overflow, or an underflow to zero).
-fn strtod(s: &[u8]) -> (f64, usize, bool) {
-    let mut i = 0;
-    while i < s.len() && is_c_space(s[i]) {
-        i += 1;
-    }
-    let start = i;
-    let neg = s.get(i) == Some(&b'-');
-    if matches!(s.get(i), Some(b'+' | b'-')) {
-        i += 1;
-    }
-    let sign = if neg { -1.0 } else { 1.0 };
-    let word = |at: usize, w: &[u8]| s.get(at..at + w.len()).is_some_and(|p| p.eq_ignore_ascii_case(w));
-    if word(i, b"infinity") {
-        return (sign * f64::INFINITY, i + 8, false);
-    }
-    if word(i, b"inf") {
-        return (sign * f64::INFINITY, i + 3, false);
-    }
-    if word(i, b"nan") {
-        let mut j = i + 3;
-        if s.get(j) == Some(&b'(') {
-            let mut k = j + 1;
-            while k < s.len() && (s[k].is_ascii_alphanumeric() || s[k] == b'_') {
-                k += 1;
-            }
-            if s.get(k) == Some(&b')') {
-                j = k + 1;
-            }
-        }
-        return (f64::NAN, j, false);
-    }
-    let digit_at =
-        |at: usize, hex: bool| s.get(at).is_some_and(|c| if hex { c.is_ascii_hexdigit() } else { c.is_ascii_digit() });
-    let hex_start = s.get(i) == Some(&b'0') && matches!(s.get(i + 1), Some(b'x' | b'X'));
-    if hex_start && (digit_at(i + 2, true) || (s.get(i + 2) == Some(&b'.') && digit_at(i + 3, true))) {
-        let mut j = i + 2;
-        let (mut mant, mut exp, mut nonzero) = (0f64, 0i64, false);
-        let mut take = |c: u8, mant: &mut f64| {
-            let d = (c as char).to_digit(16).unwrap_or(0);
-            nonzero |= d != 0;
-            *mant = *mant * 16.0 + d as f64;
-        };
-        while digit_at(j, true) {
-            take(s[j], &mut mant);
-            j += 1;
-        }
-        if s.get(j) == Some(&b'.') {
-            j += 1;
-            while digit_at(j, true) {
-                take(s[j], &mut mant);
-                exp -= 4;
-                j += 1;
-            }
-        }
-        if matches!(s.get(j), Some(b'p' | b'P')) {
-            let mut k = j + 1;
-            let eneg = s.get(k) == Some(&b'-');
-            if matches!(s.get(k), Some(b'+' | b'-')) {
-                k += 1;
-            }
-            if digit_at(k, false) {
-                let mut e = 0i64;
-                while digit_at(k, false) {
-                    e = (e * 10 + (s[k] - b'0') as i64).min(1 << 20);
-                    k += 1;
-                }
-                exp += if eneg { -e } else { e };
-                j = k;
-            }
-        }
-        let mut v = mant;
-        // Scale in steps so that intermediate powers neither overflow nor underflow early.
-        let mut e = exp.clamp(-1 << 21, 1 << 21);
-        while e != 0 {
-            let step = e.clamp(-1000, 1000);
-            v *= 2f64.powi(step as i32);
-            e -= step;
-        }
-        let erange = v.is_infinite() || (v == 0.0 && nonzero);
-        return (sign * v, j, erange);
-    }
-    let mut j = i;
-    let mut digits = 0;
-    let mut nonzero = false;
-    while digit_at(j, false) {
-        nonzero |= s[j] != b'0';
-        digits += 1;
-        j += 1;
-    }
-    if s.get(j) == Some(&b'.') {
-        let mut k = j + 1;
-        while digit_at(k, false) {
-            nonzero |= s[k] != b'0';
-            digits += 1;
-            k += 1;
-        }
-        if digits > 0 {
-            j = k;
-        }
-    }
-    if digits == 0 {
-        return (0.0, 0, false);
-    }
-    if matches!(s.get(j), Some(b'e' | b'E')) {
-        let mut k = j + 1;
-        if matches!(s.get(k), Some(b'+' | b'-')) {
-            k += 1;
-        }
-        if digit_at(k, false) {
-            while digit_at(k, false) {
-                k += 1;
-            }
-            j = k;
-        }
-    }
-    let text = std::str::from_utf8(&s[start..j]).unwrap_or("0");
-    let v: f64 = text.parse().unwrap_or(0.0);
-    let erange = v.is_infinite() || (v == 0.0 && nonzero);
-    (v, j, erange)
-}
-
-/// A score argument as Redis's `string2d` accepts it (ZADD, ZINCRBY).
-fn parse_score(arg: &[u8]) -> Res<f64> {
-    let (v, used, erange) = strtod(arg);
-    if arg.is_empty() || is_c_space(arg[0]) || used != arg.len() || erange || v.is_nan() {
-        return Err(CmdError::not_float());
-    }
-    Ok(v)
-}
-
-/// A score range (ZCOUNT, ZRANGEBYSCORE...): `(` makes a bound exclusive.
-#[derive(Debug, Clone, Copy)]
-struct ScoreRange {
-    min: f64,
-    max: f64,
-    minex: bool,
-    maxex: bool,
-}
-
-/// One bound of a score range, as `zslParseRange` reads it (C string, strtod).
-fn score_item(arg: &[u8]) -> Option<(f64, bool)> {
-    let (text, ex) = match arg.strip_prefix(b"(") {
-        Some(rest) => (rest, true),
-        None => (arg, false),
-    };
-    let text = &text[..text.iter().position(|&b| b == 0).unwrap_or(text.len())];
-    let (v, used, _) = strtod(text);
-    (used == text.len() && !v.is_nan()).then_some((v, ex))
-}
-
-fn parse_score_range(min: &[u8], max: &[u8]) -> Res<ScoreRange> {
-    match (score_item(min), score_item(max)) {
-        (Some((min, minex)), Some((max, maxex))) => Ok(ScoreRange { min, max, minex, maxex }),
-        _ => Err(CmdError::err("min or max is not a float")),
-    }
-}
-
-impl ScoreRange {
-    fn is_empty(&self) -> bool {
-        self.min > self.max || (self.min == self.max && (self.minex || self.maxex))
-    }
-
-    /// The index-field bounds of the range; `None` when it is empty.
-    fn bounds(&self) -> Option<KeyRange> {
-        if self.is_empty() {
-            return None;
-        }
-        let (lo, hi) = (score_bytes(normalize_zero(self.min)), score_bytes(normalize_zero(self.max)));
-        let lo = if self.minex { Bound::Included(prefix_end(&lo)?) } else { Bound::Included(lo.to_vec()) };
-        let hi = if self.maxex {
-            Bound::Excluded(hi.to_vec())
-        } else {
-            prefix_end(&hi).map_or(Bound::Unbounded, Bound::Excluded)
-        };
-        Some((lo, hi))
-    }
-}
-
-/// One bound of a lex range.
-#[derive(Debug, Clone)]
-enum Lex {
-    /// `-`: below every member.
-    Min,
-    /// `+`: above every member.
-    Max,
-    /// `[m`
-    In(Vec<u8>),
-    /// `(m`
-    Ex(Vec<u8>),
-}
-
-fn lex_item(arg: &[u8]) -> Option<Lex> {
-    match arg.first()? {
-        b'+' if arg.len() == 1 => Some(Lex::Max),
-        b'-' if arg.len() == 1 => Some(Lex::Min),
-        b'[' => Some(Lex::In(arg[1..].to_vec())),
-        b'(' => Some(Lex::Ex(arg[1..].to_vec())),
-        _ => None,
-    }
-}
-
-#[derive(Debug, Clone)]
-struct LexRange {
-    min: Lex,
-    max: Lex,
-}
-
-fn parse_lex_range(min: &[u8], max: &[u8]) -> Res<LexRange> {
-    match (lex_item(min), lex_item(max)) {
-        (Some(min), Some(max)) => Ok(LexRange { min, max }),
-        _ => Err(CmdError::err("min or max not valid string range item")),
-    }
-}
-
-impl LexRange {
-    fn is_empty(&self) -> bool {
-        let ord = match (&self.min, &self.max) {
-            (Lex::Min, Lex::Min) | (Lex::Max, Lex::Max) => Ordering::Equal,
-            (Lex::Min, _) | (_, Lex::Max) => Ordering::Less,
-            (Lex::Max, _) | (_, Lex::Min) => Ordering::Greater,
-            (Lex::In(a) | Lex::Ex(a), Lex::In(b) | Lex::Ex(b)) => a.cmp(b),
-        };
-        let ex = |l: &Lex| !matches!(l, Lex::In(_));
-        ord == Ordering::Greater || (ord == Ordering::Equal && (ex(&self.min) || ex(&self.max)))
-    }
-
-    fn gte_min(&self, m: &[u8]) -> bool {
-        match &self.min {
-            Lex::Min => true,
-            Lex::Max => false,
-            Lex::In(x) => m >= x.as_slice(),
-            Lex::Ex(x) => m > x.as_slice(),
-        }
-    }
-
-    fn lte_max(&self, m: &[u8]) -> bool {
-        match &self.max {
-            Lex::Max => true,
-            Lex::Min => false,
-            Lex::In(x) => m <= x.as_slice(),
-            Lex::Ex(x) => m < x.as_slice(),
-        }
-    }
-
-    /// The index-field bounds of the range among members of score bytes `sb`.
-    fn bounds_at(&self, sb: &[u8]) -> Option<KeyRange> {
-        let with = |x: &[u8]| [sb, x].concat();
-        let lo = match &self.min {
-            Lex::Min => Bound::Included(sb.to_vec()),
-            Lex::Max => return None,
-            Lex::In(x) => Bound::Included(with(x)),
-            Lex::Ex(x) => Bound::Excluded(with(x)),
-        };
-        let hi = match &self.max {
-            Lex::Max => prefix_end(sb).map_or(Bound::Unbounded, Bound::Excluded),
-            Lex::Min => return None,
-            Lex::In(x) => Bound::Included(with(x)),
-            Lex::Ex(x) => Bound::Excluded(with(x)),
-        };
-        Some((lo, hi))
-    }
-}
-
-// ---------------------------------------------------------------------------
 // storage helpers
 // ---------------------------------------------------------------------------
 
 /// The sorted set at `key`, or `None`; WRONGTYPE for other types.
-fn zset(cx: &mut Ctx, key: &[u8]) -> Res<Option<Meta>> {
+pub(super) fn zset(cx: &mut Ctx, key: &[u8]) -> Res<Option<Meta>> {
     cx.lookup_kind(key, Kind::ZSet)
 }
 
 /// The score of `member`, if it is one.
-fn score_of(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Res<Option<f64>> {
+pub(super) fn score_of(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Res<Option<f64>> {
     match cx.sub_get(key, m, member)? {
         None => Ok(None),
         Some(v) => score_of_value(&v).map(Some).ok_or_else(|| CmdError::corrupt(key)),
@@ -526,7 +252,7 @@ fn score_of(cx: &Ctx, key: &[u8], m: &Meta, member: &[u8]) -> Res<Option<f64>> {
 
 /// Gives `member` (whose score was `old`, if a member) the score `score`:
 /// its sub-key and its index entry.
-fn put_member(cx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8], old: Option<f64>, score: f64) -> Res<()> {
+pub(super) fn put_member(cx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8], old: Option<f64>, score: f64) -> Res<()> {
     let db = cx.db();
     if let Some(old) = old {
         cx.st.store.delete(zidx_key(db, key, m.version, old, member));
@@ -537,14 +263,14 @@ fn put_member(cx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8], old: Option<f64
 }
 
 /// Removes `member` (of score `score`): its sub-key and its index entry.
-fn del_member(cx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8], score: f64) {
+pub(super) fn del_member(cx: &mut Ctx, key: &[u8], m: &Meta, member: &[u8], score: f64) {
     let db = cx.db();
     cx.sub_del(key, m, member);
     cx.st.store.delete(zidx_key(db, key, m.version, score, member));
 }
 
 /// An index field's (member, score).
-fn entry(key: &[u8], field: Vec<u8>) -> Res<(Vec<u8>, f64)> {
+pub(super) fn entry(key: &[u8], field: Vec<u8>) -> Res<(Vec<u8>, f64)> {
     if field.len() < 8 {
         return Err(CmdError::corrupt(key));
     }
@@ -649,7 +375,7 @@ fn take_walk(
 
 /// What a range command selects.
 #[derive(Debug, Clone)]
-enum Sel {
+pub(super) enum Sel {
     Rank(i64, i64),
     Score(ScoreRange),
     Lex(LexRange),
@@ -745,7 +471,7 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
 
 /// A list of members, with scores if asked: RESP3 pairs `[member, score]`,
 /// RESP2 a flat array with the scores as bulk strings.
-fn scored_reply(cx: &Ctx, items: Vec<(Vec<u8>, f64)>, withscores: bool) -> Reply {
+pub(super) fn scored_reply(cx: &Ctx, items: Vec<(Vec<u8>, f64)>, withscores: bool) -> Reply {
     if !withscores {
         return Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect());
     }
@@ -940,24 +666,36 @@ fn zrevrank(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum By {
+pub(super) enum By {
     Auto,
     Rank,
     Score,
     Lex,
 }
 
-/// The ZRANGE family: `by` and `rev` fixed by the command, or `Auto`/`None`
-/// where ZRANGE's options choose them.
-fn zrange_generic(cx: &mut Ctx, a: &[Vec<u8>], mut by: By, rev: Option<bool>) -> CmdResult {
+/// A parsed ZRANGE-family request.
+#[derive(Debug, Clone)]
+pub(super) struct RangeReq {
+    pub(super) sel: Sel,
+    pub(super) rev: bool,
+    pub(super) withscores: bool,
+    pub(super) offset: i64,
+    pub(super) limit: i64,
+}
+
+/// Parses a ZRANGE-family command whose source key is `a[at]` (its range
+/// follows; options after that), as Redis's `zrangeGenericCommand`: `by`
+/// and `rev` fixed by the command, or `Auto`/`None` where the options
+/// choose them; `store` (ZRANGESTORE) refuses WITHSCORES.
+pub(super) fn parse_range(a: &[Vec<u8>], at: usize, mut by: By, rev: Option<bool>, store: bool) -> Res<RangeReq> {
     // ZRANGE takes each of REV, BYSCORE|BYLEX once (a second is a syntax error).
     let mut may_choose_rev = rev.is_none();
     let mut rev = rev.unwrap_or(false);
     let (mut withscores, mut offset, mut limit) = (false, 0i64, -1i64);
-    let mut j = 4;
+    let mut j = at + 3;
     while j < a.len() {
         let left = a.len() - j - 1;
-        if is(&a[j], "WITHSCORES") {
+        if !store && is(&a[j], "WITHSCORES") {
             withscores = true;
         } else if is(&a[j], "LIMIT") && left >= 2 {
             offset = int(&a[j + 1])?;
@@ -985,15 +723,26 @@ fn zrange_generic(cx: &mut Ctx, a: &[Vec<u8>], mut by: By, rev: Option<bool>) ->
         return Err(CmdError::err("syntax error, WITHSCORES not supported in combination with BYLEX"));
     }
     // Score and lex ranges are given as max, min when reversed.
-    let (lo, hi) = if rev && by != By::Rank { (&a[3], &a[2]) } else { (&a[2], &a[3]) };
+    let (lo, hi) = if rev && by != By::Rank { (&a[at + 2], &a[at + 1]) } else { (&a[at + 1], &a[at + 2]) };
     let sel = match by {
         By::Score => Sel::Score(parse_score_range(lo, hi)?),
         By::Lex => Sel::Lex(parse_lex_range(lo, hi)?),
         _ => Sel::Rank(int(lo)?, int(hi)?),
     };
+    Ok(RangeReq { sel, rev, withscores, offset, limit })
+}
+
+/// The (member, score) pairs a parsed range picks from the set `m` at `key`.
+pub(super) fn select_range(cx: &Ctx, key: &[u8], m: &Meta, r: &RangeReq) -> Res<Vec<(Vec<u8>, f64)>> {
+    select(cx, key, m, &r.sel, r.rev, r.offset, r.limit)
+}
+
+/// The ZRANGE family: see [`parse_range`].
+fn zrange_generic(cx: &mut Ctx, a: &[Vec<u8>], by: By, rev: Option<bool>) -> CmdResult {
+    let r = parse_range(a, 1, by, rev, false)?;
     let Some(m) = zset(cx, &a[1])? else { return Ok(Reply::Array(Vec::new())) };
-    let items = select(cx, &a[1], &m, &sel, rev, offset, limit)?;
-    Ok(scored_reply(cx, items, withscores))
+    let items = select_range(cx, &a[1], &m, &r)?;
+    Ok(scored_reply(cx, items, r.withscores))
 }
 
 fn zrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -1051,6 +800,24 @@ fn zremrangebylex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     zremrange(cx, &a[1], Sel::Lex(r))
 }
 
+/// Removes up to `n` members with the lowest (highest if `max`) scores from
+/// the set `old` at `key`, deleting the key if it empties: the popped
+/// (member, score) pairs in pop order.
+pub(super) fn pop_members(cx: &mut Ctx, key: &[u8], old: &Meta, max: bool, n: u64) -> Res<Vec<(Vec<u8>, f64)>> {
+    let n = n.min(old.size) as usize;
+    let fields = cx.sub_range(ZIDX, key, old, Bound::Unbounded, Bound::Unbounded, max, n)?;
+    let mut m = old.clone();
+    let mut items = Vec::with_capacity(fields.len());
+    for (f, _) in fields {
+        let (member, score) = entry(key, f)?;
+        del_member(cx, key, &m, &member, score);
+        items.push((member, score));
+    }
+    m.size -= items.len() as u64;
+    cx.save_collection(key, Some(old), &m)?;
+    Ok(items)
+}
+
 fn zpop(cx: &mut Ctx, a: &[Vec<u8>], max: bool) -> CmdResult {
     if a.len() > 3 {
         return Err(CmdError::syntax());
@@ -1061,17 +828,7 @@ fn zpop(cx: &mut Ctx, a: &[Vec<u8>], max: bool) -> CmdResult {
     if count == Some(0) {
         return Ok(Reply::Array(Vec::new()));
     }
-    let n = count.unwrap_or(1).min(old.size) as usize;
-    let fields = cx.sub_range(ZIDX, key, &old, Bound::Unbounded, Bound::Unbounded, max, n)?;
-    let mut m = old.clone();
-    let mut items = Vec::with_capacity(fields.len());
-    for (f, _) in fields {
-        let (member, score) = entry(key, f)?;
-        del_member(cx, key, &m, &member, score);
-        items.push((member, score));
-    }
-    m.size -= items.len() as u64;
-    cx.save_collection(key, Some(&old), &m)?;
+    let items = pop_members(cx, key, &old, max, count.unwrap_or(1))?;
     if count.is_some() && cx.client.proto >= 3 {
         return Ok(scored_reply(cx, items, true));
     }
@@ -1135,73 +892,4 @@ fn zscan(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         push(member, score);
     }
     Ok(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(out)]))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn f(s: &str) -> Option<f64> {
-        parse_score(s.as_bytes()).ok()
-    }
-
-    #[test]
-    fn scores_parse_like_string2d() {
-        assert_eq!(f("1.5"), Some(1.5));
-        assert_eq!(f("-3"), Some(-3.0));
-        assert_eq!(f("+2e3"), Some(2000.0));
-        assert_eq!(f(".5"), Some(0.5));
-        assert_eq!(f("5."), Some(5.0));
-        assert_eq!(f("inf"), Some(f64::INFINITY));
-        assert_eq!(f("-Infinity"), Some(f64::NEG_INFINITY));
-        assert_eq!(f("0x10"), Some(16.0));
-        assert_eq!(f("0x1p-2"), Some(0.25));
-        assert_eq!(f("1e-310"), Some(1e-310));
-        for bad in ["", " 1", "1 ", "nan", "1e400", "-1e400", "1e-400", "abc", "1e", "0x", ".", "1..2"] {
-            assert_eq!(f(bad), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn range_items_parse_like_zslparserange() {
-        assert_eq!(score_item(b"(1.5"), Some((1.5, true)));
-        assert_eq!(score_item(b"-inf"), Some((f64::NEG_INFINITY, false)));
-        assert_eq!(score_item(b"1e400"), Some((f64::INFINITY, false)));
-        assert_eq!(score_item(b" 2"), Some((2.0, false)));
-        assert_eq!(score_item(b""), Some((0.0, false)));
-        assert_eq!(score_item(b"("), Some((0.0, true)));
-        assert_eq!(score_item(b"3\0junk"), Some((3.0, false)));
-        assert_eq!(score_item(b"x"), None);
-        assert_eq!(score_item(b"nan"), None);
-        assert_eq!(score_item(b"  "), None);
-        assert_eq!(score_item(b"1 "), None);
-    }
-
-    #[test]
-    fn score_bounds() {
-        let r = ScoreRange { min: 1.0, max: 1.0, minex: true, maxex: false };
-        assert!(r.is_empty() && r.bounds().is_none());
-        let r = ScoreRange { min: -0.0, max: 0.0, minex: false, maxex: false };
-        let (lo, hi) = r.bounds().unwrap();
-        let zero = score_bytes(0.0).to_vec();
-        assert_eq!(lo, Bound::Included(zero.clone()));
-        assert!(matches!(hi, Bound::Excluded(ref e) if e > &zero));
-    }
-
-    #[test]
-    fn lex_ranges() {
-        let r = |a: &str, b: &str| parse_lex_range(a.as_bytes(), b.as_bytes()).unwrap();
-        assert!(!r("-", "+").is_empty());
-        assert!(r("+", "-").is_empty());
-        assert!(r("-", "-").is_empty());
-        assert!(r("[b", "[a").is_empty());
-        assert!(!r("[a", "[a").is_empty());
-        assert!(r("(a", "[a").is_empty());
-        assert!(r("[c", "-").is_empty());
-        assert!(r("(a", "(b").gte_min(b"ab"));
-        assert!(!r("(a", "(b").lte_max(b"b"));
-        assert!(parse_lex_range(b"a", b"+").is_err());
-        assert!(parse_lex_range(b"[a", b"+x").is_err());
-        assert!(parse_lex_range(b"", b"+").is_err());
-    }
 }
