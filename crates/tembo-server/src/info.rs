@@ -91,6 +91,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             let alloc = pool.alloc_stats();
             kv("used_memory", &alloc.used_bytes);
             kv("used_memory_human", &human(alloc.used_bytes));
+            kv("number_of_cached_scripts", &st.scripts.as_ref().map_or(0, |e| e.len()));
+            kv("used_memory_scripts", &st.scripts.as_ref().map_or(0, |e| e.source_bytes()));
             kv("pool_size", &pool.size());
             kv("pool_size_human", &human(pool.size()));
             kv("pool_max_size", &pool.max_size());

@@ -362,6 +362,12 @@ fn bulk(out: &mut Vec<u8>, tag: u8, b: &[u8]) {
 /// RESP3 doubles): C's `%.17g` — 17 significant digits, trailing zeros
 /// dropped, `inf`/`-inf`, C-style exponents (`1e+300`) outside 1e-4..1e17.
 pub fn format_double(d: f64) -> String {
+    format_g(d, 17)
+}
+
+/// C's `%.{precision}g` for `precision` in 1..=17.
+pub fn format_g(d: f64, precision: usize) -> String {
+    let p = precision.clamp(1, 17);
     if d.is_nan() {
         return "nan".into();
     }
@@ -371,7 +377,7 @@ pub fn format_double(d: f64) -> String {
     if d == 0.0 {
         return if d.is_sign_negative() { "-0".into() } else { "0".into() };
     }
-    let sci = format!("{d:.16e}");
+    let sci = format!("{d:.*e}", p - 1);
     let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     let trim = |s: &str| {
@@ -381,8 +387,8 @@ pub fn format_double(d: f64) -> String {
             s.to_string()
         }
     };
-    if (-4..17).contains(&exp) {
-        trim(&format!("{:.*}", (16 - exp) as usize, d))
+    if (-4..p as i32).contains(&exp) {
+        trim(&format!("{:.*}", (p as i32 - 1 - exp) as usize, d))
     } else {
         format!("{}e{}{:02}", trim(mant), if exp < 0 { '-' } else { '+' }, exp.abs())
     }

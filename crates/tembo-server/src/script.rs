@@ -13,8 +13,10 @@
 //! executor here discards the pending writes and re-runs the rest of the
 //! group, see `State::torn`). The interpreter loads the base, table,
 //! string and math libraries, plus `cjson` and `bit` (`crate::script_libs`);
-//! not `struct` or `cmsgpack`. New globals are refused ("Attempt to modify a readonly table"), as
-//! in Redis 7.
+//! not `struct` or `cmsgpack`. Each run gets its own environment over the
+//! shared globals, with read-only views of the libraries, so no script can
+//! change what the next one sees; new globals are refused ("Attempt to
+//! modify a readonly table"), as in Redis 7.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -42,18 +44,57 @@ const DENIED: &[&str] = &[
     "sunsubscribe",
 ];
 
-/// Lua code run once per interpreter: global protection, and the wrappers
-/// that take the per-run `redis.pcall` (which needs the running command's
-/// state, so it is made anew for each run).
+/// Lua code run once per interpreter: protects the string metatable and
+/// wraps `loadstring` (no binary chunks; a loaded chunk gets its caller's
+/// environment, not the shared globals).
 const PRELUDE: &str = r#"
-local mt = {}
-mt.__newindex = function(t, n, v)
-  error("Attempt to modify a readonly table", 2)
+local ro_mt = {__newindex = function() error("Attempt to modify a readonly table", 2) end}
+ro_mt.__metatable = setmetatable({}, ro_mt)
+local function readonly(t)
+  return setmetatable({}, {__index = t, __newindex = ro_mt.__newindex, __metatable = ro_mt.__metatable})
 end
-mt.__index = function(t, n)
-  error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 2)
+getmetatable("").__metatable = readonly(string)
+local raw_loadstring, raw_setfenv, raw_getfenv = loadstring, setfenv, getfenv
+local raw_setmetatable, raw_getmetatable = setmetatable, getmetatable
+local libs = {"redis", "cjson", "bit", "string", "math", "table", "coroutine"}
+local G = _G
+local function missing(n)
+  error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 3)
 end
-setmetatable(_G, mt)
+-- Each run gets its own environment: an empty table whose reads fall
+-- through to the run's own names, then to the shared globals, and whose
+-- writes are refused; the libraries are read-only views.
+tembo_run = function(f, keys, argv)
+  local env = {}
+  local vars = {KEYS = keys, ARGV = argv}
+  for _, n in ipairs(libs) do vars[n] = readonly(G[n]) end
+  vars._G = env
+  vars.getfenv = function() return env end
+  vars.setfenv = function() error("Attempt to modify a readonly table", 2) end
+  vars.setmetatable = function(t, mt)
+    if raw_getmetatable(t) == ro_mt.__metatable then error("Attempt to modify a readonly table", 2) end
+    return raw_setmetatable(t, mt)
+  end
+  vars.loadstring = function(s, name)
+    if type(s) == "string" and string.byte(s, 1) == 27 then return nil, "binary chunks are not allowed" end
+    local chunk, e = raw_loadstring(s, name)
+    if chunk then raw_setfenv(chunk, env) end
+    return chunk, e
+  end
+  local env_mt = {
+    __index = function(t, n)
+      local v = vars[n]
+      if v == nil then v = G[n] end
+      if v == nil then missing(n) end
+      return v
+    end,
+    __newindex = ro_mt.__newindex,
+    __metatable = ro_mt.__metatable,
+  }
+  raw_setmetatable(env, env_mt)
+  raw_setfenv(f, env)
+  return pcall(f)
+end
 "#;
 
 const INSTALL: &str = r#"
@@ -65,12 +106,6 @@ return function(pc, setresp)
     if type(r) == 'table' and r.err ~= nil then error(r, 2) end
     return r
   end
-end
-"#;
-
-const RUN: &str = r#"
-return function(f)
-  return pcall(f)
 end
 "#;
 
@@ -116,7 +151,8 @@ impl Engine {
         crate::script_libs::install(&lua).map_err(lua_err)?;
         lua.load(PRELUDE).set_name("@prelude").exec().map_err(lua_err)?;
         let install = lua.load(INSTALL).set_name("@install").eval::<Function>().map_err(lua_err)?;
-        let run = lua.load(RUN).set_name("@run").eval::<Function>().map_err(lua_err)?;
+        let run: Function = globals.raw_get("tembo_run").map_err(lua_err)?;
+        globals.raw_set("tembo_run", Value::Nil).map_err(lua_err)?;
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let stopped = Rc::new(Cell::new(false));
         let (d, s) = (deadline.clone(), stopped.clone());
@@ -165,6 +201,16 @@ impl Engine {
         self.cache.get(&sha.to_ascii_lowercase()).map(|c| c.source.as_slice())
     }
 
+    /// How many scripts are cached (INFO memory).
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Bytes of cached script source (INFO memory).
+    pub fn source_bytes(&self) -> usize {
+        self.cache.values().map(|c| c.source.len()).sum()
+    }
+
     /// Empties the cache.
     pub fn flush(&mut self) {
         self.cache.clear();
@@ -189,12 +235,10 @@ impl Engine {
         };
         let function = cached.function.clone();
         let lua = &self.lua;
-        let globals = lua.globals();
         let strings = |items: &[Vec<u8>]| -> mlua::Result<Table> {
             lua.create_sequence_from(items.iter().map(|b| lua.create_string(b)).collect::<mlua::Result<Vec<_>>>()?)
         };
-        globals.raw_set("KEYS", strings(keys).map_err(lua_err)?).map_err(lua_err)?;
-        globals.raw_set("ARGV", strings(argv).map_err(lua_err)?).map_err(lua_err)?;
+        let (keys, argv) = (strings(keys).map_err(lua_err)?, strings(argv).map_err(lua_err)?);
         self.stopped.set(false);
         self.deadline.set(Some(Instant::now() + limit));
         let resp3 = Cell::new(false);
@@ -213,7 +257,7 @@ impl Engine {
                 _ => Err(mlua::Error::RuntimeError("RESP version must be 2 or 3.".into())),
             })?;
             self.install.call::<()>((pcall, setresp))?;
-            self.run.call::<(bool, Value)>(function)
+            self.run.call::<(bool, Value)>((function, keys, argv))
         });
         self.deadline.set(None);
         let cx = cx.into_inner();
@@ -242,11 +286,19 @@ impl Engine {
     }
 }
 
-/// The text of a Lua string or error value.
+/// The text of a Lua string or error value (for an error raised by a Rust
+/// function, its own message without mlua's traceback).
 fn bytes_text(v: &Value) -> String {
+    fn root(e: &mlua::Error) -> String {
+        match e {
+            mlua::Error::CallbackError { cause, .. } => root(cause),
+            mlua::Error::RuntimeError(msg) => msg.clone(),
+            other => other.to_string(),
+        }
+    }
     match v {
         Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-        Value::Error(e) => e.to_string(),
+        Value::Error(e) => root(e),
         other => format!("{other:?}"),
     }
 }

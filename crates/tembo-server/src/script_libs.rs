@@ -4,6 +4,9 @@
 //! arshift, rol, ror, bswap). `redis.*` helpers that need no command
 //! state (sha1hex, error_reply, status_reply, log, constants) live here too.
 
+use std::cell::Cell;
+use std::rc::Rc;
+
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 
 /// Lua 5.1 numbers are doubles; LuaBitOp maps them to signed 32 bits
@@ -48,61 +51,114 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
     Ok(bit)
 }
 
-fn json_of(v: &Value, depth: usize) -> mlua::Result<serde_json::Value> {
-    use serde_json::Value as J;
-    if depth > 1000 {
-        return Err(mlua::Error::RuntimeError("Cannot serialise, excessive nesting (1001)".into()));
+/// cjson's settings that change what it does (the others are accepted
+/// and kept, with no effect).
+struct JsonSettings {
+    encode_max_depth: Cell<usize>,
+    decode_max_depth: Cell<usize>,
+    encode_invalid_numbers: Cell<bool>,
+}
+
+fn json_err(msg: impl Into<String>) -> mlua::Error {
+    mlua::Error::RuntimeError(msg.into())
+}
+
+/// cjson's number text: `%.14g`, integers without a fraction.
+fn json_number(f: f64, out: &mut String, settings: &JsonSettings) -> mlua::Result<()> {
+    if !f.is_finite() {
+        if !settings.encode_invalid_numbers.get() {
+            return Err(json_err("Cannot serialise number: must not be NaN or Inf"));
+        }
+        out.push_str(if f.is_nan() {
+            "nan"
+        } else if f > 0.0 {
+            "inf"
+        } else {
+            "-inf"
+        });
+        return Ok(());
     }
-    Ok(match v {
-        Value::Nil => J::Null,
-        Value::LightUserData(p) if p.0.is_null() => J::Null,
-        Value::Boolean(b) => J::Bool(*b),
-        Value::Integer(n) => J::from(*n),
-        Value::Number(f) if f.is_finite() => {
-            if f.fract() == 0.0 && f.abs() < 1e15 {
-                J::from(*f as i64)
-            } else {
-                serde_json::Number::from_f64(*f).map_or(J::Null, J::Number)
-            }
+    if f.fract() == 0.0 && f.abs() < 1e14 {
+        out.push_str(&(f as i64).to_string());
+    } else {
+        out.push_str(&crate::resp::format_g(f, 14));
+    }
+    Ok(())
+}
+
+fn json_string(b: &[u8], out: &mut String) {
+    out.push('"');
+    for ch in String::from_utf8_lossy(b).chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '/' => out.push_str("\\/"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
         }
-        Value::Number(_) => {
-            return Err(mlua::Error::RuntimeError("Cannot serialise number: must not be NaN or Inf".into()))
-        }
-        Value::String(s) => J::String(String::from_utf8_lossy(&s.as_bytes()).into_owned()),
+    }
+    out.push('"');
+}
+
+fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut String) -> mlua::Result<()> {
+    match v {
+        Value::Nil => out.push_str("null"),
+        Value::LightUserData(p) if p.0.is_null() => out.push_str("null"),
+        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Integer(n) => out.push_str(&n.to_string()),
+        Value::Number(f) => json_number(*f, out, settings)?,
+        Value::String(s) => json_string(&s.as_bytes(), out),
         Value::Table(t) => {
+            if depth >= settings.encode_max_depth.get() {
+                return Err(json_err(format!("Cannot serialise, excessive nesting ({})", depth + 1)));
+            }
             let len = t.raw_len();
             let pairs: Vec<(Value, Value)> = t.clone().pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
             if len > 0 && pairs.len() == len {
-                let mut items = Vec::with_capacity(len);
+                out.push('[');
                 for i in 1..=len {
-                    items.push(json_of(&t.raw_get::<Value>(i)?, depth + 1)?);
+                    if i > 1 {
+                        out.push(',');
+                    }
+                    json_encode(&t.raw_get::<Value>(i)?, depth + 1, settings, out)?;
                 }
-                J::Array(items)
+                out.push(']');
             } else {
-                let mut map = serde_json::Map::new();
-                for (k, val) in pairs {
-                    let key = match k {
-                        Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
-                        Value::Integer(n) => n.to_string(),
-                        Value::Number(f) => f.to_string(),
-                        _ => {
-                            return Err(mlua::Error::RuntimeError(
-                                "Cannot serialise table: table key must be a number or string".into(),
-                            ))
+                out.push('{');
+                for (i, (k, val)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    match k {
+                        Value::String(s) => json_string(&s.as_bytes(), out),
+                        Value::Integer(n) => json_string(n.to_string().as_bytes(), out),
+                        Value::Number(f) => {
+                            let mut text = String::new();
+                            json_number(*f, &mut text, settings)?;
+                            json_string(text.as_bytes(), out);
                         }
-                    };
-                    map.insert(key, json_of(&val, depth + 1)?);
+                        _ => return Err(json_err("Cannot serialise table: table key must be a number or string")),
+                    }
+                    out.push(':');
+                    json_encode(val, depth + 1, settings, out)?;
                 }
-                J::Object(map)
+                out.push('}');
             }
         }
-        other => {
-            return Err(mlua::Error::RuntimeError(format!(
-                "Cannot serialise {}: type not supported",
-                other.type_name()
-            )))
-        }
-    })
+        other => return Err(json_err(format!("Cannot serialise {}: type not supported", other.type_name()))),
+    }
+    Ok(())
+}
+
+fn json_depth(j: &serde_json::Value) -> usize {
+    match j {
+        serde_json::Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
+        serde_json::Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 fn lua_of(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
@@ -134,28 +190,84 @@ fn lua_of(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
 
 fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
+    let settings = Rc::new(JsonSettings {
+        encode_max_depth: Cell::new(1000),
+        decode_max_depth: Cell::new(1000),
+        encode_invalid_numbers: Cell::new(false),
+    });
+    let st = settings.clone();
     cjson.set(
         "encode",
-        lua.create_function(|_, v: Value| {
-            let j = json_of(&v, 0)?;
-            serde_json::to_string(&j).map_err(|e| mlua::Error::RuntimeError(e.to_string()))
+        lua.create_function(move |_, v: Value| {
+            let mut out = String::new();
+            json_encode(&v, 0, &st, &mut out)?;
+            Ok(out)
         })?,
     )?;
+    let st = settings.clone();
     cjson.set(
         "decode",
-        lua.create_function(|lua, s: mlua::String| {
+        lua.create_function(move |lua, s: mlua::String| {
             let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
-                .map_err(|e| mlua::Error::RuntimeError(format!("Expected value but found invalid token: {e}")))?;
+                .map_err(|e| json_err(format!("Expected value but found invalid token: {e}")))?;
+            let depth = json_depth(&j);
+            if depth > st.decode_max_depth.get() {
+                return Err(json_err(format!("Found too many nested data structures ({depth})")));
+            }
             lua_of(lua, &j)
         })?,
     )?;
+    let st = settings.clone();
+    cjson.set(
+        "encode_max_depth",
+        lua.create_function(move |_, n: Option<usize>| {
+            if let Some(n) = n {
+                st.encode_max_depth.set(n.max(1));
+            }
+            Ok(st.encode_max_depth.get())
+        })?,
+    )?;
+    let st = settings.clone();
+    cjson.set(
+        "decode_max_depth",
+        lua.create_function(move |_, n: Option<usize>| {
+            if let Some(n) = n {
+                st.decode_max_depth.set(n.max(1));
+            }
+            Ok(st.decode_max_depth.get())
+        })?,
+    )?;
+    let st = settings;
+    cjson.set(
+        "encode_invalid_numbers",
+        lua.create_function(move |_, v: Option<Value>| {
+            if let Some(v) = v {
+                st.encode_invalid_numbers.set(
+                    matches!(v, Value::Boolean(true))
+                        || matches!(&v, Value::String(s) if s.as_bytes().as_ref() == b"on"),
+                );
+            }
+            Ok(st.encode_invalid_numbers.get())
+        })?,
+    )?;
+    // Settings that only tune cjson's C buffers or number text: kept, no effect.
+    for name in ["encode_keep_buffer", "encode_number_precision", "decode_invalid_numbers", "encode_sparse_array"] {
+        cjson.set(name, lua.create_function(|_, v: Variadic<Value>| Ok(v))?)?;
+    }
     cjson.set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
     Ok(cjson)
 }
 
 fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
     let redis = lua.create_table()?;
-    redis.set("sha1hex", lua.create_function(|_, s: mlua::String| Ok(crate::script::sha1hex(&s.as_bytes())))?)?;
+    redis.set(
+        "sha1hex",
+        lua.create_function(|_, args: Variadic<Value>| match (args.len(), args.first()) {
+            (1, Some(Value::String(s))) => Ok(crate::script::sha1hex(&s.as_bytes())),
+            (1, Some(Value::Integer(n))) => Ok(crate::script::sha1hex(n.to_string().as_bytes())),
+            _ => Err(mlua::Error::RuntimeError("wrong number of arguments".into())),
+        })?,
+    )?;
     let reply_table = |lua: &Lua, key: &'static str| {
         lua.create_function(move |lua, s: mlua::String| {
             let t = lua.create_table()?;

@@ -78,7 +78,7 @@ fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
     let mut words = line.split_whitespace();
     let engine = words.next().unwrap_or("");
     if engine != "lua" {
-        return Err(CmdError::err(format!("Could not find scripting engine '{engine}'")));
+        return Err(CmdError::err(format!("Unexpected engine in script shebang: {engine}")));
     }
     let mut read_only = false;
     for w in words {
@@ -109,6 +109,8 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult 
     let limit_ms =
         inert_value(&cx.st.inert, "busy-reply-threshold").and_then(|v| v.parse::<u64>().ok()).unwrap_or(5000);
     let mut eng = engine(cx)?;
+    // SELECT inside a script lasts for the script only.
+    let db = cx.client.db;
     let result = (|| {
         let sha = if by_sha { String::from_utf8_lossy(&a[1]).to_ascii_lowercase() } else { eng.load(&a[1])? };
         let source_read_only = match eng.source(&sha) {
@@ -117,6 +119,7 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult 
         };
         eng.run(cx, &sha, keys, argv, read_only || source_read_only, Duration::from_millis(limit_ms.max(1)))
     })();
+    cx.client.db = db;
     cx.st.scripts = Some(eng);
     result
 }

@@ -309,7 +309,6 @@ pub const INERT: &[(&str, &str)] = &[
     ("lazyfree-lazy-user-flush", "yes"),
     ("notify-keyspace-events", ""),
     ("slowlog-log-slower-than", "10000"),
-    ("lua-time-limit", "5000"),
     ("lazyfree-lazy-expire", "no"),
     ("lazyfree-lazy-server-del", "no"),
     ("lazyfree-lazy-eviction", "no"),
@@ -341,6 +340,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("zset-max-ziplist-entries", "zset-max-listpack-entries"),
     ("zset-max-ziplist-value", "zset-max-listpack-value"),
     ("list-max-ziplist-size", "list-max-listpack-size"),
+    ("lua-time-limit", "busy-reply-threshold"),
 ];
 
 /// The current value of an inert or encoding setting, by its name or alias.
