@@ -273,6 +273,8 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
             let t = lua.create_table()?;
             let b = s.as_bytes();
             let text = if key == "err" { b.strip_prefix(b"-").unwrap_or(&b) } else { &b[..] };
+            // An empty error still needs a code for the client to read.
+            let text = if key == "err" && text.is_empty() { b"ERR" } else { text };
             t.raw_set(key, lua.create_string(text)?)?;
             Ok(t)
         })

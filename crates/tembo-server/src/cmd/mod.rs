@@ -169,6 +169,9 @@ pub fn spec(name: &[u8]) -> Option<&'static Spec> {
 
 /// Commands allowed before AUTH.
 const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
+/// Commands refused inside MULTI (Redis's `no-multi` flag); the
+/// transaction then fails at EXEC.
+const NO_MULTI: &[&str] = &["save", "shutdown", "monitor", "sync", "psync", "replconf", "failover"];
 /// Commands that run at once inside MULTI instead of being queued.
 const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
@@ -213,6 +216,11 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         ));
     }
     if let Some(queue) = client.multi.as_mut() {
+        if NO_MULTI.contains(&spec.name) {
+            client.multi_error = true;
+            st.stats.errors += 1;
+            return Reply::Error("ERR Command not allowed inside a transaction".into());
+        }
         if !NOT_QUEUED.contains(&spec.name) {
             queue.push(args.to_vec());
             return Reply::Simple("QUEUED".into());

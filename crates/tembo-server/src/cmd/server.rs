@@ -343,6 +343,11 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("lua-time-limit", "busy-reply-threshold"),
 ];
 
+/// A setting's name, its alias resolved.
+fn canonical(name: &str) -> &str {
+    ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, c)| c)
+}
+
 /// The current value of an inert or encoding setting, by its name or alias.
 pub fn inert_value<'a>(inert: &'a [(String, String)], name: &str) -> Option<&'a str> {
     let name = ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical);
@@ -402,9 +407,17 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
         _ => match cx.st.inert.iter_mut().find(|(k, _)| {
             k == ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical)
         }) {
-            Some((k, v)) => {
-                if k.contains("-max-") && !k.starts_with("list-") && !k.starts_with("stream-") {
+            Some((_, v)) => {
+                // A setting keeps the kind of value its default has.
+                let default = INERT.iter().find(|(k, _)| *k == canonical(name)).map_or("", |(_, d)| *d);
+                if default.parse::<i64>().is_ok() && value.parse::<i64>().is_err() {
                     num(value)?;
+                }
+                if (default == "yes" || default == "no")
+                    && !value.eq_ignore_ascii_case("yes")
+                    && !value.eq_ignore_ascii_case("no")
+                {
+                    return Err(bad("argument must be 'yes' or 'no'"));
                 }
                 *v = value.to_string()
             }
