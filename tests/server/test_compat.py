@@ -343,3 +343,60 @@ def test_a_runaway_script_is_stopped_and_not_applied(r):
         assert r.ping()
     finally:
         r.config_set("busy-reply-threshold", old)
+
+
+def _drain(p, n, timeout=2.0):
+    import time
+
+    out, end = [], time.time() + timeout
+    while len(out) < n and time.time() < end:
+        m = p.get_message(timeout=0.1)
+        if m and m["type"] in ("message", "pmessage"):
+            out.append((m["channel"], m["data"]))
+    return out
+
+
+def test_keyspace_notifications(r):
+    old = r.config_get("notify-keyspace-events")["notify-keyspace-events"]
+    sub = make_client(2)
+    try:
+        r.config_set("notify-keyspace-events", "KEA")
+        assert r.config_get("notify-keyspace-events")["notify-keyspace-events"] == "AKE"
+        p = sub.pubsub()
+        p.psubscribe("__key*__:*")
+        assert _drain(p, 1, 0.3) == []
+        r.set("k", "v")
+        r.lpush("l", "a")
+        r.lpop("l")
+        r.rename("k", "k2")
+        r.hset("h", "f", "1")
+        r.delete("h")
+        got = _drain(p, 14)
+        assert got == [
+            ("__keyspace@0__:k", "set"),
+            ("__keyevent@0__:set", "k"),
+            ("__keyspace@0__:l", "lpush"),
+            ("__keyevent@0__:lpush", "l"),
+            ("__keyspace@0__:l", "lpop"),
+            ("__keyevent@0__:lpop", "l"),
+            ("__keyspace@0__:l", "del"),
+            ("__keyevent@0__:del", "l"),
+            ("__keyspace@0__:k", "rename_from"),
+            ("__keyevent@0__:rename_from", "k"),
+            ("__keyspace@0__:k2", "rename_to"),
+            ("__keyevent@0__:rename_to", "k2"),
+            ("__keyspace@0__:h", "hset"),
+            ("__keyevent@0__:hset", "h"),
+        ]
+        assert _drain(p, 2) == [("__keyspace@0__:h", "del"), ("__keyevent@0__:del", "h")]
+        # Expiry, by the active cycle.
+        r.config_set("notify-keyspace-events", "Ex")
+        r.set("t", "1", px=50)
+        assert _drain(p, 1, 3.0) == [("__keyevent@0__:expired", "t")]
+        with pytest.raises(redis.ResponseError) as e:
+            r.config_set("notify-keyspace-events", "Kq")
+        assert "Invalid event class character" in err(e)
+        p.close()
+    finally:
+        r.config_set("notify-keyspace-events", old)
+        sub.close()

@@ -101,6 +101,10 @@ pub struct State {
     /// script was stopped at its time limit): its writes may be partial, so
     /// the group's writes must not be committed (see [`cmd::run`]).
     pub torn: bool,
+    /// `notify-keyspace-events` as flags (`crate::notify`); 0 = off.
+    pub notify_flags: u32,
+    /// Keys the running command touched, for its notifications.
+    pub notes: Vec<crate::notify::Note>,
     /// The Lua interpreter and script cache, made on the first EVAL.
     pub scripts: Option<crate::script::Engine>,
     /// Unix seconds of the last commit (LASTSAVE).
@@ -169,6 +173,8 @@ impl State {
             active_expire: true,
             torn: false,
             scripts: None,
+            notify_flags: 0,
+            notes: Vec::new(),
             monitors: Vec::new(),
             shared,
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -588,6 +594,9 @@ impl State {
     /// Marks every client watching `key` of `db`; `current` is the client
     /// running a command (not in `clients` meanwhile), if any.
     pub fn touch(&mut self, db: u8, key: &[u8], mut current: Option<&mut Client>) {
+        if self.notify_flags != 0 {
+            crate::notify::note(self, db, key, false, false);
+        }
         if self.watchers.is_empty() {
             return;
         }
@@ -628,14 +637,19 @@ impl State {
                 if let Err(err) = self.commit() {
                     log::warn!("background commit failed: {err}");
                     self.discard();
+                    self.outbox.clear();
                 }
             }
             (Err(err), _) | (_, Err(err)) => {
                 log::warn!("background work failed: {err}");
                 self.discard();
+                self.outbox.clear();
             }
         }
+        // `expired` notifications, now that the deletions are committed.
+        self.flush_outbox();
         self.cursors.expire_old();
+        self.notes.clear();
     }
 }
 

@@ -26,6 +26,12 @@ impl Ctx<'_> {
         if meta.expired(self.now) {
             self.remove(key, &meta);
             self.st.stats.expired_keys += 1;
+            if self.st.notify_flags != 0 {
+                // The expiry is its own event, not part of the command's.
+                let db = self.db();
+                self.st.notes.retain(|n| !(n.db == db && n.key == key));
+                crate::notify::send_from(self.st, Some(&mut *self.client), crate::notify::EXPIRED, "expired", db, key);
+            }
             return Ok(None);
         }
         Ok(Some(meta))
@@ -61,6 +67,9 @@ impl Ctx<'_> {
         }
         self.st.store.put(meta_key(db, self.st.gen(db), key), new.encode())?;
         self.st.touch(db, key, Some(&mut *self.client));
+        if old.is_none() && self.st.notify_flags != 0 {
+            crate::notify::note(self.st, db, key, true, false);
+        }
         if matches!(new.kind, Kind::List | Kind::ZSet) {
             // Clients blocked on this key (BLPOP, BZPOPMIN…) are served after this command.
             self.st.blocking.signal(db, key);
@@ -83,6 +92,9 @@ impl Ctx<'_> {
             let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
         }
         self.st.touch(db, key, Some(&mut *self.client));
+        if self.st.notify_flags != 0 {
+            crate::notify::note(self.st, db, key, false, true);
+        }
     }
 
     /// Writes `meta` back, or removes the key if the collection became empty.

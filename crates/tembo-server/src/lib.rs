@@ -41,6 +41,7 @@ mod exec;
 mod info;
 mod keyspace;
 mod net;
+mod notify;
 mod pubsub;
 pub mod resp;
 mod script;

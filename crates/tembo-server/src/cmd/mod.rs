@@ -323,6 +323,8 @@ fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
 pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
     feed_monitors(st, client, args);
     client.last_cmd = full_name(spec, args);
+    // Keys touched outside a command (background work) notify nothing.
+    st.notes.clear();
     let started = Instant::now();
     let reply = {
         let mut ctx = Ctx { st, client, now: now_ms() };
@@ -350,6 +352,10 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
             }
         }
     };
+    if st.notify_flags != 0 && !st.notes.is_empty() {
+        let mut ctx = Ctx { st, client, now: now_ms() };
+        crate::notify::after_command(&mut ctx, args);
+    }
     let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
     st.stats.commands += 1;
     let stat = st.stats.per_command.entry(spec.name).or_default();

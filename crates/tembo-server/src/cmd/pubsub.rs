@@ -11,8 +11,8 @@
 
 use super::args::is;
 use super::{CmdError, CmdResult, Spec};
-use crate::client::Out;
-use crate::exec::Ctx;
+use crate::client::{Client, Out};
+use crate::exec::{Ctx, State};
 use crate::resp::Reply;
 
 const PS: &[&str] = &["pubsub", "noscript", "loading", "stale"];
@@ -163,22 +163,24 @@ impl Encoded {
 
 /// Queues `m` for client `id`: into the running client's own output if it
 /// publishes to itself, else into the group's outbox.
-fn deliver(cx: &mut Ctx, id: u64, m: &mut Encoded) -> bool {
-    if id == cx.client.id {
-        let b = m.bytes(cx.client.proto);
-        cx.client.pushbuf.extend_from_slice(&b);
+fn deliver(st: &mut State, current: &mut Option<&mut Client>, id: u64, m: &mut Encoded) -> bool {
+    if let Some(c) = current.as_deref_mut().filter(|c| c.id == id) {
+        let b = m.bytes(c.proto);
+        c.pushbuf.extend_from_slice(&b);
         return true;
     }
-    let Some(proto) = cx.st.clients.get(&id).map(|c| c.proto) else { return false };
+    let Some(proto) = st.clients.get(&id).map(|c| c.proto) else { return false };
     let b = m.bytes(proto);
-    cx.st.outbox.push((id, Out::Push(b)));
+    st.outbox.push((id, Out::Push(b)));
     true
 }
 
-fn publish(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let (channel, message) = (&a[1], &a[2]);
+/// Sends `message` to the subscribers of `channel` and of the patterns
+/// matching it (`current`: the client running the command, if any); how
+/// many received it.
+pub fn publish_message(st: &mut State, mut current: Option<&mut Client>, channel: &[u8], message: &[u8]) -> i64 {
     let mut receivers = 0i64;
-    let subs = cx.st.pubsub.subscribers(channel).to_vec();
+    let subs = st.pubsub.subscribers(channel).to_vec();
     if !subs.is_empty() {
         let mut m = Encoded {
             msg: Reply::Push(vec![Reply::bulk("message"), Reply::bulk(channel), Reply::bulk(message)]),
@@ -186,10 +188,10 @@ fn publish(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             resp3: None,
         };
         for id in subs {
-            receivers += deliver(cx, id, &mut m) as i64;
+            receivers += deliver(st, &mut current, id, &mut m) as i64;
         }
     }
-    for (pattern, ids) in cx.st.pubsub.matching_patterns(channel) {
+    for (pattern, ids) in st.pubsub.matching_patterns(channel) {
         let mut m = Encoded {
             msg: Reply::Push(vec![
                 Reply::bulk("pmessage"),
@@ -201,10 +203,14 @@ fn publish(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             resp3: None,
         };
         for id in ids {
-            receivers += deliver(cx, id, &mut m) as i64;
+            receivers += deliver(st, &mut current, id, &mut m) as i64;
         }
     }
-    Ok(Reply::Int(receivers))
+    receivers
+}
+
+fn publish(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    Ok(Reply::Int(publish_message(cx.st, Some(&mut *cx.client), &a[1], &a[2])))
 }
 
 const HELP: &[&str] = &[

@@ -397,6 +397,14 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
         "maxclients" => cx.st.shared.set_maxclients(num(value)?.max(1) as usize),
         "proto-max-bulk-len" => cx.st.shared.set_max_bulk(num(value)?.max(1024 * 1024) as usize),
         "client-query-buffer-limit" => cx.st.shared.set_query_limit(num(value)?.max(1024 * 1024) as usize),
+        "notify-keyspace-events" => {
+            let flags = crate::notify::parse_flags(value)
+                .ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
+            cx.st.notify_flags = flags;
+            if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == "notify-keyspace-events") {
+                *v = crate::notify::format_flags(flags);
+            }
+        }
         "loglevel" => {
             let mut c = cx.st.cfg.clone();
             c.loglevel = value.to_string();
