@@ -400,3 +400,23 @@ def test_keyspace_notifications(r):
     finally:
         r.config_set("notify-keyspace-events", old)
         sub.close()
+
+
+def test_slowlog(r):
+    old = r.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    try:
+        r.slowlog_reset()
+        r.config_set("slowlog-log-slower-than", 0)
+        r.set("k", "x" * 200)
+        r.execute_command("DEBUG", "SLEEP", 0) if not is_reference_redis() else r.ping()
+        entries = r.slowlog_get(-1)
+        assert r.slowlog_len() >= 2
+        cmds = [e["command"] for e in entries]
+        cmds = [(c.decode() if isinstance(c, bytes) else c).lower() for c in cmds]
+        assert any(c.startswith("set k ") and "... (72 more bytes)" in c for c in cmds), cmds
+        r.config_set("slowlog-log-slower-than", -1)
+        r.slowlog_reset()
+        r.set("k", "y")
+        assert r.slowlog_len() == 0
+    finally:
+        r.config_set("slowlog-log-slower-than", old)

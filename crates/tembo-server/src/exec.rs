@@ -101,6 +101,8 @@ pub struct State {
     /// script was stopped at its time limit): its writes may be partial, so
     /// the group's writes must not be committed (see [`cmd::run`]).
     pub torn: bool,
+    /// SLOWLOG's entries and settings.
+    pub slowlog: crate::cmd::slowlog::SlowLog,
     /// `notify-keyspace-events` as flags (`crate::notify`); 0 = off.
     pub notify_flags: u32,
     /// Keys the running command touched, for its notifications.
@@ -174,6 +176,7 @@ impl State {
             torn: false,
             scripts: None,
             notify_flags: 0,
+            slowlog: Default::default(),
             notes: Vec::new(),
             monitors: Vec::new(),
             shared,

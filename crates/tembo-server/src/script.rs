@@ -332,7 +332,10 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     }
     // Blocking commands answer at once inside a script, as in Redis.
     let no_block = std::mem::replace(&mut cx.client.no_block, true);
+    // MONITOR shows a script's commands as coming from "lua", as Redis does.
+    let addr = std::mem::replace(&mut cx.client.addr, "lua".into());
     let reply = cmd::run(cx.st, cx.client, spec, &argv);
+    cx.client.addr = addr;
     cx.client.no_block = no_block;
     reply
 }

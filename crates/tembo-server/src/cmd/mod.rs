@@ -31,6 +31,7 @@ pub mod pubsub;
 mod scripting;
 mod server;
 mod sets;
+pub mod slowlog;
 mod sort;
 mod strings;
 mod txn;
@@ -130,7 +131,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 21] = [
+        let families: [&'static [Spec]; 22] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -152,6 +153,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             lcs::COMMANDS,
             sort::COMMANDS,
             scripting::COMMANDS,
+            slowlog::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
@@ -226,7 +228,10 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
             return Reply::Simple("QUEUED".into());
         }
     }
-    run(st, client, spec, args)
+    let started = Instant::now();
+    let reply = run(st, client, spec, args);
+    st.slowlog.record(client, args, started.elapsed().as_micros() as i64);
+    reply
 }
 
 /// Redis's reply to an unknown command: the name (at most 128 bytes), then
@@ -253,6 +258,15 @@ fn unknown_command(args: &[Vec<u8>]) -> CmdError {
 
 /// Container commands' subcommands, as CLIENT LIST's `cmd=` names them.
 const SUBCOMMANDS: &[&str] = &[
+    "script|load",
+    "script|exists",
+    "script|flush",
+    "script|kill",
+    "script|help",
+    "slowlog|get",
+    "slowlog|len",
+    "slowlog|reset",
+    "slowlog|help",
     "client|id",
     "client|info",
     "client|list",
@@ -303,7 +317,7 @@ const SUBCOMMANDS: &[&str] = &[
 fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
     let container = matches!(
         spec.name,
-        "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub" | "script"
+        "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub" | "script" | "slowlog"
     );
     let Some(sub) = args.get(1).filter(|_| container) else { return spec.name };
     let n = spec.name.len();

@@ -397,6 +397,17 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
         "maxclients" => cx.st.shared.set_maxclients(num(value)?.max(1) as usize),
         "proto-max-bulk-len" => cx.st.shared.set_max_bulk(num(value)?.max(1024 * 1024) as usize),
         "client-query-buffer-limit" => cx.st.shared.set_query_limit(num(value)?.max(1024 * 1024) as usize),
+        "slowlog-log-slower-than" | "slowlog-max-len" => {
+            let n: i64 = value.parse().map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+            if name == "slowlog-max-len" {
+                cx.st.slowlog.set_max_len(n.max(0) as usize);
+            } else {
+                cx.st.slowlog.threshold_us = n;
+            }
+            if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
+                *v = n.to_string();
+            }
+        }
         "notify-keyspace-events" => {
             let flags = crate::notify::parse_flags(value)
                 .ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
