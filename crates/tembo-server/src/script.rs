@@ -29,6 +29,12 @@ use crate::cmd::{self, CmdError};
 use crate::exec::Ctx;
 use crate::resp::Reply;
 
+/// Most memory the interpreter may hold (all scripts and their data).
+const SCRIPT_MEMORY_LIMIT: usize = 1 << 30;
+
+/// Past this much interpreter memory, a full collection follows a script.
+const GC_AFTER_BYTES: usize = 64 << 20;
+
 /// Commands a script may not run (besides those flagged `noscript`).
 const DENIED: &[&str] = &[
     "eval",
@@ -149,6 +155,9 @@ impl Engine {
             globals.raw_set(unsafe_fn, Value::Nil).map_err(lua_err)?;
         }
         crate::script_libs::install(&lua).map_err(lua_err)?;
+        // A script that allocates without end fails with "not enough
+        // memory" instead of taking the server's memory.
+        lua.set_memory_limit(SCRIPT_MEMORY_LIMIT).map_err(lua_err)?;
         lua.load(PRELUDE).set_name("@prelude").exec().map_err(lua_err)?;
         let install = lua.load(INSTALL).set_name("@install").eval::<Function>().map_err(lua_err)?;
         let run: Function = globals.raw_get("tembo_run").map_err(lua_err)?;
@@ -199,6 +208,16 @@ impl Engine {
     /// The source of a cached script.
     pub fn source(&self, sha: &str) -> Option<&[u8]> {
         self.cache.get(&sha.to_ascii_lowercase()).map(|c| c.source.as_slice())
+    }
+
+    /// A fresh interpreter with the same scripts cached: after a script ran
+    /// the interpreter out of memory, its state is not trusted further.
+    pub fn rebuilt(&self) -> Result<Engine, CmdError> {
+        let mut fresh = Engine::new()?;
+        for cached in self.cache.values() {
+            fresh.load(&cached.source)?;
+        }
+        Ok(fresh)
     }
 
     /// How many scripts are cached (INFO memory).
@@ -260,6 +279,11 @@ impl Engine {
             self.run.call::<(bool, Value)>((function, keys, argv))
         });
         self.deadline.set(None);
+        if self.lua.used_memory() > GC_AFTER_BYTES {
+            // Give a big script's garbage back before the next one runs.
+            let _ = self.lua.gc_collect();
+            let _ = self.lua.gc_collect();
+        }
         let cx = cx.into_inner();
         if self.stopped.get() {
             cx.st.torn = true;

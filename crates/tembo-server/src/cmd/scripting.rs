@@ -120,6 +120,10 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult 
         eng.run(cx, &sha, keys, argv, read_only || source_read_only, Duration::from_millis(limit_ms.max(1)))
     })();
     cx.client.db = db;
+    if matches!(&result, Err(e) if e.0.contains("not enough memory")) {
+        log::warn!("a script ran the Lua interpreter out of memory; starting a fresh one");
+        eng = eng.rebuilt()?;
+    }
     cx.st.scripts = Some(eng);
     result
 }
