@@ -49,6 +49,8 @@ mod session;
 mod size;
 mod stats;
 mod store;
+mod stream;
+mod stream_id;
 
 use std::net::TcpListener as StdListener;
 use std::path::PathBuf;

@@ -14,7 +14,7 @@ use crate::resp::Reply;
 use crate::store::StoreError;
 
 pub mod args;
-pub use server::INERT;
+pub use server::{inert_value, INERT};
 mod bits;
 pub mod blpop;
 mod conn;
@@ -32,6 +32,8 @@ mod scripting;
 mod server;
 mod sets;
 mod sort;
+mod stream_groups;
+mod streams;
 mod strings;
 mod txn;
 mod zparse;
@@ -130,7 +132,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 21] = [
+        let families: [&'static [Spec]; 23] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -152,6 +154,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             lcs::COMMANDS,
             sort::COMMANDS,
             scripting::COMMANDS,
+            streams::COMMANDS,
+            stream_groups::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
