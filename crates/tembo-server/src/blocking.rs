@@ -183,6 +183,16 @@ impl Registry {
         }
     }
 
+    /// Every key of `db` clients wait on is ready (FLUSHDB, FLUSHALL: an
+    /// XREADGROUP client learns its stream is gone).
+    pub fn signal_db(&mut self, db: u8) {
+        let mut keys: Vec<Vec<u8>> = self.queues.keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect();
+        keys.sort();
+        for k in keys {
+            self.signal(db, &k);
+        }
+    }
+
     /// Whether a key is waiting to be served.
     pub fn has_ready(&self) -> bool {
         !self.ready.is_empty()

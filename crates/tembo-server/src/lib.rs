@@ -50,6 +50,7 @@ mod size;
 mod stats;
 mod store;
 mod stream;
+mod stream_cg;
 mod stream_id;
 
 use std::net::TcpListener as StdListener;

@@ -155,6 +155,7 @@ pub fn aux_get(cx: &Ctx, key: &[u8], s: &Stream, field: &[u8]) -> Res<Option<Vec
 pub fn aux_put(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8], v: Vec<u8>) -> Res<()> {
     let k = aux_key(cx, key, s, field);
     cx.st.store.put(k, v)?;
+    cx.st.touch(cx.client.db, key, Some(&mut *cx.client));
     Ok(())
 }
 
@@ -162,6 +163,7 @@ pub fn aux_put(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8], v: Vec<u8>) -
 pub fn aux_del(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8]) {
     let k = aux_key(cx, key, s, field);
     cx.st.store.delete(k);
+    cx.st.touch(cx.client.db, key, Some(&mut *cx.client));
 }
 
 /// Auxiliary records whose field starts with `prefix`, from `from` (a

@@ -33,6 +33,8 @@ mod server;
 mod sets;
 mod sort;
 mod stream_groups;
+mod stream_info;
+mod stream_pel;
 mod streams;
 mod strings;
 mod txn;
@@ -132,7 +134,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 23] = [
+        let families: [&'static [Spec]; 25] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -156,6 +158,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             scripting::COMMANDS,
             streams::COMMANDS,
             stream_groups::COMMANDS,
+            stream_pel::COMMANDS,
+            stream_info::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
@@ -293,13 +297,33 @@ const SUBCOMMANDS: &[&str] = &[
     "pubsub|numsub",
     "pubsub|numpat",
     "pubsub|help",
+    "xgroup|create",
+    "xgroup|setid",
+    "xgroup|destroy",
+    "xgroup|createconsumer",
+    "xgroup|delconsumer",
+    "xgroup|help",
+    "xinfo|stream",
+    "xinfo|groups",
+    "xinfo|consumers",
+    "xinfo|help",
 ];
 
 /// `name` or, for a container command with a known subcommand, `name|sub`.
 fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
     let container = matches!(
         spec.name,
-        "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub" | "script"
+        "client"
+            | "config"
+            | "command"
+            | "object"
+            | "memory"
+            | "debug"
+            | "function"
+            | "pubsub"
+            | "script"
+            | "xgroup"
+            | "xinfo"
     );
     let Some(sub) = args.get(1).filter(|_| container) else { return spec.name };
     let n = spec.name.len();
