@@ -139,7 +139,21 @@ pub fn save(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, s: &Stream) -> Res<()>
     cx.write_meta(key, old, &s.meta_out())
 }
 
+/// Writes the metadata of an existing stream without touching WATCH or
+/// waking blocked clients: what Redis does for XSETID (it does not signal
+/// the key as modified).
+pub fn save_quiet(cx: &mut Ctx, key: &[u8], s: &Stream) -> Res<()> {
+    let db = cx.db();
+    let k = crate::encoding::meta_key(db, cx.st.gen(db), key);
+    cx.st.store.put(k, s.meta_out().encode())?;
+    Ok(())
+}
+
 /// The full key of auxiliary record `field`.
+///
+/// Auxiliary records (nodes, groups, PELs, consumers) are written without
+/// touching WATCH: in Redis 7.0 the group commands do not signal the key
+/// as modified either.
 pub fn aux_key(cx: &Ctx, key: &[u8], s: &Stream, field: &[u8]) -> Vec<u8> {
     let mut k = sub_prefix(STREAM_AUX, cx.db(), key, s.meta.version);
     k.extend_from_slice(field);
@@ -155,7 +169,6 @@ pub fn aux_get(cx: &Ctx, key: &[u8], s: &Stream, field: &[u8]) -> Res<Option<Vec
 pub fn aux_put(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8], v: Vec<u8>) -> Res<()> {
     let k = aux_key(cx, key, s, field);
     cx.st.store.put(k, v)?;
-    cx.st.touch(cx.client.db, key, Some(&mut *cx.client));
     Ok(())
 }
 
@@ -163,7 +176,6 @@ pub fn aux_put(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8], v: Vec<u8>) -
 pub fn aux_del(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8]) {
     let k = aux_key(cx, key, s, field);
     cx.st.store.delete(k);
-    cx.st.touch(cx.client.db, key, Some(&mut *cx.client));
 }
 
 /// Auxiliary records whose field starts with `prefix`, from `from` (a

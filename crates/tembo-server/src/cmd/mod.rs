@@ -207,6 +207,13 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         }
         return Reply::Error(e.0);
     }
+    if let Some(e) = subcommand_check(spec.name, args) {
+        st.stats.errors += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(e.0);
+    }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
     }
@@ -227,6 +234,41 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         }
     }
     run(st, client, spec, args)
+}
+
+/// Subcommands checked before a command runs or is queued, as Redis's
+/// command table does for container commands: (container, subcommand, arity).
+const SUB_ARITY: &[(&str, &str, i32)] = &[
+    ("xgroup", "create", -5),
+    ("xgroup", "setid", -5),
+    ("xgroup", "destroy", 4),
+    ("xgroup", "createconsumer", 5),
+    ("xgroup", "delconsumer", 5),
+    ("xgroup", "help", 2),
+    ("xinfo", "consumers", 4),
+    ("xinfo", "groups", 3),
+    ("xinfo", "stream", -3),
+    ("xinfo", "help", 2),
+];
+
+/// An unknown subcommand or a subcommand's wrong arity (XGROUP, XINFO).
+fn subcommand_check(name: &str, args: &[Vec<u8>]) -> Option<CmdError> {
+    if name != "xgroup" && name != "xinfo" {
+        return None;
+    }
+    let sub = args.get(1)?;
+    let Some(&(_, s, arity)) = SUB_ARITY.iter().find(|(c, s, _)| *c == name && args::is(sub, s)) else {
+        return Some(CmdError::err(format!(
+            "unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(&sub[..sub.len().min(128)]),
+            name.to_ascii_uppercase()
+        )));
+    };
+    let n = args.len() as i32;
+    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
+        return Some(CmdError::arity(&format!("{name}|{s}")));
+    }
+    None
 }
 
 /// Redis's reply to an unknown command: the name (at most 128 bytes), then

@@ -365,7 +365,7 @@ fn xsetid(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if !max_del.is_zero() {
         s.st.max_deleted = max_del;
     }
-    stream::save(cx, key, Some(&old.meta), &s)?;
+    stream::save_quiet(cx, key, &s)?;
     Ok(Reply::ok())
 }
 
