@@ -867,6 +867,151 @@ class Gen:
             return cmd
         return ["RPUSH", k] + ["m%d" % (i % 50) for i in range(n)]
 
+    # -- streams (explicit IDs only: `*` would make replies time-dependent) --
+
+    def sid(self, bad=0.05):
+        r = self.r
+        x = r.random()
+        if x < bad:
+            return self.pick(["0-0", "abc", "-", "+", "1-x", "-1", "18446744073709551615-18446744073709551615"])
+        ms = r.randint(0, 25)
+        if x < 0.25:
+            return str(ms)
+        return "%d-%d" % (ms, r.randint(0, 3))
+
+    def srange(self, lo):
+        x = self.r.random()
+        if x < 0.25:
+            return "-" if lo else "+"
+        if x < 0.4:
+            return "(" + self.sid(0.02)
+        return self.sid(0.02)
+
+    def sfields(self):
+        out = []
+        for _ in range(self.r.randint(1, 3)):
+            out += [self.pick(["f", "g", "h"]), self.value()]
+        return out
+
+    def strim(self):
+        r = self.r
+        how = self.pick(["MAXLEN", "MAXLEN", "MINID"])
+        out = [how]
+        mod = r.random()
+        if mod < 0.3:
+            out.append("~")
+        elif mod < 0.5:
+            out.append("=")
+        out.append(self.int(-1, 8, 0.05) if how == "MAXLEN" else self.sid(0.03))
+        if r.random() < 0.2:
+            out += ["LIMIT", self.int(-1, 5, 0.05)]
+        return out
+
+    def sgroup(self):
+        return self.pick(["g1", "g2", "g3"])
+
+    def sconsumer(self):
+        return self.pick(["alice", "bob", "carol"])
+
+    def streams(self):
+        r = self.r
+        c = r.randint(0, 27)
+        k = self.key()
+        if c <= 6:
+            cmd = ["XADD", k]
+            if r.random() < 0.1:
+                cmd.append("NOMKSTREAM")
+            if r.random() < 0.25:
+                cmd += self.strim()
+            x = r.random()
+            if x < 0.15:
+                cmd.append("%d-*" % r.randint(0, 25))
+            else:
+                cmd.append(self.sid())
+            return cmd + self.sfields()
+        if c == 7:
+            return ["XLEN", k]
+        if c in (8, 9):
+            name = self.pick(["XRANGE", "XREVRANGE"])
+            a, b = self.srange(True), self.srange(False)
+            cmd = [name, k] + ([a, b] if name == "XRANGE" else [b, a])
+            if r.random() < 0.4:
+                cmd += ["COUNT", self.int(-1, 5, 0.05)]
+            return cmd
+        if c == 10:
+            return ["XDEL", k] + [self.sid(0.02) for _ in range(r.randint(1, 3))]
+        if c == 11:
+            return ["XTRIM", k] + self.strim()
+        if c == 12:
+            cmd = ["XSETID", k, self.sid(0.05)]
+            if r.random() < 0.3:
+                cmd += ["ENTRIESADDED", self.int(-1, 30, 0.05)]
+            if r.random() < 0.3:
+                cmd += ["MAXDELETEDID", self.sid(0.05)]
+            return cmd
+        if c == 13:
+            ks = self.keys(1, 3)
+            cmd = ["XREAD"]
+            if r.random() < 0.4:
+                cmd += ["COUNT", self.int(-1, 4, 0.05)]
+            return cmd + ["STREAMS"] + ks + [self.pick(["$", "0", self.sid(0.02)]) for _ in ks]
+        if c in (14, 15):
+            cmd = ["XGROUP", "CREATE", k, self.sgroup(), self.pick(["$", "0", self.sid(0.03)])]
+            if r.random() < 0.5:
+                cmd.append("MKSTREAM")
+            if r.random() < 0.2:
+                cmd += ["ENTRIESREAD", self.int(-2, 10, 0.05)]
+            return cmd
+        if c == 16:
+            sub = self.pick(["SETID", "DESTROY", "CREATECONSUMER", "DELCONSUMER"])
+            cmd = ["XGROUP", sub, k, self.sgroup()]
+            if sub == "SETID":
+                cmd.append(self.pick(["$", "0", self.sid(0.03)]))
+                if r.random() < 0.2:
+                    cmd += ["ENTRIESREAD", self.int(-1, 10, 0.05)]
+            elif sub != "DESTROY":
+                cmd.append(self.sconsumer())
+            return cmd
+        if c in (17, 18, 19):
+            ks = self.keys(1, 2)
+            cmd = ["XREADGROUP", "GROUP", self.sgroup(), self.sconsumer()]
+            if r.random() < 0.5:
+                cmd += ["COUNT", self.int(0, 3, 0.05)]
+            if r.random() < 0.2:
+                cmd.append("NOACK")
+            return cmd + ["STREAMS"] + ks + [self.pick([">", ">", "0", self.sid(0.02)]) for _ in ks]
+        if c == 20:
+            return ["XACK", k, self.sgroup()] + [self.sid(0.02) for _ in range(r.randint(1, 3))]
+        if c == 21:
+            cmd = ["XPENDING", k, self.sgroup()]
+            if r.random() < 0.6:
+                cmd += [self.srange(True), self.srange(False), self.int(-1, 5, 0.05)]
+                if r.random() < 0.4:
+                    cmd.append(self.sconsumer())
+            return cmd
+        if c == 22:
+            cmd = ["XCLAIM", k, self.sgroup(), self.sconsumer(), "0"] + [self.sid(0.02) for _ in range(r.randint(1, 3))]
+            for opt in ("JUSTID", "FORCE"):
+                if r.random() < 0.3:
+                    cmd.append(opt)
+            if r.random() < 0.2:
+                cmd += ["RETRYCOUNT", self.int(0, 5, 0.05)]
+            return cmd
+        if c == 23:
+            cmd = ["XAUTOCLAIM", k, self.sgroup(), self.sconsumer(), "0", self.srange(True)]
+            if r.random() < 0.5:
+                cmd += ["COUNT", self.int(0, 4, 0.05)]
+            if r.random() < 0.3:
+                cmd.append("JUSTID")
+            return cmd
+        if c == 24:
+            return ["XINFO", "GROUPS", k]
+        if c == 25:
+            return ["XINFO", "CONSUMERS", k, self.sgroup()]
+        if c == 26:
+            return ["XINFO", "STREAM", k]
+        return ["TYPE", k]
+
     def command(self):
         if self.r.random() < 0.01:
             return self.bulk()
@@ -875,18 +1020,20 @@ class Gen:
             # Sorted sets 60%, sets 20%, keyspace 10%, transactions 10%.
             cmd = (self.zsets() if r < 0.6 else self.sets() if r < 0.8 else self.keyspace() if r < 0.9
                    else self.txn())
-        elif r < 0.18:
+        elif r < 0.17:
             cmd = self.strings()
-        elif r < 0.31:
+        elif r < 0.29:
             cmd = self.keyspace()
-        elif r < 0.45:
+        elif r < 0.41:
             cmd = self.hashes()
-        elif r < 0.59:
+        elif r < 0.53:
             cmd = self.lists()
-        elif r < 0.73:
+        elif r < 0.65:
             cmd = self.sets()
-        elif r < 0.94:
+        elif r < 0.83:
             cmd = self.zsets()
+        elif r < 0.94:
+            cmd = self.streams()
         else:
             cmd = self.txn()
         if self.r.random() < 0.03:
@@ -936,11 +1083,35 @@ def unsign_zero(reply):
     return reply
 
 
+# Stream reply fields that are times (idle, seen) or Redis's radix-tree
+# internals (no counterpart in Tembo's layout): compared as 0.
+TIMELY = {b"idle", b"seen-time", b"radix-tree-nodes"}
+
+
+def untime(reply):
+    """A reply with the value after each TIMELY field name set to 0."""
+    t = reply[0]
+    if t in ("*", "~"):
+        xs = list(reply[1])
+        for i in range(len(xs) - 1):
+            if xs[i][0] == "$" and xs[i][1] in TIMELY:
+                xs[i + 1] = (":", 0)
+        return (t, tuple(untime(x) for x in xs))
+    if t == "%":
+        return ("%", tuple((k, (":", 0) if k[0] == "$" and k[1] in TIMELY else untime(v)) for k, v in reply[1]))
+    return reply
+
+
 def normalize(args, reply):
     """Replaces replies that may differ legitimately by something stable."""
     if reply[0] == "-":
         return reply
     name = args[0].lower()
+    if name == "xinfo":
+        return untime(reply)
+    if name == "xpending" and len(args) > 3 and reply[0] == "*":
+        # The extended form's third field is the idle time.
+        return ("*", tuple((r[0], r[1][:2] + ((":", 0),) + r[1][3:]) if r[0] == "*" else r for r in reply[1]))
     if name.startswith("z"):
         reply = unsign_zero(reply)
     if name in SORTED and reply[0] in ("*", "~"):

@@ -1,5 +1,5 @@
 //! Clients blocked in BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN,
-//! BZPOPMAX and BZMPOP: who waits on which key, in what order, until when.
+//! BZPOPMAX, BZMPOP, XREAD and XREADGROUP: who waits on which key, in what order, until when.
 //!
 //! As in Redis 7.0: a blocking command first tries every key in order; if all
 //! are empty it blocks the client on all of them. A write that leaves a list
@@ -52,6 +52,24 @@ pub enum BlockOp {
         /// Pop the highest scores.
         max: bool,
         /// Most members to pop.
+        count: u64,
+    },
+    /// XREAD: reply with the entries after the ID given for the key.
+    XRead {
+        /// (key, the ID after which entries are wanted), as named.
+        ids: Vec<(Vec<u8>, crate::stream_id::StreamId)>,
+        /// Most entries to reply.
+        count: u64,
+    },
+    /// XREADGROUP with `>`: deliver new entries to a consumer of a group.
+    XReadGroup {
+        /// The group.
+        group: Vec<u8>,
+        /// The consumer.
+        consumer: Vec<u8>,
+        /// NOACK: no PEL entries.
+        noack: bool,
+        /// Most entries to reply.
         count: u64,
     },
 }
@@ -154,7 +172,7 @@ impl Registry {
         self.count = self.count.saturating_sub(1);
     }
 
-    /// A list or sorted set was written at `key` of `db`: if clients wait on it, it is ready.
+    /// A key was written or deleted at `key` of `db`: if clients wait on it, it is ready.
     pub fn signal(&mut self, db: u8, key: &[u8]) {
         if self.queues.is_empty() {
             return;
@@ -162,6 +180,16 @@ impl Registry {
         let slot = (db, key.to_vec());
         if self.queues.contains_key(&slot) && self.ready_set.insert(slot.clone()) {
             self.ready.push_back(slot);
+        }
+    }
+
+    /// Every key of `db` clients wait on is ready (FLUSHDB, FLUSHALL: an
+    /// XREADGROUP client learns its stream is gone).
+    pub fn signal_db(&mut self, db: u8) {
+        let mut keys: Vec<Vec<u8>> = self.queues.keys().filter(|(d, _)| *d == db).map(|(_, k)| k.clone()).collect();
+        keys.sort();
+        for k in keys {
+            self.signal(db, &k);
         }
     }
 

@@ -53,6 +53,10 @@ pub enum Kind {
     Set = 4,
     /// A sorted set: member -> score sub-keys plus the score index.
     ZSet = 5,
+    /// A stream: 16-byte ID -> entry sub-keys; nodes, consumer groups,
+    /// PELs and consumers under the [`STREAM_AUX`] tag; stream-level
+    /// state (last ID, counters) in the metadata's `value`.
+    Stream = 6,
 }
 
 impl Kind {
@@ -63,6 +67,7 @@ impl Kind {
             3 => Kind::List,
             4 => Kind::Set,
             5 => Kind::ZSet,
+            6 => Kind::Stream,
             _ => return None,
         })
     }
@@ -75,6 +80,7 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
@@ -86,6 +92,7 @@ impl Kind {
             Kind::List => "quicklist",
             Kind::Set => "hashtable",
             Kind::ZSet => "skiplist",
+            Kind::Stream => "stream",
         }
     }
 }
@@ -96,6 +103,10 @@ pub const META: u8 = b'M';
 pub const SUB: u8 = b'S';
 /// Prefix of the sorted-set score index.
 pub const ZIDX: u8 = b'Z';
+/// Prefix of a stream's auxiliary records (nodes, groups, PELs,
+/// consumers): streams have no score index, so they use its tag, which
+/// the reclaimer already sweeps for a dropped version.
+pub const STREAM_AUX: u8 = ZIDX;
 /// Prefix of the expiry index.
 pub const EXPIRES: u8 = b'E';
 /// Prefix of dropped collections awaiting reclaim.
@@ -137,7 +148,7 @@ pub struct Meta {
     pub size: u64,
     /// Index of the first element (lists).
     pub head: u64,
-    /// The value (strings).
+    /// The value (strings); the stream-level state (streams).
     pub value: Vec<u8>,
 }
 
@@ -165,6 +176,9 @@ impl Meta {
                 if self.kind == Kind::List {
                     out.extend_from_slice(&self.head.to_be_bytes());
                 }
+                if self.kind == Kind::Stream {
+                    out.extend_from_slice(&self.value);
+                }
             }
         }
         out
@@ -181,6 +195,11 @@ impl Meta {
                 m.version = be64(b.get(9..17)?);
                 m.size = be64(b.get(17..25)?);
                 m.head = be64(b.get(25..33)?);
+            }
+            Kind::Stream => {
+                m.version = be64(b.get(9..17)?);
+                m.size = be64(b.get(17..25)?);
+                m.value = b[25..].to_vec();
             }
             _ => {
                 m.version = be64(b.get(9..17)?);
@@ -346,11 +365,12 @@ mod tests {
         }
 
         #[test]
-        fn meta_round_trips(kind in 1u8..=5, exp in any::<u64>(), ver in any::<u64>(), size in any::<u64>(), head in any::<u64>(), value in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn meta_round_trips(kind in 1u8..=6, exp in any::<u64>(), ver in any::<u64>(), size in any::<u64>(), head in any::<u64>(), value in proptest::collection::vec(any::<u8>(), 0..64)) {
             let kind = Kind::from_byte(kind).unwrap();
             let m = match kind {
                 Kind::String => Meta { expire_at: exp, ..Meta::string(value) },
                 Kind::List => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
+                Kind::Stream => Meta { expire_at: exp, size, head: 0, value, ..Meta::collection(kind, ver) },
                 _ => Meta { expire_at: exp, size, head: 0, ..Meta::collection(kind, ver) },
             };
             prop_assert_eq!(Meta::decode(&m.encode()), Some(m));

@@ -70,10 +70,10 @@ impl Ctx<'_> {
         if old.is_none() && self.st.notify_flags != 0 {
             crate::notify::note(self.st, db, key, true, false);
         }
-        if matches!(new.kind, Kind::List | Kind::ZSet) {
-            // Clients blocked on this key (BLPOP, BZPOPMIN…) are served after this command.
-            self.st.blocking.signal(db, key);
-        }
+        // Clients blocked on this key (BLPOP, BZPOPMIN, XREAD…) are served
+        // after this command; a client whose key now holds another type
+        // waits on (XREADGROUP's get an error).
+        self.st.blocking.signal(db, key);
         Ok(())
     }
 
@@ -87,6 +87,8 @@ impl Ctx<'_> {
             self.st.pending_counts[db as usize].1 -= 1;
         }
         self.st.pending_counts[db as usize].0 -= 1;
+        // XREADGROUP clients blocked on a deleted stream get an error.
+        self.st.blocking.signal(db, key);
         if old.kind != Kind::String {
             // Cannot fail: the record is no longer than the collection's element keys.
             let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());

@@ -50,6 +50,9 @@ mod session;
 mod size;
 mod stats;
 mod store;
+mod stream;
+mod stream_cg;
+mod stream_id;
 
 use std::net::TcpListener as StdListener;
 use std::path::PathBuf;

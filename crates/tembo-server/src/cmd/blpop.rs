@@ -129,6 +129,9 @@ pub fn serve(st: &mut State, c: &mut Client, key: &[u8], op: &BlockOp) -> Option
     if matches!(op, BlockOp::ZPop { .. } | BlockOp::ZMPop { .. }) {
         return super::zsets_pop::serve(&mut cx, key, op);
     }
+    if matches!(op, BlockOp::XRead { .. } | BlockOp::XReadGroup { .. }) {
+        return super::streams::serve(&mut cx, key, op);
+    }
     // A key that is not a list (any more) serves nobody: the clients stay blocked, as in Redis 7.0.
     let m = cx.lookup_kind(key, Kind::List).ok()??;
     let served = match op {
@@ -139,7 +142,7 @@ pub fn serve(st: &mut State, c: &mut Client, key: &[u8], op: &BlockOp) -> Option
         BlockOp::Move { dst, from_left, to_left } => move_one(&mut cx, key, &m, dst, *from_left, *to_left),
         BlockOp::MPop { left, count } => pop_n(&mut cx, key, &m, *left, *count)
             .map(|items| Reply::Array(vec![Reply::bulk(key), Reply::bulks(items)])),
-        BlockOp::ZPop { .. } | BlockOp::ZMPop { .. } => return None,
+        _ => return None,
     };
     Some(served.unwrap_or_else(|e| Reply::Error(e.0)))
 }

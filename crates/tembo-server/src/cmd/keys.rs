@@ -324,6 +324,9 @@ fn rename_impl(cx: &mut Ctx, a: &[Vec<u8>], nx: bool) -> CmdResult {
     if src.kind != Kind::String {
         new.version = cx.st.store.new_version();
         copy_elements(cx, &a[1], &src, &a[2], new.version)?;
+        if src.kind == Kind::Stream {
+            crate::stream::copy_aux(cx, cx.db(), &a[1], &src, &a[2], new.version)?;
+        }
     }
     cx.remove(&a[1], &src);
     cx.write_meta(&a[2], dst_old.as_ref(), &new)?;

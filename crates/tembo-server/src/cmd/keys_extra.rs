@@ -151,6 +151,10 @@ fn copy_into(
             }
             cx.st.store.put(sub_key(dst_db, dst, new.version, &field), value)?;
         }
+        if meta.kind == Kind::Stream {
+            // Nodes, consumer groups, PELs and consumers go with the entries.
+            crate::stream::copy_aux(cx, src_db, src, meta, dst, new.version)?;
+        }
     }
     cx.write_meta(dst, old.as_ref(), &new)?;
     Ok(Reply::Int(1))

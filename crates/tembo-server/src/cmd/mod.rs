@@ -14,7 +14,7 @@ use crate::resp::Reply;
 use crate::store::StoreError;
 
 pub mod args;
-pub use server::INERT;
+pub use server::{inert_value, INERT};
 mod bits;
 pub mod blpop;
 mod conn;
@@ -33,6 +33,10 @@ mod server;
 mod sets;
 pub mod slowlog;
 mod sort;
+mod stream_groups;
+mod stream_info;
+mod stream_pel;
+mod streams;
 mod strings;
 mod txn;
 mod zparse;
@@ -131,7 +135,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 22] = [
+        let families: [&'static [Spec]; 26] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -154,6 +158,10 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             sort::COMMANDS,
             scripting::COMMANDS,
             slowlog::COMMANDS,
+            streams::COMMANDS,
+            stream_groups::COMMANDS,
+            stream_pel::COMMANDS,
+            stream_info::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
@@ -204,6 +212,13 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         }
         return Reply::Error(e.0);
     }
+    if let Some(e) = subcommand_check(spec.name, args) {
+        st.stats.errors += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(e.0);
+    }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
     }
@@ -232,6 +247,41 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     let reply = run(st, client, spec, args);
     st.slowlog.record(client, args, started.elapsed().as_micros() as i64);
     reply
+}
+
+/// Subcommands checked before a command runs or is queued, as Redis's
+/// command table does for container commands: (container, subcommand, arity).
+const SUB_ARITY: &[(&str, &str, i32)] = &[
+    ("xgroup", "create", -5),
+    ("xgroup", "setid", -5),
+    ("xgroup", "destroy", 4),
+    ("xgroup", "createconsumer", 5),
+    ("xgroup", "delconsumer", 5),
+    ("xgroup", "help", 2),
+    ("xinfo", "consumers", 4),
+    ("xinfo", "groups", 3),
+    ("xinfo", "stream", -3),
+    ("xinfo", "help", 2),
+];
+
+/// An unknown subcommand or a subcommand's wrong arity (XGROUP, XINFO).
+fn subcommand_check(name: &str, args: &[Vec<u8>]) -> Option<CmdError> {
+    if name != "xgroup" && name != "xinfo" {
+        return None;
+    }
+    let sub = args.get(1)?;
+    let Some(&(_, s, arity)) = SUB_ARITY.iter().find(|(c, s, _)| *c == name && args::is(sub, s)) else {
+        return Some(CmdError::err(format!(
+            "unknown subcommand '{}'. Try {} HELP.",
+            String::from_utf8_lossy(&sub[..sub.len().min(128)]),
+            name.to_ascii_uppercase()
+        )));
+    };
+    let n = args.len() as i32;
+    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
+        return Some(CmdError::arity(&format!("{name}|{s}")));
+    }
+    None
 }
 
 /// Redis's reply to an unknown command: the name (at most 128 bytes), then
@@ -311,13 +361,34 @@ const SUBCOMMANDS: &[&str] = &[
     "pubsub|numsub",
     "pubsub|numpat",
     "pubsub|help",
+    "xgroup|create",
+    "xgroup|setid",
+    "xgroup|destroy",
+    "xgroup|createconsumer",
+    "xgroup|delconsumer",
+    "xgroup|help",
+    "xinfo|stream",
+    "xinfo|groups",
+    "xinfo|consumers",
+    "xinfo|help",
 ];
 
 /// `name` or, for a container command with a known subcommand, `name|sub`.
 fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
     let container = matches!(
         spec.name,
-        "client" | "config" | "command" | "object" | "memory" | "debug" | "function" | "pubsub" | "script" | "slowlog"
+        "client"
+            | "config"
+            | "command"
+            | "object"
+            | "memory"
+            | "debug"
+            | "function"
+            | "pubsub"
+            | "script"
+            | "slowlog"
+            | "xgroup"
+            | "xinfo"
     );
     let Some(sub) = args.get(1).filter(|_| container) else { return spec.name };
     let n = spec.name.len();

@@ -234,6 +234,7 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
         let (dk, de) = (cx.st.key_count(i), cx.st.expire_count(i));
         cx.st.pending_counts[i].0 -= dk;
         cx.st.pending_counts[i].1 -= de;
+        cx.st.blocking.signal_db(d);
     }
     for (d, key) in flushed_watched {
         cx.st.touch(d, &key, Some(&mut *cx.client));
