@@ -26,6 +26,7 @@ SKIPS=$ROOT/tests/server/redis-suite-skips.txt
 UNITS=("$@")
 if [ ${#UNITS[@]} -eq 0 ]; then
   UNITS=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/set unit/type/zset
+    unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
     unit/protocol unit/info-command unit/scripting)
 fi

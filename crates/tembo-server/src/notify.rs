@@ -256,6 +256,12 @@ fn events(name: &str, args: &[Vec<u8>], note: &Note, client_db: u8) -> Vec<(u32,
         "zinterstore" => stored("zinterstore"),
         "zdiffstore" => stored("zdiffstore"),
         "zrangestore" => stored("zrangestore"),
+        "xadd" => one(STREAM, "xadd"),
+        "xdel" => one(STREAM, "xdel"),
+        "xtrim" => one(STREAM, "xtrim"),
+        "xsetid" => one(STREAM, "xsetid"),
+        // XGROUP's and consumers' events are sent where they happen
+        // (`cmd::stream_groups::stream_event`).
         _ => Vec::new(),
     }
 }

@@ -351,6 +351,9 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     if spec.flags.contains(&"noscript") || DENIED.contains(&spec.name) {
         return Reply::Error("ERR This Redis command is not allowed from script".into());
     }
+    if (spec.name == "xread" || spec.name == "xreadgroup") && argv.iter().any(|a| a.eq_ignore_ascii_case(b"block")) {
+        return Reply::Error(format!("ERR {} command is not allowed with BLOCK option from scripts", spec.name));
+    }
     if read_only && spec.flags.contains(&"write") {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }

@@ -146,6 +146,9 @@ pub fn consumer_touch(cx: &mut Ctx, key: &[u8], s: &Stream, group: &[u8], name: 
     let f = [&consumer_prefix(group)[..], name].concat();
     let now = cx.now;
     aux_put(cx, key, s, &f, now.to_be_bytes().to_vec())?;
+    if created {
+        crate::cmd::stream_groups::stream_event(cx, "xgroup-createconsumer", key);
+    }
     Ok(created)
 }
 

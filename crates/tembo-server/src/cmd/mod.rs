@@ -33,7 +33,7 @@ mod server;
 mod sets;
 pub mod slowlog;
 mod sort;
-mod stream_groups;
+pub mod stream_groups;
 mod stream_info;
 mod stream_pel;
 mod streams;

@@ -167,12 +167,14 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 return Err(CmdError("BUSYGROUP Consumer Group name already exists".into()));
             }
             cg::group_put(cx, key, &s, &Group { name: name.clone(), last_id: id, entries_read })?;
+            stream_event(cx, "xgroup-create", key);
             Ok(Reply::ok())
         }
         "setid" if a.len() == 5 || a.len() == 7 => {
             let s = old.ok_or_else(CmdError::syntax)?;
             let id = if a[4].as_slice() == b"$" { s.st.last_id } else { stream_id::parse(&a[4], 0)? };
             cg::group_put(cx, key, &s, &Group { name: name.clone(), last_id: id, entries_read })?;
+            stream_event(cx, "xgroup-setid", key);
             Ok(Reply::ok())
         }
         "destroy" => {
@@ -181,6 +183,7 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 return Ok(Reply::Int(0));
             }
             cg::group_destroy(cx, key, &s, name)?;
+            stream_event(cx, "xgroup-destroy", key);
             // Its blocked XREADGROUP clients get an error.
             let db = cx.db();
             cx.st.blocking.signal(db, key);
@@ -199,7 +202,9 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             if cg::consumer_get(cx, key, &s, name, &a[4])?.is_none() {
                 return Ok(Reply::Int(0));
             }
-            Ok(Reply::Int(cg::consumer_del(cx, key, &s, name, &a[4])? as i64))
+            let pending = cg::consumer_del(cx, key, &s, name, &a[4])?;
+            stream_event(cx, "xgroup-delconsumer", key);
+            Ok(Reply::Int(pending as i64))
         }
         _ => Err(subcommand_error(a, "XGROUP")),
     }
@@ -349,4 +354,13 @@ fn xack(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     Ok(Reply::Int(acked))
+}
+
+/// A stream keyspace notification sent where it happens (group changes do
+/// not go through the key-level write paths that note the others).
+pub(crate) fn stream_event(cx: &mut Ctx, event: &str, key: &[u8]) {
+    if cx.st.notify_flags != 0 {
+        let db = cx.db();
+        crate::notify::send_from(cx.st, Some(&mut *cx.client), crate::notify::STREAM, event, db, key);
+    }
 }
