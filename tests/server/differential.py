@@ -825,6 +825,31 @@ class Gen:
         return ["ZADD", k, self.pick(["1e300", "-0", "inf", "-inf", "1.1", "0.1", "1e17", "123456789012345678",
                                       "1e-300", "5e-324", "1.7976931348623157e308"]), self.member()]
 
+    def hll(self):
+        """HyperLogLogs: small element spaces (so PFADD often changes
+        nothing), now and then a batch large enough to turn the HLL dense,
+        PFCOUNT of one key (whose cache is written into the string) or
+        several, PFMERGE, and SETRANGE/APPEND corruption."""
+        r = self.r
+        c = r.randint(0, 11)
+        k = self.key()
+        if c in (0, 1, 2, 3):
+            return ["PFADD", k] + self.members(0, 5)
+        if c == 4:
+            n = r.choice([50, 300, 1500, 4000])
+            return ["PFADD", k] + ["e%d" % r.randrange(n * 2) for _ in range(n)]
+        if c in (5, 6):
+            return ["PFCOUNT", k]
+        if c == 7:
+            return ["PFCOUNT"] + self.keys(1, 4)
+        if c == 8:
+            return ["PFMERGE", k] + self.keys(0, 3)
+        if c == 9:
+            return ["PFDEBUG", self.pick(["ENCODING", "TODENSE", "DECODE", "GETREG", "nope"]), k]
+        if c == 10:
+            return ["SETRANGE", k, str(r.randint(0, 40)), self.pick(["x", "\x00", "\xff", "HYLL", "\x80"])]
+        return [self.pick(["GET", "STRLEN", "APPEND"]), k] + (["z"] if r.random() < 0.3 else [])
+
     def txn(self):
         c = self.r.randint(0, 9)
         if c in (0, 1, 2):
@@ -885,8 +910,10 @@ class Gen:
             cmd = self.lists()
         elif r < 0.73:
             cmd = self.sets()
-        elif r < 0.94:
+        elif r < 0.89:
             cmd = self.zsets()
+        elif r < 0.94:
+            cmd = self.hll()
         else:
             cmd = self.txn()
         if self.r.random() < 0.03:

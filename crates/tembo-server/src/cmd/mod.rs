@@ -20,6 +20,7 @@ pub mod blpop;
 mod conn;
 mod debug;
 mod hashes;
+mod hyperloglog;
 mod keys;
 mod keys_extra;
 mod lcs;
@@ -130,7 +131,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 21] = [
+        let families: [&'static [Spec]; 22] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -152,6 +153,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             lcs::COMMANDS,
             sort::COMMANDS,
             scripting::COMMANDS,
+            hyperloglog::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
