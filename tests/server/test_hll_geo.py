@@ -48,7 +48,7 @@ def ref():
     work = tempfile.mkdtemp(prefix="hllgeo-ref-")
     proc = subprocess.Popen([exe, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", work],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    c = redis.Redis(host="127.0.0.1", port=port)
+    c = redis.Redis(host="127.0.0.1", port=port, protocol=2, socket_timeout=60)
     for _ in range(100):
         try:
             c.ping()
@@ -69,7 +69,7 @@ def ref():
 
 @pytest.fixture
 def both(ref):
-    """(tembo, reference) raw-bytes clients, both flushed."""
+    """(tembo, reference) raw-bytes RESP2 clients, both flushed."""
     t = make_client(decode=False)
     t.flushall()
     ref.flushall()
@@ -273,3 +273,90 @@ def test_small_sparse_max_matches_redis(both):
         c.config_set("hll-sparse-max-bytes", 200)
         c.pfadd("h", *[b"%d" % i for i in range(60)])
     assert t.get("h") == ref.get("h")
+
+
+# --------------------------------------------------------------------------
+# GEO
+# --------------------------------------------------------------------------
+
+SICILY = ["13.361389", "38.115556", "Palermo", "15.087269", "37.502669", "Catania"]
+
+
+def test_geoadd_is_a_zset(r):
+    assert r.execute_command("GEOADD", "Sicily", *SICILY) == 2
+    assert r.type("Sicily") == "zset"
+    assert r.zscore("Sicily", "Palermo") == 3479099956230698
+    assert r.zrange("Sicily", 0, -1) == ["Palermo", "Catania"]
+    assert r.execute_command("GEOADD", "Sicily", "XX", "CH", "13.361389", "38.2", "Palermo") == 1
+    assert r.execute_command("GEOADD", "Sicily", "NX", "13", "38", "Palermo") == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("GEOADD", "Sicily", "NX", "XX", "13", "38", "x")
+    assert err(e) == "syntax error"
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("GEOADD", "Sicily", "200", "100", "x")
+    assert err(e) == "invalid longitude,latitude pair 200.000000,100.000000"
+
+
+def test_geopos_geodist_geohash(r):
+    r.execute_command("GEOADD", "Sicily", *SICILY)
+    pos = r.execute_command("GEOPOS", "Sicily", "Palermo", "nope")
+    assert [float(x) for x in pos[0]] == [13.36138933897018433, 38.11555639549629859]
+    assert pos[1] is None
+    assert r.execute_command("GEODIST", "Sicily", "Palermo", "Catania") in ("166274.1516", 166274.1516)
+    assert r.execute_command("GEODIST", "Sicily", "Palermo", "Catania", "km") in ("166.2742", 166.2742)
+    assert r.execute_command("GEODIST", "Sicily", "Palermo", "nope") is None
+    assert r.execute_command("GEOHASH", "Sicily", "Palermo", "Catania", "x") == ["sqc8b49rny0", "sqdtr74hyu0", None]
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("GEODIST", "Sicily", "Palermo", "Catania", "yd")
+    assert err(e) == "unsupported unit provided. please use M, KM, FT, MI"
+
+
+def test_geosearch_and_store(r):
+    r.execute_command("GEOADD", "Sicily", *SICILY)
+    got = r.execute_command("GEOSEARCH", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km", "ASC",
+                            "WITHDIST", "WITHHASH")
+    assert [g[0] for g in got] == ["Catania", "Palermo"]
+    assert got[0][2] == 3479447370796909
+    assert r.execute_command("GEOSEARCH", "Sicily", "FROMMEMBER", "Palermo", "BYBOX", "400", "400", "km",
+                             "DESC", "COUNT", "1") == ["Catania"]
+    assert r.execute_command("GEOSEARCHSTORE", "dst", "Sicily", "FROMLONLAT", "15", "37", "BYRADIUS", "200", "km",
+                             "STOREDIST") == 2
+    assert r.zrange("dst", 0, -1) == ["Catania", "Palermo"]
+    assert r.execute_command("GEORADIUS", "Sicily", "15", "37", "100", "km", "STORE", "dst2") == 1
+    assert r.zrange("dst2", 0, -1, withscores=True)[0][1] == 3479447370796909
+    assert r.execute_command("GEORADIUSBYMEMBER_RO", "Sicily", "Palermo", "10", "km") == ["Palermo"]
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("GEOSEARCH", "Sicily", "BYRADIUS", "1", "km", "ASC", "WITHDIST")
+    assert err(e) == "exactly one of FROMMEMBER or FROMLONLAT can be specified for GEOSEARCH"
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("GEORADIUS_RO", "Sicily", "15", "37", "1", "km", "STORE", "x")
+    assert err(e) == "syntax error"
+    assert r.execute_command("GEOSEARCH", "nokey", "FROMLONLAT", "15", "37", "BYRADIUS", "1", "km") == []
+
+
+def test_geo_matches_redis(both):
+    t, ref = both
+    rng = random.Random(11)
+    args = []
+    for i in range(600):
+        args += ["%.6f" % rng.uniform(-20, 40), "%.6f" % rng.uniform(20, 70), "p%d" % i]
+    for c in (t, ref):
+        c.execute_command("GEOADD", "g", *args)
+    def scores(c):
+        flat = c.execute_command("ZRANGE", "g", "0", "-1", "WITHSCORES")
+        if flat and isinstance(flat[0], (list, tuple)):
+            flat = [x for pair in flat for x in pair]
+        return [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+
+    assert scores(t) == scores(ref)
+    for _ in range(60):
+        lon, lat = "%.6f" % rng.uniform(-20, 40), "%.6f" % rng.uniform(20, 70)
+        shape = (["BYRADIUS", str(rng.choice([10, 100, 500, 2000])), "km"] if rng.random() < 0.5
+                 else ["BYBOX", str(rng.choice([50, 500, 3000])), str(rng.choice([50, 500, 3000])), "km"])
+        opts = rng.choice([[], ["ASC"], ["DESC", "COUNT", "7"], ["COUNT", "3", "ANY"], ["COUNT", "5"]])
+        cmd = ["GEOSEARCH", "g", "FROMLONLAT", lon, lat] + shape + opts + ["WITHDIST", "WITHCOORD", "WITHHASH"]
+        assert t.execute_command(*cmd) == ref.execute_command(*cmd), cmd
+        cmd = ["GEOPOS", "g"] + ["p%d" % rng.randrange(600) for _ in range(5)]
+        assert t.execute_command(*cmd) == ref.execute_command(*cmd)
+        cmd = ["GEOHASH", "g", "p%d" % rng.randrange(600)]
+        assert t.execute_command(*cmd) == ref.execute_command(*cmd)

@@ -520,9 +520,14 @@ mod tests {
         let mut v = new_sparse();
         v.push(0x80);
         assert_eq!(count(&v), Err(Invalid));
-        assert_eq!(to_dense(&mut v.clone()), Err(Invalid));
+        // Like Redis, conversion and merging stop at a run past the last
+        // register without complaint; a short one is invalid.
+        assert_eq!(to_dense(&mut v.clone()), Ok(()));
         let mut max = vec![0u8; REGISTERS];
-        assert_eq!(merge_into(&mut max, &v), Err(Invalid));
+        assert_eq!(merge_into(&mut max, &v), Ok(()));
+        let short = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0\x7f\xfe".to_vec();
+        assert_eq!(to_dense(&mut short.clone()), Err(Invalid));
+        assert_eq!(merge_into(&mut max, &short), Err(Invalid));
         v.truncate(HDR);
         assert_eq!(add(&mut v, b"a", 3000), Err(Invalid));
     }

@@ -38,6 +38,7 @@ mod config;
 mod cursor;
 pub mod encoding;
 mod exec;
+mod geohash;
 mod hll;
 mod info;
 mod keyspace;

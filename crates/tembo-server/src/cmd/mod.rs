@@ -19,6 +19,7 @@ mod bits;
 pub mod blpop;
 mod conn;
 mod debug;
+mod geo;
 mod hashes;
 mod hyperloglog;
 mod keys;
@@ -131,7 +132,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 22] = [
+        let families: [&'static [Spec]; 23] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -154,6 +155,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             sort::COMMANDS,
             scripting::COMMANDS,
             hyperloglog::COMMANDS,
+            geo::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })
