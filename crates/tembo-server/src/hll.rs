@@ -216,8 +216,12 @@ pub fn to_dense(v: &mut Vec<u8>) -> Result<(), Invalid> {
     while p < v.len() {
         let op = Op::at(v, p);
         if let Op::Val(value, n) = op {
+            // A value run past the last register makes the HLL invalid, as
+            // in Redis 7.0.15 builds with the CVE-2025-32023 fix (the
+            // reference server of the tests); zero runs are summed and the
+            // total checked at the end.
             if idx + n > REGISTERS {
-                break;
+                return Err(Invalid);
             }
             for i in idx..idx + n {
                 dense_set_raw(regs, i, value);
@@ -365,7 +369,7 @@ pub fn merge_into(max: &mut [u8], v: &[u8]) -> Result<(), Invalid> {
         let op = Op::at(v, p);
         if let Op::Val(value, n) = op {
             if idx + n > REGISTERS {
-                break;
+                return Err(Invalid);
             }
             for m in &mut max[idx..idx + n] {
                 *m = (*m).max(value);
@@ -520,11 +524,9 @@ mod tests {
         let mut v = new_sparse();
         v.push(0x80);
         assert_eq!(count(&v), Err(Invalid));
-        // Like Redis, conversion and merging stop at a run past the last
-        // register without complaint; a short one is invalid.
-        assert_eq!(to_dense(&mut v.clone()), Ok(()));
+        assert_eq!(to_dense(&mut v.clone()), Err(Invalid));
         let mut max = vec![0u8; REGISTERS];
-        assert_eq!(merge_into(&mut max, &v), Ok(()));
+        assert_eq!(merge_into(&mut max, &v), Err(Invalid));
         let short = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\0\x7f\xfe".to_vec();
         assert_eq!(to_dense(&mut short.clone()), Err(Invalid));
         assert_eq!(merge_into(&mut max, &short), Err(Invalid));
