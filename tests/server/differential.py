@@ -277,13 +277,14 @@ COUNTS = ["1", "3", "100", "0", "-1", "abc"]
 
 
 class Gen:
-    def __init__(self, rng, now_ms, zfocus=False):
+    def __init__(self, rng, now_ms, zfocus=False, hgfocus=False):
         self.r = rng
         self.now_ms = now_ms
         # Mostly sorted sets and sets (a quarter of the seeds): the sorted-set
         # commands that read several keys then meet sorted sets and sets far
         # more often than keys of other types.
         self.zfocus = zfocus
+        self.hgfocus = hgfocus
 
     def pick(self, xs):
         return self.r.choice(xs)
@@ -825,6 +826,138 @@ class Gen:
         return ["ZADD", k, self.pick(["1e300", "-0", "inf", "-inf", "1.1", "0.1", "1e17", "123456789012345678",
                                       "1e-300", "5e-324", "1.7976931348623157e308"]), self.member()]
 
+    def hll(self):
+        """HyperLogLogs: small element spaces (so PFADD often changes
+        nothing), now and then a batch large enough to turn the HLL dense,
+        PFCOUNT of one key (whose cache is written into the string) or
+        several, PFMERGE, and SETRANGE/APPEND corruption."""
+        r = self.r
+        c = r.randint(0, 11)
+        k = self.key()
+        if c in (0, 1, 2, 3):
+            return ["PFADD", k] + self.members(0, 5)
+        if c == 4:
+            n = r.choice([50, 300, 1500, 4000])
+            return ["PFADD", k] + ["e%d" % r.randrange(n * 2) for _ in range(n)]
+        if c in (5, 6):
+            return ["PFCOUNT", k]
+        if c == 7:
+            return ["PFCOUNT"] + self.keys(1, 4)
+        if c == 8:
+            return ["PFMERGE", k] + self.keys(0, 3)
+        if c == 9:
+            return ["PFDEBUG", self.pick(["ENCODING", "TODENSE", "DECODE", "GETREG", "nope"]), k]
+        if c == 10:
+            return ["SETRANGE", k, str(r.randint(0, 40)), self.pick(["x", "\x00", "\xff", "HYLL", "\x80"])]
+        return [self.pick(["GET", "STRLEN", "APPEND"]), k] + (["z"] if r.random() < 0.3 else [])
+
+    def lon(self):
+        r = self.r
+        if r.random() < 0.04:
+            return self.pick(["181", "-180", "180", "abc", "nan", "", "1e400", "-180.0000001", "inf"])
+        if r.random() < 0.1:
+            return "%.6f" % r.uniform(-180, 180)
+        return "%.6f" % r.uniform(12.0, 16.0)  # mostly one region, so searches find places
+
+    def lat(self):
+        r = self.r
+        if r.random() < 0.04:
+            return self.pick(["85.05112879", "-85.05112878", "85.05112878", "90", "x", "-91"])
+        if r.random() < 0.05:
+            return self.pick(["84.9", "-84.5", "70.2", "-67"])
+        if r.random() < 0.1:
+            return "%.6f" % r.uniform(-85, 85)
+        return "%.6f" % r.uniform(36.0, 40.0)
+
+    def geo_unit(self):
+        return self.pick(["m", "km", "ft", "mi", "KM", "M", "mi", "km", "yd"])
+
+    def geo_opts(self, store_ok):
+        r = self.r
+        opts = []
+        for _ in range(r.choice([0, 1, 1, 2, 3, 4])):
+            c = r.randint(0, 9)
+            if c == 0:
+                opts.append("WITHDIST")
+            elif c == 1:
+                opts.append("WITHCOORD")
+            elif c == 2:
+                opts.append("WITHHASH")
+            elif c in (3, 4):
+                opts += ["COUNT", self.pick(["1", "2", "3", "5", "0", "-1", "x"])]
+                if r.random() < 0.3:
+                    opts.append("ANY")
+            elif c == 5:
+                opts.append(self.pick(["ASC", "DESC"]))
+            elif c == 6:
+                opts.append("ANY")
+            elif c == 7 and store_ok:
+                opts += [self.pick(["STORE", "STOREDIST"]), self.key()]
+            elif c == 8:
+                opts.append(self.pick(["asc", "withdist", "desc"]))
+        # Ties in distance would be ordered by Redis's (unstable) partial
+        # quicksort under COUNT; distinct places make them improbable.
+        return opts
+
+    def geo_radius(self):
+        r = self.r
+        return self.pick(["0", "1", "10", "50", "100", "200", "500", "1000", "-1", "x"]) if r.random() < 0.2 \
+            else str(r.choice([1, 10, 100, 250]) * r.choice([1, 1000]))
+
+    def geo(self):
+        r = self.r
+        c = r.randint(0, 15)
+        k = self.key()
+        if c in (0, 1, 2, 3):
+            cmd = ["GEOADD", k] + [self.pick(["NX", "XX", "CH", "ch"]) for _ in range(r.choice([0, 0, 0, 1, 2]))]
+            for _ in range(r.randint(1, 4)):
+                cmd += [self.lon(), self.lat(), self.member()]
+            if r.random() < 0.04:
+                cmd.pop()
+            return cmd
+        if c == 4:
+            return ["GEOPOS", k] + self.members(0, 3)
+        if c == 5:
+            cmd = ["GEODIST", k, self.member(), self.member()]
+            if r.random() < 0.6:
+                cmd.append(self.geo_unit())
+            if r.random() < 0.03:
+                cmd.append("km")
+            return cmd
+        if c == 6:
+            return ["GEOHASH", k] + self.members(0, 3)
+        if c in (7, 8, 9, 10):
+            name = self.pick(["GEOSEARCH", "GEOSEARCH", "GEOSEARCHSTORE"])
+            cmd = [name] + ([self.key()] if name == "GEOSEARCHSTORE" else []) + [k]
+            parts = []
+            if r.random() < 0.95:
+                parts.append(["FROMMEMBER", self.member()] if r.random() < 0.5 else ["FROMLONLAT", self.lon(), self.lat()])
+            if r.random() < 0.95:
+                if r.random() < 0.5:
+                    parts.append(["BYRADIUS", self.geo_radius(), self.geo_unit()])
+                else:
+                    parts.append(["BYBOX", self.geo_radius(), self.geo_radius(), self.geo_unit()])
+            if r.random() < 0.03:
+                parts.append(["FROMLONLAT", "15", "37"])
+            opts = self.geo_opts(False)
+            if name == "GEOSEARCHSTORE" and r.random() < 0.5:
+                opts.append("STOREDIST")
+            r.shuffle(parts)
+            for p in parts:
+                cmd += p
+            return cmd + opts
+        if c in (11, 12):
+            name = self.pick(["GEORADIUS", "GEORADIUS_RO"])
+            return [name, k, self.lon(), self.lat(), self.geo_radius(), self.geo_unit()] + \
+                self.geo_opts(name == "GEORADIUS")
+        if c == 13:
+            name = self.pick(["GEORADIUSBYMEMBER", "GEORADIUSBYMEMBER_RO"])
+            return [name, k, self.member(), self.geo_radius(), self.geo_unit()] + \
+                self.geo_opts(name == "GEORADIUSBYMEMBER")
+        if c == 14:
+            return ["ZSCORE", k, self.member()]
+        return self.pick([["ZRANGE", k, "0", "-1", "WITHSCORES"], ["ZREM", k, self.member()]])
+
     def txn(self):
         c = self.r.randint(0, 9)
         if c in (0, 1, 2):
@@ -1016,7 +1149,11 @@ class Gen:
         if self.r.random() < 0.01:
             return self.bulk()
         r = self.r.random()
-        if self.zfocus:
+        if self.hgfocus:
+            # GEO 45%, HyperLogLog 25%, sorted sets 15%, strings 10%, keyspace 5%.
+            cmd = (self.geo() if r < 0.45 else self.hll() if r < 0.7 else self.zsets() if r < 0.85
+                   else self.strings() if r < 0.95 else self.keyspace())
+        elif self.zfocus:
             # Sorted sets 60%, sets 20%, keyspace 10%, transactions 10%.
             cmd = (self.zsets() if r < 0.6 else self.sets() if r < 0.8 else self.keyspace() if r < 0.9
                    else self.txn())
@@ -1030,10 +1167,14 @@ class Gen:
             cmd = self.lists()
         elif r < 0.65:
             cmd = self.sets()
-        elif r < 0.83:
+        elif r < 0.80:
             cmd = self.zsets()
-        elif r < 0.94:
+        elif r < 0.87:
             cmd = self.streams()
+        elif r < 0.905:
+            cmd = self.hll()
+        elif r < 0.94:
+            cmd = self.geo()
         else:
             cmd = self.txn()
         if self.r.random() < 0.03:
@@ -1539,7 +1680,7 @@ def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
             runner.state_check()
             return None, runner.history
         rng = random.Random(seed)
-        gen = Gen(rng, int(time.time() * 1000), zfocus=seed % 4 == 2)
+        gen = Gen(rng, int(time.time() * 1000), zfocus=seed % 4 == 2, hgfocus=seed % 8 == 3)
         for i in range(nops):
             which = "other" if rng.random() < 0.06 else "main"
             cmd = gen.command()

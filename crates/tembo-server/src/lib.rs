@@ -38,6 +38,8 @@ mod config;
 mod cursor;
 pub mod encoding;
 mod exec;
+mod geohash;
+mod hll;
 mod info;
 mod keyspace;
 mod net;

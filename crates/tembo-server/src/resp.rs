@@ -240,6 +240,10 @@ pub enum Reply {
     Double(f64),
     /// RESP3 `#t`/`#f`; RESP2 `:1`/`:0`.
     Bool(bool),
+    /// A double as Redis's `addReplyHumanLongDouble` writes it (GEOPOS,
+    /// WITHCOORD): `"%.17Lf"` without trailing zeros, a RESP3 double or a
+    /// RESP2 bulk string.
+    Human(f64),
     /// RESP3 `=len\r\ntxt:…`; RESP2 a bulk string.
     Verbatim(String),
     /// RESP3 `>n` (out-of-band data: pub/sub messages); RESP2 an array.
@@ -314,6 +318,12 @@ impl Reply {
                 out.extend_from_slice(b"\r\n");
             }
             Reply::Double(d) => bulk(out, b'$', format_double(*d).as_bytes()),
+            Reply::Human(d) if resp3 => {
+                out.push(b',');
+                out.extend_from_slice(format_human(*d).as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Human(d) => bulk(out, b'$', format_human(*d).as_bytes()),
             Reply::Bool(b) if resp3 => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
             Reply::Bool(b) => out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
             Reply::Verbatim(s) if resp3 => {
@@ -363,6 +373,22 @@ fn bulk(out: &mut Vec<u8>, tag: u8, b: &[u8]) {
 /// dropped, `inf`/`-inf`, C-style exponents (`1e+300`) outside 1e-4..1e17.
 pub fn format_double(d: f64) -> String {
     format_g(d, 17)
+}
+
+/// `"%.17Lf"` of a double (exact: a double widens to `long double` without
+/// rounding) with the trailing zeros and a bare '.' removed, "-0" as "0":
+/// Redis's `ld2string(..., LD_STR_HUMAN)`.
+pub fn format_human(d: f64) -> String {
+    if d.is_infinite() {
+        return if d > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    let s = format!("{d:.17}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.to_string()
+    }
 }
 
 /// C's `%.{precision}g` for `precision` in 1..=17.

@@ -417,6 +417,8 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Map(pairs) => seq(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect())?,
         Reply::Double(d) if resp3 => single(lua, "double", Value::Number(d))?,
         Reply::Double(d) => Value::String(lua.create_string(crate::resp::format_double(d))?),
+        Reply::Human(d) if resp3 => single(lua, "double", Value::Number(d))?,
+        Reply::Human(d) => Value::String(lua.create_string(crate::resp::format_human(d))?),
         Reply::Bool(b) if resp3 => Value::Boolean(b),
         Reply::Bool(b) => Value::Integer(b as i64),
         Reply::Verbatim(s) => Value::String(lua.create_string(s)?),

@@ -19,7 +19,9 @@ mod bits;
 pub mod blpop;
 mod conn;
 mod debug;
+mod geo;
 mod hashes;
+mod hyperloglog;
 mod keys;
 mod keys_extra;
 mod lcs;
@@ -135,7 +137,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 26] = [
+        let families: [&'static [Spec]; 28] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -162,6 +164,8 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             stream_groups::COMMANDS,
             stream_pel::COMMANDS,
             stream_info::COMMANDS,
+            hyperloglog::COMMANDS,
+            geo::COMMANDS,
         ];
         families.iter().flat_map(|f| f.iter()).map(|s| (s.name, s)).collect()
     })

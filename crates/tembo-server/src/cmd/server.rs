@@ -331,6 +331,8 @@ pub const INERT: &[(&str, &str)] = &[
     ("zset-max-listpack-value", "64"),
     ("set-max-intset-entries", "512"),
     ("list-max-listpack-size", "-2"),
+    // Read by PFADD and PFMERGE: the longest sparse HyperLogLog.
+    ("hll-sparse-max-bytes", "3000"),
 ];
 
 /// Redis 7.0's old names for the listpack settings: setting either name

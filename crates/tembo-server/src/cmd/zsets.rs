@@ -496,7 +496,7 @@ fn zincrby(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 /// ZADD, and ZINCRBY as ZADD INCR (as in Redis, options are parsed for both).
-fn zadd_generic(cx: &mut Ctx, a: &[Vec<u8>], mut incr: bool) -> CmdResult {
+pub(super) fn zadd_generic(cx: &mut Ctx, a: &[Vec<u8>], mut incr: bool) -> CmdResult {
     let (mut nx, mut xx, mut gt, mut lt, mut ch) = (false, false, false, false, false);
     let mut i = 2;
     while i < a.len() {
