@@ -170,8 +170,10 @@ fn count_ones(v: &[u8], (first, last): (u64, u64)) -> i64 {
     let (fb, lb) = ((first >> 3) as usize, (last >> 3) as usize);
     let mut n: i64 = v[fb..=lb].iter().map(|b| b.count_ones() as i64).sum();
     // Take off the bits of the end bytes that lie outside the range.
-    n -= (v[fb] >> (8 - (first & 7))).count_ones() as i64 * (first & 7 != 0) as i64;
-    n -= (v[lb] & ((1u16 << (7 - (last & 7))) - 1) as u8).count_ones() as i64;
+    let before_first = (0xff00u16 >> (first & 7)) as u8; // the bits of v[fb] before `first`
+    let after_last = ((1u16 << (7 - (last & 7))) - 1) as u8; // the bits of v[lb] after `last`
+    n -= (v[fb] & before_first).count_ones() as i64;
+    n -= (v[lb] & after_last).count_ones() as i64;
     n
 }
 
