@@ -458,7 +458,8 @@ fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
                 let old = get_signed(&v, off, bits);
                 let (target, ret_new) = match op {
                     Op::Set(n) => (add_signed(n, 0, bits, f.overflow), false),
-                    _ => (add_signed(old, if let Op::IncrBy(n) = op { n } else { 0 }, bits, f.overflow), true),
+                    Op::IncrBy(n) => (add_signed(old, n, bits, f.overflow), true),
+                    Op::Get => (Ok(old), false),
                 };
                 match target.or_else(|limited| limited.ok_or(())) {
                     Ok(new) => {
@@ -472,7 +473,8 @@ fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
                 let old = get_unsigned(&v, off, bits);
                 let (target, ret_new) = match op {
                     Op::Set(n) => (add_unsigned(n as u64, 0, bits, f.overflow), false),
-                    _ => (add_unsigned(old, if let Op::IncrBy(n) = op { n } else { 0 }, bits, f.overflow), true),
+                    Op::IncrBy(n) => (add_unsigned(old, n, bits, f.overflow), true),
+                    Op::Get => (Ok(old), false),
                 };
                 match target.or_else(|limited| limited.ok_or(())) {
                     Ok(new) => {

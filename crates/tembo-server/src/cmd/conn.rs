@@ -259,8 +259,7 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             }
         }
         ("unblock", 3 | 4) => super::blpop::client_unblock(cx, a),
-        ("help", 2) => Ok(Reply::Array(
-            [
+        ("help", 2) => Ok(super::help(&[
                 "CLIENT <subcommand>",
                 "ID",
                 "INFO",
@@ -270,15 +269,8 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "SETINFO <option> <value>",
                 "REPLY ON|OFF|SKIP",
                 "KILL <ip:port> | [ID id] [ADDR ip:port] [LADDR ip:port] [TYPE normal|pubsub] [USER default] [SKIPME yes|no] [MAXAGE secs]",
-            ]
-            .iter()
-            .map(|s| Reply::Simple(s.to_string()))
-            .collect(),
-        )),
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try CLIENT HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+            ])),
+        _ => Err(super::subcommand_error(a, "CLIENT")),
     }
 }
 

@@ -62,8 +62,7 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         ("change-repl-id", 2) => Ok(Reply::ok()),
         ("panic", 2) => panic!("DEBUG PANIC"),
         ("protocol", 3) => protocol(&a[2]),
-        ("help", 2) => Ok(Reply::Array(
-            [
+        ("help", 2) => Ok(super::help(&[
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "SLEEP <seconds>",
                 "    Stop the server for <seconds>. Decimals are allowed.",
@@ -77,15 +76,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Panic inside this command: the command fails and is not applied; the server carries on.",
                 "PROTOCOL <type>",
                 "    Reply with a test value of the given type: string, integer, double, null, array, set, map, true, false, verbatim.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple(l.to_string()))
-            .collect(),
-        )),
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try DEBUG HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+            ])),
+        _ => Err(super::subcommand_error(a, "DEBUG")),
     }
 }
 

@@ -80,27 +80,19 @@ fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             ]))
         }
         "purge" if a.len() == 2 => Ok(Reply::ok()),
-        "help" if a.len() == 2 => Ok(Reply::Array(
-            [
-                "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "DOCTOR",
-                "    Return memory problems reports.",
-                "STATS",
-                "    Return information about the memory usage of the server.",
-                "USAGE <key> [SAMPLES <count>]",
-                "    Return memory in bytes used by <key> and its value. Nested values are",
-                "    sampled up to <count> times (default: 5, 0 means sample all).",
-                "PURGE",
-                "    Nothing to purge: the pool reclaims space in the background.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple(l.to_string()))
-            .collect(),
-        )),
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try MEMORY HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+        "help" if a.len() == 2 => Ok(super::help(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "DOCTOR",
+            "    Return memory problems reports.",
+            "STATS",
+            "    Return information about the memory usage of the server.",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value. Nested values are",
+            "    sampled up to <count> times (default: 5, 0 means sample all).",
+            "PURGE",
+            "    Nothing to purge: the pool reclaims space in the background.",
+        ])),
+        _ => Err(super::subcommand_error(a, "MEMORY")),
     }
 }
 
@@ -142,9 +134,6 @@ fn function(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         "load" | "restore" | "delete" | "dump" | "kill" => {
             Err(CmdError::err("Tembo keeps no function libraries: FUNCTION LOAD, RESTORE, DELETE, DUMP and KILL are not supported (EVAL and EVALSHA are)"))
         }
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try FUNCTION HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+        _ => Err(super::subcommand_error(a, "FUNCTION")),
     }
 }

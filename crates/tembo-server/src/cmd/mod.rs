@@ -268,6 +268,20 @@ const SUB_ARITY: &[(&str, &str, i32)] = &[
     ("xinfo", "help", 2),
 ];
 
+/// A container command's HELP reply, one status line per line.
+pub(super) fn help(lines: &[&str]) -> Reply {
+    Reply::Array(lines.iter().map(|l| Reply::Simple(l.to_string())).collect())
+}
+
+/// Redis's reply to an unknown subcommand of `cmd` (or one with the wrong
+/// number of arguments); the name is cut at 128 bytes, as Redis does.
+pub(super) fn subcommand_error(a: &[Vec<u8>], cmd: &str) -> CmdError {
+    CmdError::err(format!(
+        "unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
+        String::from_utf8_lossy(&a[1][..a[1].len().min(128)])
+    ))
+}
+
 /// An unknown subcommand or a subcommand's wrong arity (XGROUP, XINFO).
 fn subcommand_check(name: &str, args: &[Vec<u8>]) -> Option<CmdError> {
     if name != "xgroup" && name != "xinfo" {

@@ -256,7 +256,7 @@ fn pubsub(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         Ok(Reply::Array(out))
     } else if is(sub, "help") && n == 2 {
-        Ok(Reply::Array(HELP.iter().map(|s| Reply::Simple(s.to_string())).collect()))
+        Ok(super::help(HELP))
     } else if ["channels", "numpat", "shardchannels", "help"].iter().any(|w| is(sub, w)) {
         Err(CmdError::err(format!(
             "wrong number of arguments for 'pubsub|{}' command",

@@ -181,25 +181,17 @@ fn script(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         // A script never runs while another command is read: there is
         // nothing to kill (a runaway one is stopped at busy-reply-threshold).
         ("kill", 2) => Err(CmdError("NOTBUSY No scripts in execution right now.".into())),
-        ("help", 2) => Ok(Reply::Array(
-            [
-                "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "EXISTS <sha1> [<sha1> ...]",
-                "    Return information about the existence of the scripts in the script cache.",
-                "FLUSH [ASYNC|SYNC]",
-                "    Flush the Lua scripts cache.",
-                "KILL",
-                "    Kill the currently executing Lua script.",
-                "LOAD <script>",
-                "    Load a script into the scripts cache without executing it.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple(l.to_string()))
-            .collect(),
-        )),
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try SCRIPT HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+        ("help", 2) => Ok(super::help(&[
+            "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "EXISTS <sha1> [<sha1> ...]",
+            "    Return information about the existence of the scripts in the script cache.",
+            "FLUSH [ASYNC|SYNC]",
+            "    Flush the Lua scripts cache.",
+            "KILL",
+            "    Kill the currently executing Lua script.",
+            "LOAD <script>",
+            "    Load a script into the scripts cache without executing it.",
+        ])),
+        _ => Err(super::subcommand_error(a, "SCRIPT")),
     }
 }

@@ -353,7 +353,7 @@ fn canonical(name: &str) -> &str {
 
 /// The current value of an inert or encoding setting, by its name or alias.
 pub fn inert_value<'a>(inert: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    let name = ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical);
+    let name = canonical(name);
     inert.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
@@ -385,10 +385,7 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         "rewrite" if a.len() == 2 => Err(CmdError::err("CONFIG REWRITE is not supported: edit the TOML config file")),
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try CONFIG HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+        _ => Err(super::subcommand_error(a, "CONFIG")),
     }
 }
 
@@ -426,9 +423,7 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             log::set_max_level(c.level());
             cx.st.cfg.loglevel = c.loglevel;
         }
-        _ => match cx.st.inert.iter_mut().find(|(k, _)| {
-            k == ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, canonical)| canonical)
-        }) {
+        _ => match cx.st.inert.iter_mut().find(|(k, _)| k == canonical(name)) {
             Some((_, v)) => {
                 // A setting keeps the kind of value its default has.
                 let default = INERT.iter().find(|(k, _)| *k == canonical(name)).map_or("", |(_, d)| *d);

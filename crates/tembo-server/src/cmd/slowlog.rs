@@ -138,23 +138,15 @@ fn slowlog(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             log.entries.clear();
             Ok(Reply::ok())
         }
-        ("help", 2) => Ok(Reply::Array(
-            [
-                "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GET [<count>]",
-                "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
-                "LEN",
-                "    Return the length of the slowlog.",
-                "RESET",
-                "    Reset the slowlog.",
-            ]
-            .iter()
-            .map(|l| Reply::Simple(l.to_string()))
-            .collect(),
-        )),
-        _ => Err(CmdError::err(format!(
-            "unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
-            String::from_utf8_lossy(&a[1])
-        ))),
+        ("help", 2) => Ok(super::help(&[
+            "SLOWLOG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GET [<count>]",
+            "    Return top <count> entries from the slowlog (default: 10, -1 mean all).",
+            "LEN",
+            "    Return the length of the slowlog.",
+            "RESET",
+            "    Reset the slowlog.",
+        ])),
+        _ => Err(super::subcommand_error(a, "SLOWLOG")),
     }
 }

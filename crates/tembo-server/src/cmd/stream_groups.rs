@@ -61,13 +61,6 @@ pub(super) fn stream_and_group(cx: &mut Ctx, key: &[u8], name: &[u8]) -> Res<(St
     Ok((s, g))
 }
 
-fn subcommand_error(a: &[Vec<u8>], cmd: &str) -> CmdError {
-    CmdError::err(format!(
-        "unknown subcommand or wrong number of arguments for '{}'. Try {cmd} HELP.",
-        String::from_utf8_lossy(&a[1][..a[1].len().min(128)])
-    ))
-}
-
 const XGROUP_HELP: &[&str] = &[
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CREATE <key> <groupname> <id|$> [option]",
@@ -88,11 +81,6 @@ const XGROUP_HELP: &[&str] = &[
     "    Print this help.",
 ];
 
-/// A help reply.
-pub(super) fn help(lines: &[&str]) -> Reply {
-    Reply::Array(lines.iter().map(|l| Reply::Simple(l.to_string())).collect())
-}
-
 fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     let arity_ok = match sub.as_str() {
@@ -112,7 +100,7 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::arity(&format!("xgroup|{sub}")));
     }
     if sub == "help" {
-        return Ok(help(XGROUP_HELP));
+        return Ok(super::help(XGROUP_HELP));
     }
     let (mut mkstream, mut entries_read) = (false, INVALID);
     let mut i = 5;
@@ -127,7 +115,7 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             }
             i += 2;
         } else {
-            return Err(subcommand_error(a, "XGROUP"));
+            return Err(super::subcommand_error(a, "XGROUP"));
         }
     }
     let (key, name) = (&a[2], &a[3]);
@@ -206,7 +194,7 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             stream_event(cx, "xgroup-delconsumer", key);
             Ok(Reply::Int(pending as i64))
         }
-        _ => Err(subcommand_error(a, "XGROUP")),
+        _ => Err(super::subcommand_error(a, "XGROUP")),
     }
 }
 

@@ -5,7 +5,6 @@
 //! counterpart and is estimated from it.
 
 use super::args::{int, is};
-use super::stream_groups::help;
 use super::streams::entries_reply;
 use super::{CmdError, CmdResult, Spec};
 use crate::exec::Ctx;
@@ -70,7 +69,7 @@ fn xinfo(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::arity(&format!("xinfo|{sub}")));
     }
     if sub == "help" {
-        return Ok(help(XINFO_HELP));
+        return Ok(super::help(XINFO_HELP));
     }
     let key = &a[2];
     let s = stream::load(cx, key)?.ok_or_else(|| CmdError::err("no such key"))?;
