@@ -14,8 +14,7 @@
 # RDB, maxmemory eviction, ACL users) and of commands it does not implement.
 # The suite runs with --ignore-encoding and --ignore-digest (its own options
 # for servers with other encodings) and without the tags needs:repl,
-# needs:debug, needs:save and needs:config-maxmemory. scripting.tcl runs
-# its EVAL half only: Tembo keeps no FUNCTION libraries.
+# needs:debug, needs:save and needs:config-maxmemory.
 # Exits non-zero if any test that runs fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +27,7 @@ if [ ${#UNITS[@]} -eq 0 ]; then
   UNITS=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/set unit/type/zset
     unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
-    unit/protocol unit/info-command unit/scripting unit/hyperloglog unit/geo unit/slowlog)
+    unit/protocol unit/quit unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
@@ -57,9 +56,10 @@ if [ ! -f "$SRC/tests/test_helper.tcl" ]; then
   tarball=$(ls "$DIR"/redis_7.0.15.orig.tar.gz 2>/dev/null || true)
   [ -n "$tarball" ] || { echo "redis_suite: expected redis 7.0.15 sources in $DIR, found: $(ls "$DIR")" >&2; exit 1; }
   tar -xzf "$tarball" -C "$DIR"
-  # The FUNCTION half of scripting.tcl: Tembo keeps no function libraries.
-  sed -i 's/^foreach is_eval {0 1} {/foreach is_eval {1} {/' "$SRC/tests/unit/scripting.tcl"
 fi
+# Earlier versions of this script ran scripting.tcl's EVAL half only: undo
+# that edit in a kept source tree.
+sed -i 's/^foreach is_eval {1} {/foreach is_eval {0 1} {/' "$SRC/tests/unit/scripting.tcl"
 
 # --- a server on a fresh pool per unit (units change settings and leave keys) -------
 POOLDIR=$(mktemp -d /dev/shm/tembo-redis-suite.XXXXXX 2>/dev/null || mktemp -d)

@@ -11,6 +11,7 @@
 //! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
 //! F db                                      -> the database's flush generation (u16)
 //! G name                                    -> server globals (version high-water mark, key layout)
+//! L name                                    -> a function library's code (FUNCTION LOAD), by lower-case name
 //! ```
 //!
 //! Deleting or overwriting a collection removes only its metadata record
@@ -113,6 +114,8 @@ pub const EXPIRES: u8 = b'E';
 pub const GARBAGE: u8 = b'R';
 /// Prefix of server globals.
 pub const GLOBAL: u8 = b'G';
+/// Prefix of function libraries: `L lower-case name` → code.
+pub const LIBRARY: u8 = b'L';
 /// Prefix of the databases' flush generations: `F db` → u16 (absent: 0).
 pub const FLUSH_GEN: u8 = b'F';
 
@@ -124,6 +127,13 @@ pub const LAYOUT: u32 = 2;
 pub fn layout_key() -> Vec<u8> {
     let mut k = vec![GLOBAL];
     k.extend_from_slice(b"layout");
+    k
+}
+
+/// Where function library `name` is stored (FLUSHALL does not reach it).
+pub fn library_key(name: &str) -> Vec<u8> {
+    let mut k = vec![LIBRARY];
+    k.extend_from_slice(name.to_ascii_lowercase().as_bytes());
     k
 }
 

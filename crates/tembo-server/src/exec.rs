@@ -107,8 +107,12 @@ pub struct State {
     pub notify_flags: u32,
     /// Keys the running command touched, for its notifications.
     pub notes: Vec<crate::notify::Note>,
-    /// The Lua interpreter and script cache, made on the first EVAL.
+    /// The Lua interpreter, script cache and function libraries, made on
+    /// first use.
     pub scripts: Option<crate::script::Engine>,
+    /// A library was loaded, replaced or deleted since the last commit: if
+    /// the group is discarded, the interpreter reloads the stored ones.
+    pub functions_changed: bool,
     /// Unix seconds of the last commit (LASTSAVE).
     pub last_commit: u64,
     /// Pub/sub subscriptions by channel and pattern.
@@ -175,6 +179,7 @@ impl State {
             active_expire: true,
             torn: false,
             scripts: None,
+            functions_changed: false,
             notify_flags: 0,
             slowlog: Default::default(),
             notes: Vec::new(),
@@ -573,6 +578,7 @@ impl State {
         }
         self.stats.commits += 1;
         self.stats.committed_writes += n as u64;
+        self.functions_changed = false;
         self.last_commit = now_ms() / 1000;
         Ok(())
     }
@@ -582,6 +588,9 @@ impl State {
         self.store.discard();
         self.pending_counts.iter_mut().for_each(|c| *c = (0, 0));
         self.pending_gens.iter_mut().for_each(|g| *g = None);
+        if std::mem::take(&mut self.functions_changed) {
+            crate::cmd::functions::reload_after_discard(self);
+        }
     }
 
     /// Committed plus pending key count of `db`.

@@ -25,8 +25,8 @@
 //!   error reply) and loses nothing acknowledged.
 //!
 //! ## What it does not do (yet)
-//! Scripting, streams, sharded pub/sub, replication, cluster, ACL users
-//! other than `default`.
+//! Sharded pub/sub, DUMP/RESTORE of keys, SWAPDB, replication, cluster,
+//! ACL users other than `default`.
 
 #![forbid(unsafe_code)]
 
@@ -45,6 +45,7 @@ mod keyspace;
 mod net;
 mod notify;
 mod pubsub;
+mod rdb;
 pub mod resp;
 mod script;
 mod script_libs;

@@ -67,12 +67,11 @@ local G = _G
 local function missing(n)
   error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 3)
 end
--- Each run gets its own environment: an empty table whose reads fall
--- through to the run's own names, then to the shared globals, and whose
--- writes are refused; the libraries are read-only views.
-tembo_run = function(f, keys, argv)
-  local env = {}
-  local vars = {KEYS = keys, ARGV = argv}
+-- What a script or a library function sees as globals while it runs,
+-- besides the shared ones: read-only views of the libraries, and _G,
+-- getfenv, setfenv, setmetatable and loadstring bound to its environment.
+local function runtime_vars(env)
+  local vars = {}
   for _, n in ipairs(libs) do vars[n] = readonly(G[n]) end
   vars._G = env
   vars.getfenv = function() return env end
@@ -87,7 +86,16 @@ tembo_run = function(f, keys, argv)
     if chunk then raw_setfenv(chunk, env) end
     return chunk, e
   end
-  local env_mt = {
+  return vars
+end
+-- Each run gets its own environment: an empty table whose reads fall
+-- through to the run's own names, then to the shared globals, and whose
+-- writes are refused; the libraries are read-only views.
+tembo_run = function(f, keys, argv)
+  local env = {}
+  local vars = runtime_vars(env)
+  vars.KEYS, vars.ARGV = keys, argv
+  raw_setmetatable(env, {
     __index = function(t, n)
       local v = vars[n]
       if v == nil then v = G[n] end
@@ -96,10 +104,108 @@ tembo_run = function(f, keys, argv)
     end,
     __newindex = ro_mt.__newindex,
     __metatable = ro_mt.__metatable,
-  }
-  raw_setmetatable(env, env_mt)
+  })
   raw_setfenv(f, env)
   return pcall(f)
+end
+-- FUNCTION LOAD: runs a library's body in an environment that, while it
+-- loads, holds only the library API (`redis.register_function`, `log`, the
+-- version), and afterwards resolves like a script's, so the functions it
+-- registered see the full `redis` API when they are called. Returns true
+-- and the registrations, or false and the error.
+local known_flags = {["no-writes"] = true, ["allow-oom"] = true, ["allow-stale"] = true,
+  ["no-cluster"] = true, ["allow-cross-slot-keys"] = true}
+local bad_name = "Library names can only contain letters, numbers, or underscores(_) and must be at least one character long"
+tembo_load_library = function(chunk)
+  local loading = true
+  local registered, seen = {}, {}
+  local function register(...)
+    if not loading then error("redis.register_function can only be called on FUNCTION LOAD command", 2) end
+    local n = select('#', ...)
+    local name, callback, description, flags
+    if n == 1 then
+      local t = ...
+      if type(t) ~= "table" then
+        error("calling redis.register_function with a single argument is only applicable to Lua table (representing named arguments).", 2)
+      end
+      for k, v in pairs(t) do
+        if type(k) ~= "string" then error("named argument key given to redis.register_function is not a string", 2) end
+        local lk = string.lower(k)
+        if lk == "function_name" then
+          if type(v) ~= "string" then error("function_name argument given to redis.register_function must be a string", 2) end
+          name = v
+        elseif lk == "description" then
+          if type(v) ~= "string" then error("description argument given to redis.register_function must be a string", 2) end
+          description = v
+        elseif lk == "callback" then
+          if type(v) ~= "function" then error("callback argument given to redis.register_function must be a function", 2) end
+          callback = v
+        elseif lk == "flags" then
+          if type(v) ~= "table" then error("flags argument to redis.register_function must be a table representing function flags", 2) end
+          flags = {}
+          for _, f in ipairs(v) do
+            if type(f) ~= "string" or not known_flags[string.lower(f)] then error("unknown flag given", 2) end
+            flags[#flags + 1] = string.lower(f)
+          end
+        else
+          error("unknown argument given to redis.register_function", 2)
+        end
+      end
+      if name == nil then error("redis.register_function must get a function name argument", 2) end
+      if callback == nil then error("redis.register_function must get a callback argument", 2) end
+    elseif n == 2 then
+      name, callback = ...
+      if type(name) ~= "string" then error("first argument to redis.register_function must be a string", 2) end
+      if type(callback) ~= "function" then error("second argument to redis.register_function must be a function", 2) end
+    else
+      error("wrong number of arguments to redis.register_function", 2)
+    end
+    if not string.find(name, "^[%w_]+$") then error(bad_name, 2) end
+    local lname = string.lower(name)
+    if seen[lname] then error("Function already exists in the library", 2) end
+    seen[lname] = true
+    registered[#registered + 1] = {name, callback, description or false, flags or {}}
+  end
+  local api = {register_function = register}
+  for k, v in pairs(G.redis) do
+    if type(k) == "string" and (k == "log" or string.sub(k, 1, 4) == "LOG_" or string.sub(k, 1, 6) == "REDIS_") then
+      api[k] = v
+    end
+  end
+  local api_view = raw_setmetatable({}, {
+    __index = function(_, n)
+      local v = api[n]
+      if v == nil then missing(n) end
+      return v
+    end,
+    __newindex = ro_mt.__newindex,
+    __metatable = ro_mt.__metatable,
+  })
+  local env = {}
+  local vars = runtime_vars(env)
+  raw_setmetatable(env, {
+    __index = function(t, n)
+      local v
+      if loading then
+        if n == "redis" then v = api_view end
+      else
+        v = vars[n]
+        if v == nil then v = G[n] end
+      end
+      if v == nil then missing(n) end
+      return v
+    end,
+    __newindex = ro_mt.__newindex,
+    __metatable = ro_mt.__metatable,
+  })
+  raw_setfenv(chunk, env)
+  local ok, err = pcall(chunk)
+  loading = false
+  if not ok then return false, err end
+  return true, registered
+end
+tembo_fcall = function(f, keys, args)
+  return pcall(f, keys, args)
 end
 "#;
 
@@ -121,12 +227,19 @@ struct Cached {
     function: Function,
 }
 
-/// The interpreter, the cache of scripts by SHA-1, and the time limit.
+mod functions;
+pub use functions::LoadPolicy;
+
+/// The interpreter, the cache of scripts by SHA-1, the function libraries,
+/// and the time limit.
 pub struct Engine {
     lua: Lua,
     cache: HashMap<String, Cached>,
+    libs: functions::Libraries,
     install: Function,
     run: Function,
+    load_library: Function,
+    fcall: Function,
     deadline: Rc<Cell<Option<Instant>>>,
     stopped: Rc<Cell<bool>>,
 }
@@ -160,8 +273,12 @@ impl Engine {
         lua.set_memory_limit(SCRIPT_MEMORY_LIMIT).map_err(lua_err)?;
         lua.load(PRELUDE).set_name("@prelude").exec().map_err(lua_err)?;
         let install = lua.load(INSTALL).set_name("@install").eval::<Function>().map_err(lua_err)?;
-        let run: Function = globals.raw_get("tembo_run").map_err(lua_err)?;
-        globals.raw_set("tembo_run", Value::Nil).map_err(lua_err)?;
+        let take = |name: &str| -> Result<Function, CmdError> {
+            let f: Function = globals.raw_get(name).map_err(lua_err)?;
+            globals.raw_set(name, Value::Nil).map_err(lua_err)?;
+            Ok(f)
+        };
+        let (run, load_library, fcall) = (take("tembo_run")?, take("tembo_load_library")?, take("tembo_fcall")?);
         let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
         let stopped = Rc::new(Cell::new(false));
         let (d, s) = (deadline.clone(), stopped.clone());
@@ -172,7 +289,17 @@ impl Engine {
             }
             Ok(VmState::Continue)
         });
-        Ok(Engine { lua, cache: HashMap::new(), install, run, deadline, stopped })
+        Ok(Engine {
+            lua,
+            cache: HashMap::new(),
+            libs: functions::Libraries::default(),
+            install,
+            run,
+            load_library,
+            fcall,
+            deadline,
+            stopped,
+        })
     }
 
     /// Compiles `source` into the cache (if it is not there yet); its id.
@@ -210,13 +337,16 @@ impl Engine {
         self.cache.get(&sha.to_ascii_lowercase()).map(|c| c.source.as_slice())
     }
 
-    /// A fresh interpreter with the same scripts cached: after a script ran
-    /// the interpreter out of memory, its state is not trusted further.
+    /// A fresh interpreter with the same scripts cached and libraries
+    /// loaded: after a script ran the interpreter out of memory, its state
+    /// is not trusted further.
     pub fn rebuilt(&self) -> Result<Engine, CmdError> {
         let mut fresh = Engine::new()?;
         for cached in self.cache.values() {
             fresh.load(&cached.source)?;
         }
+        let codes: Vec<Vec<u8>> = self.libraries().map(|l| l.code.clone()).collect();
+        fresh.load_libraries(&codes, LoadPolicy::Append)?;
         Ok(fresh)
     }
 
@@ -252,14 +382,23 @@ impl Engine {
         let Some(cached) = self.cache.get(&sha) else {
             return Err(CmdError("NOSCRIPT No matching script. Please use EVAL.".into()));
         };
-        let function = cached.function.clone();
+        let callee = cached.function.clone();
+        let wrapper = self.run.clone();
+        self.execute(cx, Run { wrapper, callee, keys, argv, read_only, limit, label: &sha, chunk: "user_script" })
+    }
+
+    /// Runs `run.callee` through its wrapper (`tembo_run` for a script,
+    /// `tembo_fcall` for a library function) with the `redis` API bound to
+    /// `cx`; maps the outcome to a reply or Redis's error text.
+    fn execute(&mut self, cx: &mut Ctx, run: Run<'_>) -> Result<Reply, CmdError> {
         let lua = &self.lua;
         let strings = |items: &[Vec<u8>]| -> mlua::Result<Table> {
             lua.create_sequence_from(items.iter().map(|b| lua.create_string(b)).collect::<mlua::Result<Vec<_>>>()?)
         };
-        let (keys, argv) = (strings(keys).map_err(lua_err)?, strings(argv).map_err(lua_err)?);
+        let (keys, argv) = (strings(run.keys).map_err(lua_err)?, strings(run.argv).map_err(lua_err)?);
+        let read_only = run.read_only;
         self.stopped.set(false);
-        self.deadline.set(Some(Instant::now() + limit));
+        self.deadline.set(Some(Instant::now() + run.limit));
         let resp3 = Cell::new(false);
         let cx = RefCell::new(cx);
         let outcome = lua.scope(|scope| {
@@ -276,7 +415,7 @@ impl Engine {
                 _ => Err(mlua::Error::RuntimeError("RESP version must be 2 or 3.".into())),
             })?;
             self.install.call::<()>((pcall, setresp))?;
-            self.run.call::<(bool, Value)>((function, keys, argv))
+            run.wrapper.call::<(bool, Value)>((run.callee, keys, argv))
         });
         self.deadline.set(None);
         if self.lua.used_memory() > GC_AFTER_BYTES {
@@ -289,7 +428,7 @@ impl Engine {
             cx.st.torn = true;
             return Err(CmdError::err(format!(
                 "Script stopped after running longer than busy-reply-threshold ({} ms); none of its writes were applied",
-                limit.as_millis()
+                run.limit.as_millis()
             )));
         }
         match outcome.map_err(lua_err)? {
@@ -297,17 +436,35 @@ impl Engine {
             (false, Value::Table(t)) if t.raw_get::<Value>("err").is_ok_and(|v| !v.is_nil()) => {
                 Err(CmdError(bytes_text(&t.raw_get::<Value>("err").unwrap_or(Value::Nil))))
             }
-            (false, err) => {
-                let msg = bytes_text(&err);
-                let line = msg
-                    .strip_prefix("user_script:")
-                    .and_then(|rest| rest.split(':').next())
-                    .map(|l| format!(", on @user_script:{l}."))
-                    .unwrap_or_else(|| ".".into());
-                Err(CmdError::err(format!("{msg} script: {sha}{line}")))
-            }
+            (false, err) => Err(script_error(&bytes_text(&err), run.label, run.chunk)),
         }
     }
+}
+
+/// One run for [`Engine::execute`].
+struct Run<'a> {
+    wrapper: Function,
+    callee: Function,
+    keys: &'a [Vec<u8>],
+    argv: &'a [Vec<u8>],
+    read_only: bool,
+    limit: Duration,
+    /// The script's SHA-1 or the function's name, for error replies.
+    label: &'a str,
+    /// The chunk name its code was compiled under.
+    chunk: &'a str,
+}
+
+/// Redis's text for a Lua error raised by a script or function: the
+/// message, then which script and which line.
+fn script_error(msg: &str, label: &str, chunk: &str) -> CmdError {
+    let line = msg
+        .strip_prefix(chunk)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .and_then(|rest| rest.split(':').next())
+        .map(|l| format!(", on @{chunk}:{l}."))
+        .unwrap_or_else(|| ".".into());
+    CmdError::err(format!("{msg} script: {label}{line}"))
 }
 
 /// The text of a Lua string or error value (for an error raised by a Rust

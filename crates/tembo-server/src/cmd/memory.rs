@@ -1,14 +1,10 @@
-//! MEMORY (USAGE, DOCTOR, STATS, PURGE, HELP) and FUNCTION (FLUSH, LIST,
-//! STATS): the introspection that tools and test harnesses call.
+//! MEMORY (USAGE, DOCTOR, STATS, PURGE, HELP): the introspection that
+//! tools and test harnesses call.
 //!
 //! MEMORY USAGE estimates the pool bytes a key takes the way Redis does:
 //! the metadata record plus, for a collection, the average of a sample of
 //! its elements times its size (`SAMPLES 0` reads every element). Each
 //! stored key is charged its bytes plus [`ENTRY_OVERHEAD`].
-//!
-//! Tembo runs EVAL scripts but keeps no function libraries (Redis 7's
-//! FUNCTION LOAD): FUNCTION FLUSH succeeds, FUNCTION LIST is empty, and
-//! loading one is refused by name.
 
 use std::ops::Bound;
 
@@ -22,26 +18,15 @@ use crate::resp::Reply;
 /// a 32-byte leaf slot plus a record header with its checksum.
 pub const ENTRY_OVERHEAD: u64 = 48;
 
-pub const COMMANDS: &[Spec] = &[
-    Spec {
-        name: "memory",
-        arity: -2,
-        flags: &["readonly"],
-        keys: (2, 2, 1),
-        group: "server",
-        summary: "MEMORY USAGE key [SAMPLES count] | DOCTOR | STATS | PURGE | HELP.",
-        run: memory,
-    },
-    Spec {
-        name: "function",
-        arity: -2,
-        flags: &["noscript"],
-        keys: (0, 0, 0),
-        group: "scripting",
-        summary: "FUNCTION FLUSH | LIST | STATS: Tembo keeps no function libraries (use EVAL).",
-        run: function,
-    },
-];
+pub const COMMANDS: &[Spec] = &[Spec {
+    name: "memory",
+    arity: -2,
+    flags: &["readonly"],
+    keys: (2, 2, 1),
+    group: "server",
+    summary: "MEMORY USAGE key [SAMPLES count] | DOCTOR | STATS | PURGE | HELP.",
+    run: memory,
+}];
 
 fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
@@ -113,27 +98,4 @@ fn usage(cx: &mut Ctx, key: &[u8], samples: usize) -> CmdResult {
         _ => sampled / n,
     };
     Ok(Reply::Int((meta_bytes + per_element * m.size) as i64))
-}
-
-fn function(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-    match sub.as_str() {
-        "flush" if a.len() <= 3 => {
-            if let Some(mode) = a.get(2) {
-                if !is(mode, "async") && !is(mode, "sync") {
-                    return Err(CmdError::err("FUNCTION FLUSH only supports SYNC|ASYNC option"));
-                }
-            }
-            Ok(Reply::ok())
-        }
-        "list" => Ok(Reply::Array(Vec::new())),
-        "stats" if a.len() == 2 => Ok(Reply::Map(vec![
-            (Reply::bulk("running_script"), Reply::Nil),
-            (Reply::bulk("engines"), Reply::Map(Vec::new())),
-        ])),
-        "load" | "restore" | "delete" | "dump" | "kill" => {
-            Err(CmdError::err("Tembo keeps no function libraries: FUNCTION LOAD, RESTORE, DELETE, DUMP and KILL are not supported (EVAL and EVALSHA are)"))
-        }
-        _ => Err(super::subcommand_error(a, "FUNCTION")),
-    }
 }

@@ -19,6 +19,7 @@ mod bits;
 pub mod blpop;
 mod conn;
 mod debug;
+pub mod functions;
 mod geo;
 mod hashes;
 mod hyperloglog;
@@ -137,7 +138,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 28] = [
+        let families: [&'static [Spec]; 29] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -159,6 +160,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             lcs::COMMANDS,
             sort::COMMANDS,
             scripting::COMMANDS,
+            functions::COMMANDS,
             slowlog::COMMANDS,
             streams::COMMANDS,
             stream_groups::COMMANDS,

@@ -62,12 +62,51 @@ pub const COMMANDS: &[Spec] = &[
     },
 ];
 
-/// The interpreter, made on first use.
-fn engine(cx: &mut Ctx) -> Result<Engine, CmdError> {
+/// The interpreter, made on first use with the stored function libraries
+/// loaded.
+pub(super) fn engine(cx: &mut Ctx) -> Result<Engine, CmdError> {
     match cx.st.scripts.take() {
         Some(e) => Ok(e),
-        None => Engine::new(),
+        None => {
+            let mut e = Engine::new()?;
+            super::functions::load_stored(cx.st, &mut e)?;
+            Ok(e)
+        }
     }
+}
+
+/// Runs `body` with the interpreter and the script time limit, then puts the
+/// interpreter back (a fresh one if the body ran it out of memory). SELECT
+/// inside a script lasts for the script only.
+pub(super) fn with_engine(cx: &mut Ctx, body: impl FnOnce(&mut Engine, &mut Ctx, Duration) -> CmdResult) -> CmdResult {
+    let limit_ms =
+        inert_value(&cx.st.inert, "busy-reply-threshold").and_then(|v| v.parse::<u64>().ok()).unwrap_or(5000);
+    let mut eng = engine(cx)?;
+    let db = cx.client.db;
+    let result = body(&mut eng, cx, Duration::from_millis(limit_ms.max(1)));
+    cx.client.db = db;
+    if matches!(&result, Err(e) if e.0.contains("not enough memory")) {
+        log::warn!("a script ran the Lua interpreter out of memory; starting a fresh one");
+        eng = eng.rebuilt()?;
+    }
+    cx.st.scripts = Some(eng);
+    result
+}
+
+/// A script or function call's keys and its other arguments.
+type KeysAndArgs<'a> = (&'a [Vec<u8>], &'a [Vec<u8>]);
+
+/// The split of a script or function call's arguments after its first
+/// (`numkeys key... arg...`) into keys and args.
+pub(super) fn keys_and_args<'a>(a: &'a [Vec<u8>], bad_number: &str) -> Result<KeysAndArgs<'a>, CmdError> {
+    let numkeys = int(&a[2]).map_err(|_| CmdError::err(bad_number))?;
+    if numkeys > (a.len() - 3) as i64 {
+        return Err(CmdError::err("Number of keys can't be greater than number of args"));
+    }
+    if numkeys < 0 {
+        return Err(CmdError::err("Number of keys can't be negative"));
+    }
+    Ok(a[3..].split_at(numkeys as usize))
 }
 
 /// Whether a script's shebang line asks for no writes; errors name a bad one.
@@ -98,34 +137,15 @@ fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
 
 /// Runs `sha` (or compiles `source` first) with the command's keys and args.
 fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult {
-    let numkeys = int(&a[2])?;
-    if numkeys < 0 {
-        return Err(CmdError::err("Number of keys can't be negative"));
-    }
-    if numkeys as usize > a.len() - 3 {
-        return Err(CmdError::err("Number of keys can't be greater than number of args"));
-    }
-    let (keys, argv) = a[3..].split_at(numkeys as usize);
-    let limit_ms =
-        inert_value(&cx.st.inert, "busy-reply-threshold").and_then(|v| v.parse::<u64>().ok()).unwrap_or(5000);
-    let mut eng = engine(cx)?;
-    // SELECT inside a script lasts for the script only.
-    let db = cx.client.db;
-    let result = (|| {
+    let (keys, argv) = keys_and_args(a, "value is not an integer or out of range")?;
+    with_engine(cx, |eng, cx, limit| {
         let sha = if by_sha { String::from_utf8_lossy(&a[1]).to_ascii_lowercase() } else { eng.load(&a[1])? };
         let source_read_only = match eng.source(&sha) {
             Some(src) => shebang_read_only(src)?,
             None => false,
         };
-        eng.run(cx, &sha, keys, argv, read_only || source_read_only, Duration::from_millis(limit_ms.max(1)))
-    })();
-    cx.client.db = db;
-    if matches!(&result, Err(e) if e.0.contains("not enough memory")) {
-        log::warn!("a script ran the Lua interpreter out of memory; starting a fresh one");
-        eng = eng.rebuilt()?;
-    }
-    cx.st.scripts = Some(eng);
-    result
+        eng.run(cx, &sha, keys, argv, read_only || source_read_only, limit)
+    })
 }
 
 fn eval(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

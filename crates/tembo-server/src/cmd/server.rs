@@ -155,6 +155,18 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             if spec.name == "sort" {
                 return Ok(Reply::bulks(super::sort::keys_of(args)));
             }
+            if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro") {
+                // `name numkeys key... arg...`: the keys are counted, not positioned.
+                let n = args.get(2).map(|n| super::args::int(n)).transpose()?.unwrap_or(0);
+                let keys = args.get(3..).unwrap_or_default();
+                if n < 0 || n as usize > keys.len() {
+                    return Err(CmdError::err("Invalid arguments specified for command"));
+                }
+                if n == 0 {
+                    return Err(CmdError::err("The command has no key arguments"));
+                }
+                return Ok(Reply::bulks(&keys[..n as usize]));
+            }
             let (first, last, step) = spec.keys;
             if first == 0 {
                 return Err(CmdError::err("The command has no key arguments"));

@@ -1,0 +1,258 @@
+//! The pieces of Redis's RDB serialization that payloads exchanged with
+//! clients use: FUNCTION DUMP / FUNCTION RESTORE.
+//!
+//! A payload is a body followed by a 2-byte little-endian RDB version and
+//! the CRC-64 (Jones polynomial, reflected, as Redis computes it) of
+//! everything before it, little-endian. Tembo writes RDB version 10 (Redis
+//! 7.0's) and reads any version up to it, so payloads move both ways
+//! between Tembo and Redis 7.0. Strings are written raw (always valid RDB);
+//! reading also accepts Redis's integer-encoded and LZF-compressed strings,
+//! which Redis writes whenever `rdbcompression` is on (its default).
+
+/// The RDB version Tembo writes (Redis 7.0's).
+pub const RDB_VERSION: u16 = 10;
+
+/// Opcode of a function library in a FUNCTION DUMP payload (its code).
+pub const OPCODE_FUNCTION2: u8 = 245;
+
+const CRC64_REDIS: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+
+/// Why a payload could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayloadError {
+    /// Too short, a version this build does not read, or a wrong checksum.
+    VersionOrChecksum,
+    /// The body does not parse.
+    Malformed(&'static str),
+}
+
+/// Appends the version and checksum footer to `body`.
+pub fn seal(mut body: Vec<u8>) -> Vec<u8> {
+    body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+    let crc = CRC64_REDIS.checksum(&body);
+    body.extend_from_slice(&crc.to_le_bytes());
+    body
+}
+
+/// The body of a sealed payload, once its version and checksum check out.
+pub fn open(payload: &[u8]) -> Result<&[u8], PayloadError> {
+    if payload.len() < 10 {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let (signed, crc) = payload.split_at(payload.len() - 8);
+    let version = u16::from_le_bytes([signed[signed.len() - 2], signed[signed.len() - 1]]);
+    if version > RDB_VERSION {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    let crc = u64::from_le_bytes(crc.try_into().map_err(|_| PayloadError::VersionOrChecksum)?);
+    // Redis skips the check for a zero checksum (a payload written with
+    // rdbchecksum off); so does Tembo.
+    if crc != 0 && crc != CRC64_REDIS.checksum(signed) {
+        return Err(PayloadError::VersionOrChecksum);
+    }
+    Ok(&signed[..signed.len() - 2])
+}
+
+/// Appends RDB's length encoding of `len`.
+pub fn put_len(out: &mut Vec<u8>, len: u64) {
+    if len < 1 << 6 {
+        out.push(len as u8);
+    } else if len < 1 << 14 {
+        out.push(0x40 | (len >> 8) as u8);
+        out.push(len as u8);
+    } else if len <= u32::MAX as u64 {
+        out.push(0x80);
+        out.extend_from_slice(&(len as u32).to_be_bytes());
+    } else {
+        out.push(0x81);
+        out.extend_from_slice(&len.to_be_bytes());
+    }
+}
+
+/// Appends `s` as a raw RDB string.
+pub fn put_string(out: &mut Vec<u8>, s: &[u8]) {
+    put_len(out, s.len() as u64);
+    out.extend_from_slice(s);
+}
+
+/// A cursor over an RDB body.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+/// A length, or the tag of a specially encoded string.
+enum Len {
+    Plain(u64),
+    Special(u8),
+}
+
+impl<'a> Reader<'a> {
+    /// A reader at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf, pos: 0 }
+    }
+
+    /// Whether everything has been read.
+    pub fn at_end(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    /// The next byte.
+    pub fn byte(&mut self) -> Result<u8, PayloadError> {
+        let b = *self.buf.get(self.pos).ok_or(PayloadError::Malformed("truncated"))?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], PayloadError> {
+        let end =
+            self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or(PayloadError::Malformed("truncated"))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn len_or_special(&mut self) -> Result<Len, PayloadError> {
+        let first = self.byte()?;
+        Ok(match first >> 6 {
+            0 => Len::Plain(u64::from(first & 0x3f)),
+            1 => Len::Plain(u64::from(first & 0x3f) << 8 | u64::from(self.byte()?)),
+            2 => match first {
+                0x80 => Len::Plain(u64::from(u32::from_be_bytes(self.take(4)?.try_into().unwrap_or([0; 4])))),
+                0x81 => Len::Plain(u64::from_be_bytes(self.take(8)?.try_into().unwrap_or([0; 8]))),
+                _ => return Err(PayloadError::Malformed("unknown length encoding")),
+            },
+            _ => Len::Special(first & 0x3f),
+        })
+    }
+
+    /// A length.
+    pub fn len(&mut self) -> Result<u64, PayloadError> {
+        match self.len_or_special()? {
+            Len::Plain(n) => Ok(n),
+            Len::Special(_) => Err(PayloadError::Malformed("an encoded string where a length belongs")),
+        }
+    }
+
+    /// A string in any of RDB's encodings (raw, integer, LZF).
+    pub fn string(&mut self) -> Result<Vec<u8>, PayloadError> {
+        match self.len_or_special()? {
+            Len::Plain(n) => {
+                let n = usize::try_from(n).map_err(|_| PayloadError::Malformed("string too long"))?;
+                Ok(self.take(n)?.to_vec())
+            }
+            Len::Special(0) => Ok((self.byte()? as i8).to_string().into_bytes()),
+            Len::Special(1) => {
+                Ok(i16::from_le_bytes(self.take(2)?.try_into().unwrap_or([0; 2])).to_string().into_bytes())
+            }
+            Len::Special(2) => {
+                Ok(i32::from_le_bytes(self.take(4)?.try_into().unwrap_or([0; 4])).to_string().into_bytes())
+            }
+            Len::Special(3) => {
+                let clen = usize::try_from(self.len()?).map_err(|_| PayloadError::Malformed("string too long"))?;
+                let len = usize::try_from(self.len()?).map_err(|_| PayloadError::Malformed("string too long"))?;
+                lzf_decompress(self.take(clen)?, len)
+            }
+            Len::Special(_) => Err(PayloadError::Malformed("unknown string encoding")),
+        }
+    }
+}
+
+/// LZF decompression (liblzf's format, which Redis uses), into exactly
+/// `len` bytes.
+pub fn lzf_decompress(input: &[u8], len: usize) -> Result<Vec<u8>, PayloadError> {
+    const BAD: PayloadError = PayloadError::Malformed("bad LZF data");
+    // A back-reference of 2 or 3 input bytes yields at most 264 output
+    // bytes: a claimed length beyond that bound is refused before allocating.
+    if len > input.len().saturating_mul(132).saturating_add(32) {
+        return Err(BAD);
+    }
+    let mut out = Vec::with_capacity(len);
+    let mut i = 0;
+    while i < input.len() {
+        let ctrl = input[i] as usize;
+        i += 1;
+        if ctrl < 32 {
+            let run = ctrl + 1;
+            let lit = input.get(i..i + run).ok_or(BAD)?;
+            out.extend_from_slice(lit);
+            i += run;
+        } else {
+            let mut run = ctrl >> 5;
+            if run == 7 {
+                run += *input.get(i).ok_or(BAD)? as usize;
+                i += 1;
+            }
+            let back = ((ctrl & 0x1f) << 8) + *input.get(i).ok_or(BAD)? as usize + 1;
+            i += 1;
+            let from = out.len().checked_sub(back).ok_or(BAD)?;
+            // Overlapping copies repeat bytes: copy one at a time.
+            for k in 0..run + 2 {
+                let b = out[from + k];
+                out.push(b);
+            }
+        }
+        if out.len() > len {
+            return Err(BAD);
+        }
+    }
+    if out.len() != len {
+        return Err(BAD);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc64_is_redis_s() {
+        // The check value of Redis's crc64 test ("123456789").
+        assert_eq!(CRC64_REDIS.checksum(b"123456789"), 0xe9c6_d914_c4b8_d9ca);
+    }
+
+    #[test]
+    fn sealed_payloads_open_and_damage_is_caught() {
+        let mut body = Vec::new();
+        put_string(&mut body, b"hello");
+        put_string(&mut body, &vec![7u8; 20_000]);
+        let sealed = seal(body.clone());
+        assert_eq!(open(&sealed).unwrap(), &body[..]);
+        let mut bad = sealed.clone();
+        bad[3] ^= 1;
+        assert_eq!(open(&bad), Err(PayloadError::VersionOrChecksum));
+        assert_eq!(open(b"short"), Err(PayloadError::VersionOrChecksum));
+        let mut r = Reader::new(&body);
+        assert_eq!(r.string().unwrap(), b"hello");
+        assert_eq!(r.string().unwrap().len(), 20_000);
+        assert!(r.at_end());
+    }
+
+    #[test]
+    fn lengths_round_trip_at_every_width() {
+        for n in [0u64, 63, 64, 16_383, 16_384, u32::MAX as u64, u32::MAX as u64 + 1] {
+            let mut b = Vec::new();
+            put_len(&mut b, n);
+            assert_eq!(Reader::new(&b).len().unwrap(), n);
+        }
+    }
+
+    #[test]
+    fn integer_and_lzf_strings_decode() {
+        assert_eq!(Reader::new(&[0xc0, 0xfe]).string().unwrap(), b"-2");
+        assert_eq!(Reader::new(&[0xc1, 0x39, 0x30]).string().unwrap(), b"12345");
+        assert_eq!(Reader::new(&[0xc2, 0x15, 0xcd, 0x5b, 0x07]).string().unwrap(), b"123456789");
+        // "aaaaaaaaaa": literal 'a', then a back-reference of 9 at distance 1.
+        let lzf = [0x00, b'a', 0xe0, 0x00, 0x00];
+        let mut enc = vec![0xc3];
+        put_len(&mut enc, lzf.len() as u64);
+        put_len(&mut enc, 10);
+        enc.extend_from_slice(&lzf);
+        assert_eq!(Reader::new(&enc).string().unwrap(), b"aaaaaaaaaa");
+        assert!(lzf_decompress(&[0x20, 0x05], 3).is_err(), "a reference before the start");
+        assert!(lzf_decompress(&[0x05, b'a'], 6).is_err(), "a literal run past the end");
+    }
+}
