@@ -34,6 +34,10 @@ reported with its seed and protocol, the history is minimized by replaying
 shorter histories on flushed servers, and the commands that reproduce it are
 printed as redis-cli lines.
 
+DUMP / RESTORE is checked across the servers: once at the start for values
+in each of Redis's encodings, and at the end of each sequence for every key,
+each server restores the other's payload, which must read back as the key.
+
 Not compared, on purpose: the commands Tembo does not implement (README,
 "The server": scripting, streams, ...), pub/sub and the blocking commands
 (BLPOP, BZPOPMIN...: their waiting is timing; tests/server/test_commands.py
@@ -1689,6 +1693,83 @@ class Runner:
                                "the stored state differs")
 
 
+    def dump_check(self):
+        """DUMP / RESTORE across the two servers: each key's payload from
+        Redis restored into Tembo, and Tembo's into Redis, under a scratch
+        key (deleted after), must read back as the original key. Payloads
+        are Redis's RDB format both ways, Redis's compact encodings
+        (listpacks, intsets, LZF strings) included."""
+        step = len(self.history)
+        r, t = self.pair.conns["r"][2], self.pair.conns["t"][2]
+        read = {"string": ["GET"], "hash": ["HGETALL"], "list": ["LRANGE", "0", "-1"], "set": ["SMEMBERS"],
+                "zset": ["ZRANGE", "0", "-1", "WITHSCORES"]}
+        for db in sorted(self.pair.dbs_used):
+            for c in (r, t):
+                c.call(["SELECT", str(db)])
+            for k in KEYS:
+                kind = r.call(["TYPE", k])
+                if kind[0] != "+" or kind[1] not in read:
+                    continue
+                cmd = read[kind[1]]
+                want = normalize([cmd[0]], r.call([cmd[0], k] + cmd[1:]))
+                for src, dst, direction in ((r, t, "Redis -> Tembo"), (t, r, "Tembo -> Redis")):
+                    payload = src.call(["DUMP", k])
+                    if payload[0] in ("nil", "null"):
+                        break  # expired meanwhile
+                    if payload[0] != "$":
+                        raise Mismatch(step, ["DUMP", k], ("$", b"a payload"), payload, direction)
+                    restored = dst.call(["RESTORE", "dump:scratch", "0", payload[1], "REPLACE"])
+                    got = normalize([cmd[0]], dst.call([cmd[0], "dump:scratch"] + cmd[1:]))
+                    dst.call(["DEL", "dump:scratch"])
+                    if restored != ("+", "OK") or got != want:
+                        raise Mismatch(step, ["(dump check)", "db", str(db), k, direction], want,
+                                       got if restored == ("+", "OK") else restored, "DUMP / RESTORE")
+
+
+def encodings_check(redis, tembo):
+    """DUMP / RESTORE of values in each of Redis's encodings, both ways:
+    small and large hashes, sorted sets and lists (listpack vs hash table,
+    skiplist, many-node quicklist), sets of integers (intset) and of
+    strings, integer and compressible strings (RDB's integer and LZF forms).
+    Returns a list of what failed."""
+    r, t = Conn(redis.port), Conn(tembo.port)
+    values = {
+        "small-hash": ["HSET", "x"] + [v for i in range(5) for v in ("f%d" % i, str(i))],
+        "big-hash": ["HSET", "x"] + [v for i in range(300) for v in ("f%d" % i, "v" * (i % 70))],
+        "small-zset": ["ZADD", "x"] + [v for i in range(5) for v in (str(i / 3), "m%d" % i)],
+        "big-zset": ["ZADD", "x"] + [v for i in range(300) for v in (str(i * 1.5 - 100), "m%d" % i)],
+        "small-list": ["RPUSH", "x", "a", "12", "-7", "300000", "b" * 70],
+        "big-list": ["RPUSH", "x"] + [("e%d" % i) * (1 + i % 5) for i in range(3000)],
+        "intset": ["SADD", "x"] + [str(i * 7919 - 10**6) for i in range(200)] + ["9223372036854775807"],
+        "string-set": ["SADD", "x"] + ["s%d" % i for i in range(200)],
+        "int-string": ["SET", "x", "-12345"],
+        "long-string": ["SET", "x", "abc" * 500],
+    }
+    read = {"HSET": ["HGETALL"], "ZADD": ["ZRANGE", "0", "-1", "WITHSCORES"], "RPUSH": ["LRANGE", "0", "-1"],
+            "SADD": ["SMEMBERS"], "SET": ["GET"]}
+    failed = []
+    try:
+        for name, cmd in values.items():
+            for c in (r, t):
+                c.call(["DEL", "x", "y"])
+                c.call(cmd)
+            rd = read[cmd[0]]
+            want = normalize([rd[0]], r.call([rd[0], "x"] + rd[1:]))
+            for src, dst, direction in ((r, t, "Redis -> Tembo"), (t, r, "Tembo -> Redis")):
+                payload = src.call(["DUMP", "x"])
+                restored = dst.call(["RESTORE", "y", "0", payload[1]]) if payload[0] == "$" else payload
+                got = normalize([rd[0]], dst.call([rd[0], "y"] + rd[1:]))
+                dst.call(["DEL", "y"])
+                if restored != ("+", "OK") or got != want:
+                    failed.append("%s, %s: %s" % (name, direction, show(restored if restored != ("+", "OK") else got)))
+        for c in (r, t):
+            c.call(["FLUSHALL"])
+    finally:
+        r.close()
+        t.close()
+    return failed
+
+
 def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
     """Runs one seeded sequence (or replays a history). Returns (the
     Mismatch or None, the history)."""
@@ -1699,6 +1780,7 @@ def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
             for which, args in replay:
                 runner.step(which, args)
             runner.state_check()
+            runner.dump_check()
             return None, runner.history
         rng = random.Random(seed)
         gen = Gen(rng, int(time.time() * 1000), zfocus=seed % 4 == 2, hgfocus=seed % 8 == 3)
@@ -1715,6 +1797,7 @@ def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
         if runner.pair.multi:
             runner.step("main", ["DISCARD"])
         runner.state_check()
+        runner.dump_check()
         return None, runner.history
     except Mismatch as m:
         return m, runner.history
@@ -1802,6 +1885,9 @@ def main():
     mismatches = 0
     commands = 0
     try:
+        for failure in encodings_check(redis, tembo):
+            print("differential: DUMP / RESTORE mismatch: %s" % failure)
+            mismatches += 1
         for seed in seeds:
             proto = args.proto or (3 if seed % 3 == 0 else 2)
             if args.verbose:

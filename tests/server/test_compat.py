@@ -549,3 +549,37 @@ def test_slowlog(r):
         assert r.slowlog_len() == 0
     finally:
         r.config_set("slowlog-log-slower-than", old)
+
+
+def test_dump_and_restore(r):
+    r.rpush("l", "a", "b", "12")
+    r.hset("h", mapping={"f": "v", "g": "w"})
+    r.zadd("z", {"m": 1.5, "n": -2})
+    r.sadd("s", "1", "2", "x")
+    r.set("str", "hello")
+    for key in ("l", "h", "z", "s", "str"):
+        payload = r.dump(key)
+        assert r.restore(key + ":copy", 0, payload)
+        assert r.type(key + ":copy") == r.type(key)
+    assert r.lrange("l:copy", 0, -1) == ["a", "b", "12"]
+    assert r.hgetall("h:copy") == {"f": "v", "g": "w"}
+    assert [tuple(p) for p in r.zrange("z:copy", 0, -1, withscores=True)] == [("n", -2.0), ("m", 1.5)]
+    assert r.smembers("s:copy") == {"1", "2", "x"}
+    assert r.dump("missing") is None
+    payload = r.dump("str")
+    with pytest.raises(redis.ResponseError) as e:
+        r.restore("str", 0, payload)
+    assert err(e).startswith("BUSYKEY")
+    r.set("str", "other")
+    assert r.restore("str", 0, payload, replace=True) and r.get("str") == "hello"
+    assert r.restore("ttl", 5000, payload) and 3000 < r.pttl("ttl") <= 5000
+    assert r.restore("past", 1, payload, absttl=True) and r.exists("past") == 0
+    with pytest.raises(redis.ResponseError) as e:
+        r.restore("neg", -1, payload)
+    assert "Invalid TTL value" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.restore("bad", 0, payload[:-1] + b"x")
+    assert "DUMP payload version or checksum are wrong" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("RESTORE", "opt", 0, payload, "BOGUS")
+    assert "syntax error" in err(e)

@@ -25,8 +25,8 @@
 //!   error reply) and loses nothing acknowledged.
 //!
 //! ## What it does not do (yet)
-//! Sharded pub/sub, DUMP/RESTORE of keys, SWAPDB, replication, cluster,
-//! ACL users other than `default`.
+//! Sharded pub/sub, MIGRATE, DUMP/RESTORE of streams, SWAPDB,
+//! replication, cluster, ACL users other than `default`.
 
 #![forbid(unsafe_code)]
 
@@ -46,6 +46,7 @@ mod net;
 mod notify;
 mod pubsub;
 mod rdb;
+mod rdb_value;
 pub mod resp;
 mod script;
 mod script_libs;

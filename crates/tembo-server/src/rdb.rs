@@ -1,5 +1,6 @@
 //! The pieces of Redis's RDB serialization that payloads exchanged with
-//! clients use: FUNCTION DUMP / FUNCTION RESTORE.
+//! clients use: DUMP / RESTORE (values: `crate::rdb_value`) and FUNCTION
+//! DUMP / FUNCTION RESTORE.
 //!
 //! A payload is a body followed by a 2-byte little-endian RDB version and
 //! the CRC-64 (Jones polynomial, reflected, as Redis computes it) of
@@ -97,6 +98,11 @@ impl<'a> Reader<'a> {
     /// Whether everything has been read.
     pub fn at_end(&self) -> bool {
         self.pos >= self.buf.len()
+    }
+
+    /// Bytes not yet read.
+    pub fn remaining(&self) -> usize {
+        self.buf.len().saturating_sub(self.pos)
     }
 
     /// The next byte.

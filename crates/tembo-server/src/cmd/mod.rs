@@ -19,6 +19,7 @@ mod bits;
 pub mod blpop;
 mod conn;
 mod debug;
+mod dump;
 pub mod functions;
 mod geo;
 mod hashes;
@@ -138,7 +139,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 29] = [
+        let families: [&'static [Spec]; 30] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -161,6 +162,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             sort::COMMANDS,
             scripting::COMMANDS,
             functions::COMMANDS,
+            dump::COMMANDS,
             slowlog::COMMANDS,
             streams::COMMANDS,
             stream_groups::COMMANDS,
