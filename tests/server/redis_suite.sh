@@ -27,7 +27,7 @@ if [ ${#UNITS[@]} -eq 0 ]; then
   UNITS=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/set unit/type/zset
     unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/dump unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
-    unit/protocol unit/quit unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog)
+    unit/protocol unit/quit unit/tracking unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 

@@ -7,10 +7,12 @@ redis-server 7.0.15 where it has the command).
     TEMBO_PORT=6379 python3 -m pytest -q tests/server/test_compat.py
 """
 
+import time
+
 import pytest
 import redis
 
-from test_commands import err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
+from test_commands import PASSWORD, PORT, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -583,3 +585,72 @@ def test_dump_and_restore(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("RESTORE", "opt", 0, payload, "BOGUS")
     assert "syntax error" in err(e)
+
+
+def test_client_tracking_invalidations_over_resp3():
+    """The push frames a client-side cache reads, byte for byte: a RESP3
+    connection with CLIENT TRACKING gets `invalidate [key]` after another
+    connection changes a key it read (after the commit, once), and a null
+    key list on FLUSHALL. (redis-py's own cache refuses servers older than
+    Redis 7.4, so this speaks RESP directly.)"""
+    import socket
+
+    s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+    other = make_client()
+    try:
+        def send(*args):
+            s.sendall(b"".join([b"*%d\r\n" % len(args)] + [b"$%d\r\n%s\r\n" % (len(a), a) for a in args]))
+
+        def read_until(marker):
+            buf = b""
+            deadline = time.time() + 5
+            while marker not in buf:
+                assert time.time() < deadline, buf
+                buf += s.recv(65536)
+            return buf
+
+        if PASSWORD:
+            send(b"AUTH", PASSWORD.encode())
+            read_until(b"+OK\r\n")
+        send(b"HELLO", b"3")
+        read_until(b"proto")
+        send(b"CLIENT", b"TRACKING", b"on")
+        read_until(b"+OK\r\n")
+        other.set("trk:k", "v1")
+        send(b"GET", b"trk:k")
+        read_until(b"v1\r\n")
+        other.set("trk:k", "v2")
+        assert read_until(b"trk:k\r\n") == b">2\r\n$10\r\ninvalidate\r\n*1\r\n$5\r\ntrk:k\r\n"
+        other.set("trk:k", "v3")  # not read since: no second message
+        send(b"PING")
+        assert read_until(b"PONG\r\n") == b"+PONG\r\n"
+        send(b"GET", b"trk:k")
+        read_until(b"v3\r\n")
+        other.flushall()
+        assert read_until(b"_\r\n") == b">2\r\n$10\r\ninvalidate\r\n_\r\n"
+    finally:
+        s.close()
+        other.close()
+
+
+def test_client_tracking_commands(r):
+    me = r.client_id()
+    assert r.execute_command("CLIENT", "GETREDIR") == -1
+    assert r.client_tracking_on(clientid=me, bcast=True, prefix=["user:", "order:"])
+    info = r.execute_command("CLIENT", "TRACKINGINFO")
+    info = info if isinstance(info, dict) else dict(zip(info[::2], info[1::2]))
+    assert "bcast" in info["flags"] and sorted(info["prefixes"]) == ["order:", "user:"]
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "TRACKING", "on", "BCAST", "PREFIX", "use")
+    assert "overlaps with an existing prefix" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "TRACKING", "on")
+    assert "switch BCAST mode" in err(e)
+    assert r.client_tracking_off()
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "CACHING", "yes")
+    assert "only when the client is in tracking mode" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "TRACKING", "on", "REDIRECT", 999999)
+    assert "does not exist" in err(e)
+    assert "flags=N" in r.execute_command("CLIENT", "INFO")

@@ -105,6 +105,8 @@ pub struct Client {
     pub block_req: Option<BlockReq>,
     /// The blocking command this client waits in, if any.
     pub blocked: Option<Box<Blocked>>,
+    /// CLIENT TRACKING settings.
+    pub tracking: crate::tracking::ClientTracking,
 }
 
 impl Client {
@@ -139,6 +141,7 @@ impl Client {
             reply_skip: false,
             block_req: None,
             blocked: None,
+            tracking: Default::default(),
         }
     }
 
@@ -162,12 +165,21 @@ impl Client {
         if self.subscriptions() > 0 {
             flags.push('P');
         }
+        if self.tracking.on {
+            flags.push('t');
+            if self.tracking.bcast {
+                flags.push('B');
+            }
+            if self.tracking.broken_redirect {
+                flags.push('R');
+            }
+        }
         if flags.is_empty() {
             flags.push('N');
         }
         let age = self.since.elapsed().as_secs();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -178,6 +190,7 @@ impl Client {
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
             self.conn.pending(),
             self.last_cmd,
+            if self.tracking.on { self.tracking.redirect as i64 } else { -1 },
             self.proto,
             self.lib.0.as_deref().unwrap_or(""),
             self.lib.1.as_deref().unwrap_or(""),

@@ -110,6 +110,11 @@ pub struct State {
     /// The Lua interpreter, script cache and function libraries, made on
     /// first use.
     pub scripts: Option<crate::script::Engine>,
+    /// CLIENT TRACKING's table of read keys and BCAST prefixes.
+    pub tracking: crate::tracking::Table,
+    /// The keys a running EVAL or FCALL declared: what a read-only command
+    /// inside it makes a tracking client track.
+    pub script_keys: Option<Vec<Vec<u8>>>,
     /// A library was loaded, replaced or deleted since the last commit: if
     /// the group is discarded, the interpreter reloads the stored ones.
     pub functions_changed: bool,
@@ -180,6 +185,8 @@ impl State {
             torn: false,
             scripts: None,
             functions_changed: false,
+            tracking: Default::default(),
+            script_keys: None,
             notify_flags: 0,
             slowlog: Default::default(),
             notes: Vec::new(),
@@ -365,6 +372,7 @@ impl State {
     /// state, after its commit failed.
     fn rollback(&mut self) {
         self.discard();
+        self.tracking.discard_pending();
         for (id, c) in std::mem::take(&mut self.saved) {
             if let Some(slot) = self.clients.get_mut(&id) {
                 *slot = c;
@@ -384,6 +392,7 @@ impl State {
     /// Sends what the group produced, in order, now that it is committed;
     /// disconnects subscribers past the pub/sub output-buffer limits.
     fn flush_outbox(&mut self) {
+        crate::tracking::before_send(self);
         let now = Instant::now();
         for (id, out) in std::mem::take(&mut self.outbox) {
             let Some(c) = self.clients.get_mut(&id) else { continue };
@@ -469,6 +478,7 @@ impl State {
         if let Some(mut c) = self.clients.remove(&id) {
             self.unwatch(&mut c);
             self.pubsub.remove_client(&c);
+            self.tracking.forget_prefixes(&c.tracking, id);
             if let Some(b) = c.blocked.take() {
                 self.blocking.remove(id, &b);
             }
@@ -608,6 +618,9 @@ impl State {
     pub fn touch(&mut self, db: u8, key: &[u8], mut current: Option<&mut Client>) {
         if self.notify_flags != 0 {
             crate::notify::note(self, db, key, false, false);
+        }
+        if !self.tracking.is_idle() {
+            crate::tracking::modified(self, key, current.as_deref());
         }
         if self.watchers.is_empty() {
             return;

@@ -85,6 +85,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("connected_clients", &(st.clients.len() + 1));
             kv("maxclients", &st.shared.maxclients());
             kv("blocked_clients", &st.blocking.len());
+            let me = cx.client.tracking.on as usize;
+            kv("tracking_clients", &(st.clients.values().filter(|c| c.tracking.on).count() + me));
         }
         "memory" => {
             let pool = st.store.db().pool();
@@ -140,6 +142,10 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("keyspace_hits", &st.stats.hits);
             kv("keyspace_misses", &st.stats.misses);
             kv("total_error_replies", &st.stats.errors);
+            let (keys, items, prefixes) = st.tracking.totals();
+            kv("tracking_total_keys", &keys);
+            kv("tracking_total_items", &items);
+            kv("tracking_total_prefixes", &prefixes);
         }
         "replication" => {
             kv("role", &"master");

@@ -57,6 +57,7 @@ mod store;
 mod stream;
 mod stream_cg;
 mod stream_id;
+mod tracking;
 
 use std::net::TcpListener as StdListener;
 use std::path::PathBuf;

@@ -200,6 +200,7 @@ fn reset(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     cx.st.monitors.retain(|&m| m != id);
     cx.client.name = None;
     cx.client.authed = cx.st.cfg.requirepass.is_empty();
+    super::client_tracking::disable(cx);
     Ok(Reply::Simple("RESET".into()))
 }
 
@@ -259,6 +260,10 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             }
         }
         ("unblock", 3 | 4) => super::blpop::client_unblock(cx, a),
+        ("tracking", n) if n >= 3 => super::client_tracking::tracking(cx, a),
+        ("caching", 3) => super::client_tracking::caching(cx, a),
+        ("getredir", 2) => super::client_tracking::getredir(cx),
+        ("trackinginfo", 2) => super::client_tracking::info(cx),
         ("help", 2) => Ok(super::help(&[
                 "CLIENT <subcommand>",
                 "ID",
@@ -269,6 +274,14 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "SETINFO <option> <value>",
                 "REPLY ON|OFF|SKIP",
                 "KILL <ip:port> | [ID id] [ADDR ip:port] [LADDR ip:port] [TYPE normal|pubsub] [USER default] [SKIPME yes|no] [MAXAGE secs]",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]] [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Invalidation messages for keys this connection read (or, BCAST, under prefixes).",
+                "CACHING (YES|NO)",
+                "    With OPTIN / OPTOUT: whether the next command's keys are tracked.",
+                "GETREDIR",
+                "    The connection invalidations are redirected to (-1: not tracking, 0: none).",
+                "TRACKINGINFO",
+                "    This connection's tracking flags, redirect and prefixes.",
             ])),
         _ => Err(super::subcommand_error(a, "CLIENT")),
     }

@@ -93,6 +93,7 @@ fn fcall_ro(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn call(cx: &mut Ctx, a: &[Vec<u8>], ro_command: bool) -> CmdResult {
     let (keys, args) = keys_and_args(a, "Bad number of keys provided")?;
+    cx.st.script_keys = Some(keys.to_vec());
     with_engine(cx, |eng, cx, limit| eng.call_function(cx, &a[1], keys, args, ro_command, limit))
 }
 

@@ -17,6 +17,7 @@ pub mod args;
 pub use server::{inert_value, INERT};
 mod bits;
 pub mod blpop;
+mod client_tracking;
 mod conn;
 mod debug;
 mod dump;
@@ -175,6 +176,47 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     })
 }
 
+/// The key arguments of a call of `spec` (`args[0]` is the command's
+/// name): by the spec's positions, or for commands that count their keys
+/// or name them after a keyword, by reading the arguments. `None` when the
+/// arguments cannot be read so (a bad key count).
+pub fn command_keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]>> {
+    let counted = |at: usize| -> Option<Vec<&'a [u8]>> {
+        let n = usize::try_from(args::int(args.get(at)?).ok()?).ok()?;
+        Some(args.get(at + 1..at + 1 + n)?.iter().map(Vec::as_slice).collect())
+    };
+    match spec.name {
+        "sort" | "sort_ro" => Some(sort::keys_of(args)),
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => counted(2),
+        "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" | "lmpop" | "zmpop" => counted(1),
+        "blmpop" | "bzmpop" => counted(2),
+        "zunionstore" | "zinterstore" | "zdiffstore" => {
+            let mut keys = vec![args.get(1)?.as_slice()];
+            keys.extend(counted(2)?);
+            Some(keys)
+        }
+        "xread" | "xreadgroup" => {
+            let at = args.iter().position(|a| args::is(a, "streams"))? + 1;
+            let rest = &args[at..];
+            Some(rest[..rest.len() / 2].iter().map(Vec::as_slice).collect())
+        }
+        _ => {
+            let (first, last, step) = spec.keys;
+            if first <= 0 {
+                return Some(Vec::new());
+            }
+            let last = if last < 0 { args.len() as i32 + last } else { last };
+            Some(
+                (first..=last)
+                    .step_by(step.max(1) as usize)
+                    .filter_map(|i| args.get(i as usize))
+                    .map(Vec::as_slice)
+                    .collect(),
+            )
+        }
+    }
+}
+
 /// The command named `name`, in any letter case. Names are short, so the
 /// lower-casing happens in a stack buffer, not a new string per command.
 pub fn spec(name: &[u8]) -> Option<&'static Spec> {
@@ -254,6 +296,10 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     let started = Instant::now();
     let reply = run(st, client, spec, args);
     st.slowlog.record(client, args, started.elapsed().as_micros() as i64);
+    // CLIENT CACHING applies to the next command (a whole transaction).
+    if spec.name != "client" && client.multi.is_none() {
+        client.tracking.caching = None;
+    }
     reply
 }
 
@@ -427,6 +473,22 @@ fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
 }
 
 /// Runs a command already checked (EXEC calls this for queued commands).
+/// A tracking client's read: the keys it read are remembered for it — the
+/// command's, or inside a script the keys the script declared (Redis 7's
+/// rule; the read-only script commands themselves track nothing).
+fn remember_read(st: &mut State, client: &Client, spec: &Spec, args: &[Vec<u8>]) {
+    if matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro") {
+        return;
+    }
+    if let Some(declared) = st.script_keys.take() {
+        let keys: Vec<&[u8]> = declared.iter().map(Vec::as_slice).collect();
+        crate::tracking::remember(st, client, &keys);
+        st.script_keys = Some(declared);
+    } else if let Some(keys) = command_keys(spec, args) {
+        crate::tracking::remember(st, client, &keys);
+    }
+}
+
 pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
     feed_monitors(st, client, args);
     client.last_cmd = full_name(spec, args);
@@ -462,6 +524,9 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     if st.notify_flags != 0 && !st.notes.is_empty() {
         let mut ctx = Ctx { st, client, now: now_ms() };
         crate::notify::after_command(&mut ctx, args);
+    }
+    if client.tracking.on && !client.tracking.bcast && spec.flags.contains(&"readonly") {
+        remember_read(st, client, spec, args);
     }
     let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
     st.stats.commands += 1;

@@ -85,6 +85,7 @@ pub(super) fn with_engine(cx: &mut Ctx, body: impl FnOnce(&mut Engine, &mut Ctx,
     let db = cx.client.db;
     let result = body(&mut eng, cx, Duration::from_millis(limit_ms.max(1)));
     cx.client.db = db;
+    cx.st.script_keys = None;
     if matches!(&result, Err(e) if e.0.contains("not enough memory")) {
         log::warn!("a script ran the Lua interpreter out of memory; starting a fresh one");
         eng = eng.rebuilt()?;
@@ -138,6 +139,7 @@ fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
 /// Runs `sha` (or compiles `source` first) with the command's keys and args.
 fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult {
     let (keys, argv) = keys_and_args(a, "value is not an integer or out of range")?;
+    cx.st.script_keys = Some(keys.to_vec());
     with_engine(cx, |eng, cx, limit| {
         let sha = if by_sha { String::from_utf8_lossy(&a[1]).to_ascii_lowercase() } else { eng.load(&a[1])? };
         let source_read_only = match eng.source(&sha) {

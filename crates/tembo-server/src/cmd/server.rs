@@ -152,27 +152,11 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             let args = &a[2..];
             let spec =
                 args.first().and_then(|n| super::spec(n)).ok_or_else(|| CmdError::err("Invalid command specified"))?;
-            if spec.name == "sort" {
-                return Ok(Reply::bulks(super::sort::keys_of(args)));
-            }
-            if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro") {
-                // `name numkeys key... arg...`: the keys are counted, not positioned.
-                let n = args.get(2).map(|n| super::args::int(n)).transpose()?.unwrap_or(0);
-                let keys = args.get(3..).unwrap_or_default();
-                if n < 0 || n as usize > keys.len() {
-                    return Err(CmdError::err("Invalid arguments specified for command"));
-                }
-                if n == 0 {
-                    return Err(CmdError::err("The command has no key arguments"));
-                }
-                return Ok(Reply::bulks(&keys[..n as usize]));
-            }
-            let (first, last, step) = spec.keys;
-            if first == 0 {
+            let keys = super::command_keys(spec, args)
+                .ok_or_else(|| CmdError::err("Invalid arguments specified for command"))?;
+            if keys.is_empty() {
                 return Err(CmdError::err("The command has no key arguments"));
             }
-            let last = if last < 0 { args.len() as i32 + last } else { last };
-            let keys = (first..=last).step_by(step.max(1) as usize).filter_map(|i| args.get(i as usize));
             Ok(Reply::bulks(keys))
         }
         Some(_) => {
@@ -251,6 +235,7 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
     for (d, key) in flushed_watched {
         cx.st.touch(d, &key, Some(&mut *cx.client));
     }
+    crate::tracking::flushed(cx.st);
     Ok(Reply::ok())
 }
 
@@ -330,6 +315,8 @@ pub const INERT: &[(&str, &str)] = &[
     ("latency-tracking", "yes"),
     ("latency-monitor-threshold", "0"),
     ("busy-reply-threshold", "5000"),
+    // Read by CLIENT TRACKING: the most read keys remembered (0: no limit).
+    ("tracking-table-max-keys", "1000000"),
     ("slowlog-max-len", "128"),
     ("list-compress-depth", "0"),
     ("stream-node-max-bytes", "4096"),
