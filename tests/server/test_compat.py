@@ -654,3 +654,37 @@ def test_client_tracking_commands(r):
         r.execute_command("CLIENT", "TRACKING", "on", "REDIRECT", 999999)
     assert "does not exist" in err(e)
     assert "flags=N" in r.execute_command("CLIENT", "INFO")
+
+
+def test_sharded_pubsub(r):
+    p = r.pubsub()
+    try:
+        p.ssubscribe("shard:a")
+        deadline = time.time() + 5
+        msg = None
+        while msg is None or msg["type"] != "ssubscribe":
+            assert time.time() < deadline
+            msg = p.get_sharded_message(timeout=0.1)
+        assert r.spublish("shard:a", "hello") == 1
+        assert r.publish("shard:a", "not for shard subscribers") == 0
+        assert r.execute_command("PUBSUB", "SHARDCHANNELS") == ["shard:a"]
+        assert r.execute_command("PUBSUB", "SHARDNUMSUB", "shard:a", "shard:b") == ["shard:a", 1, "shard:b", 0]
+        got = None
+        while got is None or got["type"] != "smessage":
+            assert time.time() < deadline
+            got = p.get_sharded_message(timeout=0.1)
+        assert got["channel"] == "shard:a" and got["data"] == "hello"
+        p.sunsubscribe("shard:a")
+    finally:
+        p.close()
+
+
+def test_standalone_answers(r):
+    assert r.execute_command("ROLE") == ["master", 0, []]
+    assert r.execute_command("WAIT", 0, 100) == 0
+    assert r.execute_command("REPLICAOF", "NO", "ONE") in (True, "OK")
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLUSTER", "INFO")
+    assert "cluster support disabled" in err(e)
+    r.set("s", "hello")
+    assert r.execute_command("SUBSTR", "s", 1, 3) == "ell"

@@ -87,6 +87,8 @@ pub struct Client {
     pub channels: HashSet<Vec<u8>>,
     /// PSUBSCRIBEd patterns.
     pub patterns: HashSet<Vec<u8>>,
+    /// Shard channels subscribed (SSUBSCRIBE).
+    pub shard_channels: HashSet<Vec<u8>>,
     /// Pub/sub messages for this client produced while it runs a command
     /// (it published to itself); they go out before that command's reply.
     pub pushbuf: Vec<u8>,
@@ -133,6 +135,7 @@ impl Client {
             conn: Arc::new(ConnShared::default()),
             channels: HashSet::new(),
             patterns: HashSet::new(),
+            shard_channels: HashSet::new(),
             pushbuf: Vec::new(),
             soft_limit_since: None,
             no_block: false,
@@ -143,6 +146,12 @@ impl Client {
             blocked: None,
             tracking: Default::default(),
         }
+    }
+
+    /// Whether the client is in pub/sub mode: subscribed to a channel, a
+    /// pattern or a shard channel.
+    pub fn subscribed(&self) -> bool {
+        self.subscriptions() > 0 || !self.shard_channels.is_empty()
     }
 
     /// Channels plus patterns subscribed (what (P)SUBSCRIBE replies count).
@@ -162,7 +171,7 @@ impl Client {
         if self.blocked.is_some() {
             flags.push('b');
         }
-        if self.subscriptions() > 0 {
+        if self.subscribed() {
             flags.push('P');
         }
         if self.tracking.on {
@@ -179,7 +188,7 @@ impl Client {
         }
         let age = self.since.elapsed().as_secs();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub=0 multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -187,6 +196,7 @@ impl Client {
             self.db,
             self.channels.len(),
             self.patterns.len(),
+            self.shard_channels.len(),
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
             self.conn.pending(),
             self.last_cmd,

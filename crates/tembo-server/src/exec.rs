@@ -401,7 +401,7 @@ impl State {
             };
             let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
             let _ = c.out.send(out);
-            if c.subscriptions() > 0 && crate::pubsub::over_limit(c, pending, now) {
+            if c.subscribed() && crate::pubsub::over_limit(c, pending, now) {
                 log::warn!(
                     "Client id={} addr={} closed for overcoming of output buffer limits (pubsub: {pending} bytes not read)",
                     c.id,

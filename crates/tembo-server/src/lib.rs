@@ -25,8 +25,8 @@
 //!   error reply) and loses nothing acknowledged.
 //!
 //! ## What it does not do (yet)
-//! Sharded pub/sub, MIGRATE, DUMP/RESTORE of streams, SWAPDB,
-//! replication, cluster, ACL users other than `default`.
+//! MIGRATE, DUMP/RESTORE of streams, SWAPDB, replication, cluster, ACL
+//! users other than `default`.
 
 #![forbid(unsafe_code)]
 

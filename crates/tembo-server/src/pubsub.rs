@@ -25,6 +25,8 @@ pub const SOFT_SECONDS: u64 = 60;
 pub struct Index {
     channels: HashMap<Vec<u8>, Vec<u64>>,
     patterns: HashMap<Vec<u8>, Vec<u64>>,
+    /// Shard channels (SSUBSCRIBE): a namespace of their own.
+    shards: HashMap<Vec<u8>, Vec<u64>>,
 }
 
 fn add(map: &mut HashMap<Vec<u8>, Vec<u64>>, name: &[u8], id: u64) {
@@ -64,8 +66,38 @@ impl Index {
         del(&mut self.patterns, pattern, id);
     }
 
+    /// Client `id` subscribes to shard channel `channel`.
+    pub fn ssubscribe(&mut self, id: u64, channel: &[u8]) {
+        add(&mut self.shards, channel, id);
+    }
+
+    /// Client `id` unsubscribes from shard channel `channel`.
+    pub fn sunsubscribe(&mut self, id: u64, channel: &[u8]) {
+        del(&mut self.shards, channel, id);
+    }
+
+    /// Subscribers of shard channel `channel`.
+    pub fn shard_subscribers(&self, channel: &[u8]) -> &[u64] {
+        self.shards.get(channel).map_or(&[], |v| v.as_slice())
+    }
+
+    /// Active shard channels matching `pattern` (all if `None`).
+    pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = self
+            .shards
+            .keys()
+            .filter(|c| pattern.map_or(true, |p| crate::cmd::args::glob(p, c, false)))
+            .cloned()
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Forgets every subscription of client `c`.
     pub fn remove_client(&mut self, c: &Client) {
+        for ch in &c.shard_channels {
+            del(&mut self.shards, ch, c.id);
+        }
         for ch in &c.channels {
             del(&mut self.channels, ch, c.id);
         }
@@ -119,6 +151,9 @@ impl Index {
             }
             for p in &c.patterns {
                 add(&mut self.patterns, p, c.id);
+            }
+            for ch in &c.shard_channels {
+                add(&mut self.shards, ch, c.id);
             }
         }
     }

@@ -230,7 +230,7 @@ fn send(st: &mut State, id: u64, keys: Option<&[Vec<u8>]>) {
     let Some(c) = st.clients.get_mut(&id) else { return };
     let (redirect, proto) = (c.tracking.redirect, c.proto);
     let target = if redirect == 0 { id } else { redirect };
-    let Some((target_proto, subscribed)) = st.clients.get(&target).map(|t| (t.proto, t.subscriptions() > 0)) else {
+    let Some((target_proto, subscribed)) = st.clients.get(&target).map(|t| (t.proto, t.subscribed())) else {
         // The redirect connection is gone: said once, to RESP3 clients.
         let c = st.clients.get_mut(&id).expect("looked up above");
         if !std::mem::replace(&mut c.tracking.broken_redirect, true) && proto >= 3 {

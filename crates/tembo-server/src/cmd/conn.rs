@@ -82,7 +82,7 @@ pub const COMMANDS: &[Spec] = &[
 ];
 
 fn ping(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    if a.len() <= 2 && cx.client.proto == 2 && cx.client.subscriptions() > 0 {
+    if a.len() <= 2 && cx.client.proto == 2 && cx.client.subscribed() {
         // A subscribed RESP2 client gets a message-shaped pong.
         return Ok(Reply::Array(vec![Reply::bulk("pong"), Reply::bulk(a.get(1).map_or(&[][..], |m| m))]));
     }
@@ -330,7 +330,7 @@ fn client_kill(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                     }
                     _ => return Err(CmdError::err(format!("Unknown client type '{val}'"))),
                 };
-                filters.push(Box::new(move |c| (c.subscriptions() > 0) == pubsub));
+                filters.push(Box::new(move |c| c.subscribed() == pubsub));
             } else if is(opt, "skipme") {
                 skip_me = match val.to_ascii_lowercase().as_str() {
                     "yes" => true,

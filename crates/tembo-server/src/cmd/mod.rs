@@ -38,6 +38,7 @@ mod server;
 mod sets;
 pub mod slowlog;
 mod sort;
+mod standalone;
 pub mod stream_groups;
 mod stream_info;
 mod stream_pel;
@@ -140,7 +141,7 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 30] = [
+        let families: [&'static [Spec]; 31] = [
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -163,6 +164,7 @@ pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
             sort::COMMANDS,
             scripting::COMMANDS,
             functions::COMMANDS,
+            standalone::COMMANDS,
             dump::COMMANDS,
             slowlog::COMMANDS,
             streams::COMMANDS,
@@ -272,7 +274,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
     }
-    if client.proto == 2 && client.subscriptions() > 0 && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name) {
+    if client.proto == 2 && client.subscribed() && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name) {
         if client.multi.is_some() {
             client.multi_error = true;
         }

@@ -1,4 +1,7 @@
-//! Pub/Sub: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB.
+//! Pub/Sub: SUBSCRIBE UNSUBSCRIBE PSUBSCRIBE PUNSUBSCRIBE PUBLISH PUBSUB,
+//! and sharded pub/sub (SSUBSCRIBE SUNSUBSCRIBE SPUBLISH): shard channels
+//! are a namespace of their own, as on a standalone Redis 7 (one shard);
+//! their messages are `smessage`.
 //!
 //! Messages go to subscribers in the order PUBLISH ran, after the commit of
 //! the group PUBLISH ran in (with the replies of that group), so that a
@@ -64,6 +67,33 @@ pub const COMMANDS: &[Spec] = &[
         run: publish,
     },
     Spec {
+        name: "ssubscribe",
+        arity: -2,
+        flags: PS,
+        keys: (1, -1, 1),
+        group: "pubsub",
+        summary: "Listens for messages published to shard channels.",
+        run: ssubscribe,
+    },
+    Spec {
+        name: "sunsubscribe",
+        arity: -1,
+        flags: PS,
+        keys: (1, -1, 1),
+        group: "pubsub",
+        summary: "Stops listening to shard channels (all of them without arguments).",
+        run: sunsubscribe,
+    },
+    Spec {
+        name: "spublish",
+        arity: 3,
+        flags: &["pubsub", "loading", "stale", "fast", "may_replicate"],
+        keys: (1, 1, 1),
+        group: "pubsub",
+        summary: "Posts a message to a shard channel; returns how many clients received it.",
+        run: spublish,
+    },
+    Spec {
         name: "pubsub",
         arity: -2,
         flags: &["pubsub", "loading", "stale"],
@@ -76,7 +106,7 @@ pub const COMMANDS: &[Spec] = &[
 
 /// Commands a RESP2 client may run while subscribed.
 pub const ALLOWED_SUBSCRIBED: &[&str] =
-    &["subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ping", "quit", "reset"];
+    &["subscribe", "unsubscribe", "psubscribe", "punsubscribe", "ssubscribe", "sunsubscribe", "ping", "quit", "reset"];
 
 /// `[kind, name, count]`: the confirmation of one (un)subscription.
 fn confirm(kind: &str, name: Option<&[u8]>, count: usize) -> Reply {
@@ -135,11 +165,54 @@ fn punsubscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Many(out))
 }
 
+fn ssubscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let mut out = Vec::with_capacity(a.len() - 1);
+    for ch in &a[1..] {
+        if cx.client.shard_channels.insert(ch.clone()) {
+            cx.st.pubsub.ssubscribe(cx.client.id, ch);
+        }
+        out.push(confirm("ssubscribe", Some(ch), cx.client.shard_channels.len()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn sunsubscribe(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let names: Vec<Vec<u8>> =
+        if a.len() > 1 { a[1..].to_vec() } else { cx.client.shard_channels.iter().cloned().collect() };
+    if names.is_empty() {
+        return Ok(confirm("sunsubscribe", None, 0));
+    }
+    let mut out = Vec::with_capacity(names.len());
+    for ch in names {
+        if cx.client.shard_channels.remove(&ch) {
+            cx.st.pubsub.sunsubscribe(cx.client.id, &ch);
+        }
+        out.push(confirm("sunsubscribe", Some(&ch), cx.client.shard_channels.len()));
+    }
+    Ok(Reply::Many(out))
+}
+
+fn spublish(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let subs = cx.st.pubsub.shard_subscribers(&a[1]).to_vec();
+    let mut m = Encoded {
+        msg: Reply::Push(vec![Reply::bulk("smessage"), Reply::bulk(&a[1]), Reply::bulk(&a[2])]),
+        resp2: None,
+        resp3: None,
+    };
+    let mut current = Some(&mut *cx.client);
+    let mut receivers = 0i64;
+    for id in subs {
+        receivers += deliver(cx.st, &mut current, id, &mut m) as i64;
+    }
+    Ok(Reply::Int(receivers))
+}
+
 /// Drops every subscription of the running client without replies (RESET).
 pub fn unsubscribe_all(cx: &mut Ctx) {
     cx.st.pubsub.remove_client(cx.client);
     cx.client.channels.clear();
     cx.client.patterns.clear();
+    cx.client.shard_channels.clear();
 }
 
 /// One message encoded once per protocol version, for many receivers.
@@ -246,13 +319,12 @@ fn pubsub(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     } else if is(sub, "numpat") && n == 2 {
         Ok(Reply::Int(cx.st.pubsub.pattern_count() as i64))
     } else if is(sub, "shardchannels") && n <= 3 {
-        // Sharded pub/sub (SSUBSCRIBE) is not implemented: no shard channels.
-        Ok(Reply::Array(Vec::new()))
+        Ok(Reply::bulks(cx.st.pubsub.shard_channels(a.get(2).map(|p| p.as_slice()))))
     } else if is(sub, "shardnumsub") {
         let mut out = Vec::with_capacity((n - 2) * 2);
         for ch in &a[2..] {
             out.push(Reply::bulk(ch));
-            out.push(Reply::Int(0));
+            out.push(Reply::Int(cx.st.pubsub.shard_subscribers(ch).len() as i64));
         }
         Ok(Reply::Array(out))
     } else if is(sub, "help") && n == 2 {

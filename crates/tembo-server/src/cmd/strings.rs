@@ -186,6 +186,15 @@ pub const COMMANDS: &[Spec] = &[
         run: getrange,
     },
     Spec {
+        name: "substr",
+        arity: 4,
+        flags: &["readonly"],
+        keys: (1, 1, 1),
+        group: "string",
+        summary: "SUBSTR key start end: GETRANGE's old name.",
+        run: getrange,
+    },
+    Spec {
         name: "setrange",
         arity: 4,
         flags: W,
