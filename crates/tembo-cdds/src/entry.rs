@@ -84,6 +84,13 @@ fn check(tag: u64, a: u64, b: u64, c: u64, bits: u32) -> u64 {
     }
 }
 
+/// The prefix word of `key` in a node whose keys share their first `plen`
+/// bytes: the 8 key bytes after those.
+#[inline]
+pub fn key_prefix_at(key: &[u8], plen: usize) -> u64 {
+    key_prefix(key.get(plen..).unwrap_or(&[]))
+}
+
 /// The key prefix word of `key`.
 pub fn key_prefix(key: &[u8]) -> u64 {
     let mut b = [0u8; 8];

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::entry::key_prefix;
+use crate::entry::key_prefix_at;
 use crate::error::Result;
 use crate::search;
 use crate::tree::{TreeCore, WriterState};
@@ -265,7 +265,7 @@ impl Batch<'_> {
         }
         let entries = copy.entries();
         let start = match after.as_deref() {
-            Some(k) => search::bound(self.pool, entries, k, key_prefix(k), true)?,
+            Some(k) => search::bound(self.pool, entries, k, key_prefix_at(k, copy.plen), true)?,
             None => 0,
         };
         for e in &entries[start..] {

@@ -24,7 +24,11 @@ pub const ROOT_NAME: &str = "cdds";
 pub const META_BYTES: u64 = 128;
 const MAGIC: u64 = u64::from_le_bytes(*b"CDDSTREE");
 /// 2: nodes with an order line and unsorted slots (1: sorted, shifted slots).
-const LAYOUT: u64 = 2;
+const LAYOUT: u64 = 3;
+/// The layout before leaves recorded a shared key prefix (every node's
+/// prefix length reads as 0, which layout 3 means the same way): opened and
+/// upgraded in place.
+const LAYOUT_WITHOUT_PREFIXES: u64 = 2;
 const W_VERSION: u64 = 16;
 const W_ROOT: u64 = 24;
 const W_SESSION: u64 = 32;
@@ -59,7 +63,12 @@ impl Meta {
             return Err(CddsError::NotATree(format!("bad magic in the metadata block at {off:#x}")));
         }
         let layout = pool.load_u64(off + 8)?;
-        if layout != LAYOUT {
+        if layout == LAYOUT_WITHOUT_PREFIXES {
+            // One persisted store: either value opens with this build, and
+            // from here on leaves may record prefixes older builds misread.
+            pool.store_u64(off + 8, LAYOUT)?;
+            pool.persist(off + 8, 8);
+        } else if layout != LAYOUT {
             return Err(CddsError::NotATree(format!(
                 "tree layout {layout}, this build reads layout {LAYOUT} only: open the pool with the build that wrote it, \
                  copy the data out (a scan), and load it into a pool this build creates"

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! word 0     reader version word: session:16 | counter:48 (odd = being written)
-//! word 1     NODE_MAGIC:32 | level:8   (level 0 = leaf; immutable)
+//! word 1     NODE_MAGIC:32 | plen:16 | level:8   (level 0 = leaf; immutable)
 //! words 2..5 the order line: byte 0 = n, bytes 1..=n = the used slots'
 //!            indices in (key, start) order
 //! words 6..7 zero
@@ -49,6 +49,8 @@ const NODE_MAGIC: u64 = 0xCDD5_0DE0;
 const ORDER_WORD: usize = 2;
 const ORDER_WORDS: usize = 4;
 const ALL_SLOTS: u32 = (1 << NODE_SLOTS) - 1;
+/// The longest prefix a node records (its head word has 16 bits for it).
+pub const MAX_PLEN: usize = 0xFFFF;
 
 /// Offset of slot `i` in node `node`.
 #[inline]
@@ -163,12 +165,29 @@ impl OrderLine {
     }
 }
 
+/// The level (0 = leaf) in a node's head word.
+#[inline]
+fn level_of(head: u64) -> u8 {
+    (head & 0xFF) as u8
+}
+
+/// The prefix length in a node's head word: every key the node holds or
+/// will ever be asked about shares its first `plen` bytes (the common
+/// prefix of the node's key range, fixed when the node is made), so its
+/// slots' prefix words hold key bytes `plen..plen + 8`.
+#[inline]
+fn plen_of(head: u64) -> usize {
+    ((head >> 8) & 0xFFFF) as usize
+}
+
 /// A consistent copy of a node's entries in key order, with the slot each
 /// came from. Fixed arrays: a read allocates nothing but the box.
 #[derive(Clone, Debug)]
 pub struct NodeCopy {
     /// 0 for leaves.
     pub level: u8,
+    /// Bytes every key of the node's range shares (see `plen_of`).
+    pub plen: usize,
     entries: [Entry; NODE_SLOTS],
     slots: [u8; NODE_SLOTS],
     len: usize,
@@ -180,9 +199,17 @@ pub struct NodeCopy {
 }
 
 impl NodeCopy {
-    fn empty(level: u8) -> Box<NodeCopy> {
+    fn empty(head: u64) -> Box<NodeCopy> {
         const NONE: Entry = Entry { start: 0, end: 0, moved: false, rec: 0, prefix: 0 };
-        Box::new(NodeCopy { level, entries: [NONE; NODE_SLOTS], slots: [0; NODE_SLOTS], len: 0, used: 0, dirty: false })
+        Box::new(NodeCopy {
+            level: level_of(head),
+            plen: plen_of(head),
+            entries: [NONE; NODE_SLOTS],
+            slots: [0; NODE_SLOTS],
+            len: 0,
+            used: 0,
+            dirty: false,
+        })
     }
 
     fn push(&mut self, e: Entry, slot: usize) {
@@ -239,7 +266,7 @@ pub fn level(pool: &Pool, node: u64) -> Result<u8> {
     if w >> 32 != NODE_MAGIC {
         return Err(CddsError::invariant("not a tree node (bad node magic)", node));
     }
-    Ok((w & 0xFF) as u8)
+    Ok(level_of(w))
 }
 
 /// Reads a node's version word, waiting while a writer of this session
@@ -282,7 +309,7 @@ pub fn read_checked(pool: &Pool, node: u64, session: u64, at: ReadAt<'_>) -> Res
     let buf = stable_copy(pool, node, session)?;
     let head = buf[1];
     check_magic(head, node)?;
-    let mut copy = NodeCopy::empty((head & 0xFF) as u8);
+    let mut copy = NodeCopy::empty(head);
     let mut valid = 0u32;
     let mut decoded = [Slot::Empty; NODE_SLOTS];
     for (i, d) in decoded.iter_mut().enumerate() {
@@ -373,7 +400,7 @@ fn decode_ordered(
     if !order.well_formed() {
         return Err(CddsError::invariant("malformed order line", node));
     }
-    let mut copy = NodeCopy::empty((head & 0xFF) as u8);
+    let mut copy = NodeCopy::empty(head);
     for &s in order.slots() {
         match Entry::decode_unchecked(&slot(s as usize)) {
             Slot::Valid(e) => copy.push(e, s as usize),
@@ -384,12 +411,16 @@ fn decode_ordered(
     Ok(copy)
 }
 
-/// Allocates a node of `level`, fills it with `entries` (slots 0.., in
-/// that order, which must be key order), and persists it. Nothing points
-/// to it yet.
-pub fn create(pool: &Pool, level: u8, entries: &[Entry]) -> Result<u64> {
+/// Allocates a node of `level` whose keys share their first `plen` bytes
+/// (the entries' prefix words must hold the bytes after them), fills it
+/// with `entries` (slots 0.., in that order, which must be key order), and
+/// persists it. Nothing points to it yet.
+pub fn create(pool: &Pool, level: u8, plen: usize, entries: &[Entry]) -> Result<u64> {
     if entries.len() > NODE_SLOTS {
         return Err(CddsError::invariant(format!("{} entries for one node", entries.len()), 0));
+    }
+    if plen > MAX_PLEN {
+        return Err(CddsError::invariant(format!("prefix length {plen} for one node"), 0));
     }
     let node = pool.alloc(NODE_BYTES)?;
     if node % 64 != 0 {
@@ -397,7 +428,7 @@ pub fn create(pool: &Pool, level: u8, entries: &[Entry]) -> Result<u64> {
         return Err(CddsError::invariant("allocator returned a node that is not line aligned", node));
     }
     pool.fill(node, NODE_BYTES, 0)?;
-    pool.store_u64(node + 8, NODE_MAGIC << 32 | level as u64)?;
+    pool.store_u64(node + 8, NODE_MAGIC << 32 | (plen as u64) << 8 | level as u64)?;
     for (i, e) in entries.iter().enumerate() {
         write_slot_words(pool, slot_offset(node, i), &e.encode())?;
     }
@@ -552,6 +583,7 @@ pub struct RawNode<'p> {
     version: u64,
     order: OrderLine,
     level: u8,
+    plen: usize,
 }
 
 impl<'p> RawNode<'p> {
@@ -576,7 +608,7 @@ impl<'p> RawNode<'p> {
                 }
                 check_magic(head, node)?;
             }
-            *self = RawNode { words, version: v1, order, level: (head & 0xFF) as u8 };
+            *self = RawNode { words, version: v1, order, level: level_of(head), plen: plen_of(head) };
             return Ok(());
         }
     }
@@ -592,6 +624,12 @@ impl<'p> RawNode<'p> {
     #[inline]
     pub fn level(&self) -> u8 {
         self.level
+    }
+
+    /// Bytes every key of the node's range shares (see `plen_of`).
+    #[inline]
+    pub fn plen(&self) -> usize {
+        self.plen
     }
 
     /// Entries in the node.

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::ops::Bound;
 
-use crate::entry::{key_prefix, ReadAt};
+use crate::entry::{key_prefix_at, ReadAt};
 use crate::error::{CddsError, Result};
 use crate::node;
 use crate::pins::PinGuard;
@@ -126,7 +126,7 @@ impl Iter<'_> {
                     &copy,
                     n,
                     k,
-                    key_prefix(k),
+                    key_prefix_at(k, copy.plen),
                     ReadAt { version: v, aborted: ab },
                     at_or_above,
                 )?,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tembo_pmem::Pool;
 
-use crate::entry::{key_prefix, ReadAt};
+use crate::entry::{key_prefix, key_prefix_at, ReadAt};
 use crate::error::{CddsError, Result};
 use crate::meta::{Meta, ROOT_NAME};
 use crate::node;
@@ -89,7 +89,7 @@ impl Tree {
         if pool.root(ROOT_NAME).is_some() {
             return Err(CddsError::NotATree("the pool already holds a CDDS tree; open it instead".into()));
         }
-        let root = node::create(&pool, 0, &[])?;
+        let root = node::create(&pool, 0, 0, &[])?;
         let meta = Meta::create(&pool, root)?;
         pool.set_root(ROOT_NAME, meta.off)?;
         TreeCore::finish_open(pool, meta, limits).map(Tree::wrap)
@@ -237,12 +237,13 @@ impl TreeCore {
             return self.get_checked(key, v, &ab);
         }
         let pool = &*self.pool;
-        let pfx = key_prefix(key);
+        let whole = key_prefix(key);
         let mut n = self.meta.root(pool)?;
         let mut raw = node::RawNode::default();
         let mut depth = 0;
         while depth < 64 {
             raw.load(pool, n, self.session)?;
+            let pfx = if raw.plen() == 0 { whole } else { key_prefix_at(key, raw.plen()) };
             if raw.level() == 0 {
                 let found = search::leaf_raw(pool, &raw, key, pfx, v);
                 if !raw.validate() {
@@ -272,10 +273,10 @@ impl TreeCore {
     /// copies with verified slots, aborted versions honoured.
     fn get_checked(&self, key: &[u8], v: u64, aborted: &[u64]) -> Result<Option<Vec<u8>>> {
         let pool = &*self.pool;
-        let pfx = key_prefix(key);
         let mut n = self.meta.root(pool)?;
         for _ in 0..64 {
             let copy = node::read_checked(pool, n, self.session, ReadAt { version: v, aborted })?;
+            let pfx = key_prefix_at(key, copy.plen);
             if copy.level == 0 {
                 return match search::leaf_find(pool, &copy, key, pfx, ReadAt { version: v, aborted })? {
                     Some(i) => {

@@ -5,7 +5,9 @@
 //! recovery); entries sorted by (key, start) with `start <= end`; at the
 //! current version, inner entries partition the key space (strictly
 //! increasing, the rightmost node of a level ending in the +∞ sentinel),
-//! every leaf key lies inside its parent's bounds, at most one visible
+//! every leaf key lies inside its parent's bounds, a leaf's prefix length
+//! is shared by its whole key range and its slots' prefix words hold the
+//! key bytes after it, at most one visible
 //! entry per key, every non-root node keeps a live entry; record
 //! checksums; every owned block is allocated and every allocated block is
 //! owned (or retired and waiting for readers to finish); the allocator's
@@ -42,6 +44,9 @@ pub struct TreeStats {
     pub underfull_nodes: u64,
     /// Levels of the current version (1 = a single leaf).
     pub height: u64,
+    /// Leaves of the current version whose keys share a recorded prefix
+    /// (their slots compare the key bytes after it).
+    pub prefixed_leaves: u64,
     /// Key bytes plus value bytes visible at the current version.
     pub data_bytes: u64,
     /// Bytes of nodes and records the tree owns (before allocator rounding).
@@ -108,6 +113,15 @@ impl Walk<'_> {
             self.out.stats.underfull_nodes += 1;
         }
         self.out.stats.live_entries += vis.len() as u64;
+        if copy.plen > 0 && level == 0 {
+            self.out.stats.prefixed_leaves += 1;
+        }
+        if copy.plen > crate::write::common_prefix(lo.as_deref(), hi.as_deref()) {
+            self.bad(n, format!("prefix length {} beyond what the node's key range shares", copy.plen));
+        }
+        if level > 0 && copy.plen != 0 {
+            self.bad(n, format!("inner node with prefix length {}", copy.plen));
+        }
         let mut prev: Option<Vec<u8>> = lo.clone();
         for (i, e) in vis.iter().enumerate() {
             let key = search::entry_key(self.pool, e)?;
@@ -129,6 +143,14 @@ impl Walk<'_> {
                 _ => {}
             }
             if level == 0 {
+                if let Some(k) = &key {
+                    if e.prefix != crate::entry::key_prefix_at(k, copy.plen) {
+                        self.bad(
+                            n,
+                            format!("the prefix word of key {k:?} does not hold its bytes after {}", copy.plen),
+                        );
+                    }
+                }
                 let h = record::header(self.pool, e.rec)?;
                 self.out.stats.keys += 1;
                 self.out.stats.data_bytes += h.key_len + h.word;

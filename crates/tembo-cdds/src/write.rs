@@ -13,7 +13,7 @@ use std::cmp::Ordering;
 
 use tembo_pmem::Pool;
 
-use crate::entry::{key_prefix, Entry, ReadAt, Slot, MAX_VERSION};
+use crate::entry::{key_prefix, key_prefix_at, Entry, ReadAt, Slot, MAX_VERSION};
 use crate::error::{CddsError, Result};
 use crate::node::{self, NodeCopy, NodeWriter, NODE_SLOTS};
 use crate::record;
@@ -226,7 +226,7 @@ impl<'t> Batch<'t> {
     /// The path from the root to the leaf covering `key`, and that leaf
     /// loaded for reading in place.
     fn descend(&self, key: &[u8]) -> Result<(Vec<Step>, node::RawNode<'t>)> {
-        let pfx = key_prefix(key);
+        let whole = key_prefix(key);
         let mut path = Vec::with_capacity(8);
         path.push(Step { node: self.tree.meta.root(self.pool)?, via: None });
         let mut raw = node::RawNode::default();
@@ -240,6 +240,7 @@ impl<'t> Batch<'t> {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
             }
             // The writer's own nodes cannot change under it: no validation.
+            let pfx = if raw.plen() == 0 { whole } else { key_prefix_at(key, raw.plen()) };
             let e = search::child_raw(self.pool, &raw, n, key, pfx, self.w)?;
             path.push(Step { node: search::child_of(self.pool, &e)?, via: Some(e) });
         }
@@ -249,7 +250,7 @@ impl<'t> Batch<'t> {
     /// slot, if any, and the rank a new entry for `key` (starting at `w`,
     /// after every older entry of the key) takes in the order line.
     fn leaf_position(&self, raw: &node::RawNode<'_>, leaf: u64, key: &[u8]) -> Result<(Option<(Entry, usize)>, usize)> {
-        let pfx = key_prefix(key);
+        let pfx = key_prefix_at(key, raw.plen());
         let mut i = search::bound_raw(self.pool, raw, key, pfx, false)?;
         let mut found = None;
         while i < raw.used() {
@@ -282,7 +283,7 @@ impl<'t> Batch<'t> {
         if depth > 0 && live < MIN_LIVE {
             let c = self.read(path[depth].node)?;
             let list = self.restart(&live_slots(&c, self.w));
-            self.rebalance(path, depth, list)?;
+            self.rebalance(path, depth, list, c.plen)?;
         }
         Ok(())
     }
@@ -337,7 +338,8 @@ impl<'t> Batch<'t> {
         let (path, raw) = self.descend(key)?;
         let depth = path.len() - 1;
         let leaf = path[depth].node;
-        let pfx = key_prefix(key);
+        // The leaf's slots hold the key bytes after its shared prefix.
+        let pfx = key_prefix_at(key, raw.plen());
         self.changed = true;
         if raw.used() < NODE_SLOTS {
             // The common case, done on the leaf in place (no node copy):
@@ -472,12 +474,12 @@ impl<'t> Batch<'t> {
             list.insert(idx, *a);
         }
         if depth > 0 && list.len() < MIN_LIVE {
-            let done = self.rebalance(path, depth, list.clone())?;
+            let done = self.rebalance(path, depth, list.clone(), copy.plen)?;
             if done {
                 return Ok(());
             }
         }
-        self.split(path, depth, copy.level, list)
+        self.split(path, depth, copy.level, list, copy.plen)
     }
 
     /// Copies of live entries as they start in the new version.
@@ -485,32 +487,85 @@ impl<'t> Batch<'t> {
         live.iter().map(|(_, e)| Entry::new(self.w, e.rec, e.prefix)).collect()
     }
 
-    /// Splits `list` into one or two new nodes of `level`; returns each
-    /// node with its upper-bound key (`None` for the last group: the caller's).
-    fn build(&mut self, level: u8, list: Vec<Entry>) -> Result<Vec<(u64, Option<Vec<u8>>)>> {
+    /// Splits `list` (whose prefix words are relative to `src_plen`) into
+    /// one or two new nodes of `level` covering `[lo, hi)` (`None`:
+    /// unbounded); returns each node with its upper-bound key (`None` for
+    /// the last group: the caller's). A new leaf records the prefix its key
+    /// range shares (`common_prefix`) and its slots the key bytes after it.
+    fn build(
+        &mut self,
+        level: u8,
+        list: Vec<Entry>,
+        src_plen: usize,
+        lo: Option<Vec<u8>>,
+        hi: Option<Vec<u8>>,
+    ) -> Result<Vec<(u64, Option<Vec<u8>>)>> {
         let groups: Vec<&[Entry]> = if list.len() > SPLIT_TWO {
             vec![&list[..list.len() / 2], &list[list.len() / 2..]]
         } else {
             vec![&list[..]]
         };
         let mut out = Vec::new();
+        let mut g_lo = lo;
         for (i, g) in groups.iter().enumerate() {
-            let n = node::create(self.pool, level, g)?;
-            self.allocs.push(n);
             let bound = if i + 1 < groups.len() {
                 // Leaves: the right node's first key. Inner nodes: the left
                 // node's last entry key (its child's exclusive upper bound).
                 let e = if level == 0 { &groups[i + 1][0] } else { g.last().expect("non-empty group") };
                 Some(
                     search::entry_key(self.pool, e)?
-                        .ok_or_else(|| CddsError::invariant("sentinel inside a node", n))?,
+                        .ok_or_else(|| CddsError::invariant("sentinel inside a node", self.old_root))?,
                 )
             } else {
                 None
             };
+            let g_hi = if bound.is_some() { bound.clone() } else { hi.clone() };
+            let plen = if level == 0 { common_prefix(g_lo.as_deref(), g_hi.as_deref()) } else { 0 };
+            let entries = self.rebase(g, src_plen, plen)?;
+            let n = node::create(self.pool, level, plen, &entries)?;
+            self.allocs.push(n);
+            g_lo = bound.clone();
             out.push((n, bound));
         }
         Ok(out)
+    }
+
+    /// `entries` with prefix words relative to `to` instead of `from`
+    /// (reading their keys when the two differ).
+    fn rebase(&self, entries: &[Entry], from: usize, to: usize) -> Result<Vec<Entry>> {
+        if from == to {
+            return Ok(entries.to_vec());
+        }
+        entries
+            .iter()
+            .map(|e| {
+                let h = record::header(self.pool, e.rec)?;
+                let k = record::key(self.pool, e.rec, &h)?;
+                Ok(Entry { prefix: key_prefix_at(k, to), ..*e })
+            })
+            .collect()
+    }
+
+    /// The key range `[lo, hi)` of node `path[depth]` at `w` (`None`:
+    /// unbounded): its parent entry's key above, the previous visible
+    /// entry's below (the parent's own lower bound for a first child).
+    fn range_of(&self, path: &[Step], depth: usize) -> Result<KeyRange> {
+        match path[depth].via {
+            None => Ok((None, None)),
+            Some(via) => self.range_of_child(path, depth - 1, &via),
+        }
+    }
+
+    /// The key range of the child that entry `via` of node `path[pd]` names.
+    fn range_of_child(&self, path: &[Step], pd: usize, via: &Entry) -> Result<KeyRange> {
+        let hi = search::entry_key(self.pool, via)?;
+        let parent = path[pd].node;
+        let pcopy = self.read(parent)?;
+        let vis: Vec<&Entry> = pcopy.entries().iter().filter(|e| e.visible_at(self.w, &[])).collect();
+        let j =
+            vis.iter().position(|e| **e == *via).ok_or_else(|| CddsError::invariant("child entry missing", parent))?;
+        let lo = if j > 0 { search::entry_key(self.pool, vis[j - 1])? } else { self.range_of(path, pd)?.0 };
+        Ok((lo, hi))
     }
 
     /// Parent entries for new nodes: inner records with their bounds, the
@@ -531,9 +586,10 @@ impl<'t> Batch<'t> {
     /// node is not written: ending the parent's entry for it hides it from
     /// every version from `w` on, and its entries live at `w` stay as they
     /// are — their records now belong to the copies (see [`is_owner`]).
-    fn split(&mut self, path: &[Step], depth: usize, level: u8, list: Vec<Entry>) -> Result<()> {
+    fn split(&mut self, path: &[Step], depth: usize, level: u8, list: Vec<Entry>, src_plen: usize) -> Result<()> {
         let n = path[depth].node;
-        let built = self.build(level, list)?;
+        let (lo, hi) = if level == 0 { self.range_of(path, depth)? } else { (None, None) };
+        let built = self.build(level, list, src_plen, lo, hi)?;
         match path[depth].via {
             Some(via) => {
                 let last = search::entry_key(self.pool, &via)?;
@@ -550,7 +606,7 @@ impl<'t> Batch<'t> {
                 let mut entries = self.parent_entries(built, None)?;
                 let at = entries.len() - 1;
                 entries.insert(at, old);
-                let root = node::create(self.pool, level + 1, &entries)?;
+                let root = node::create(self.pool, level + 1, 0, &entries)?;
                 self.allocs.push(root);
                 self.tree.meta.set_root(self.pool, root)
             }
@@ -559,8 +615,9 @@ impl<'t> Batch<'t> {
 
     /// Node `path[depth]` is left with `list` live entries (fewer than ml):
     /// rebuild it together with a sibling into one or two new nodes. Returns
-    /// `false` (doing nothing) when the node has no sibling.
-    fn rebalance(&mut self, path: &[Step], depth: usize, list: Vec<Entry>) -> Result<bool> {
+    /// `false` (doing nothing) when the node has no sibling. `list`'s
+    /// prefix words are relative to `plen`, the node's.
+    fn rebalance(&mut self, path: &[Step], depth: usize, list: Vec<Entry>, plen: usize) -> Result<bool> {
         let n = path[depth].node;
         let via = path[depth].via.ok_or_else(|| CddsError::invariant("rebalance at the root", n))?;
         let parent = path[depth - 1].node;
@@ -582,10 +639,21 @@ impl<'t> Batch<'t> {
         }
         let scopy = self.read(sib)?;
         let slive = live_slots(&scopy, self.w);
-        let slist = self.restart(&slive);
-        let combined = if sib_right { [list, slist].concat() } else { [slist, list].concat() };
+        let slist = self.rebase(&self.restart(&slive), scopy.plen, plen)?;
         let level = scopy.level;
-        let built = self.build(level, combined)?;
+        let (lo, hi) = if level == 0 {
+            let (n_lo, n_hi) = self.range_of(path, depth)?;
+            let (s_lo, s_hi) = self.range_of_child(path, depth - 1, &sib_via)?;
+            if sib_right {
+                (n_lo, s_hi)
+            } else {
+                (s_lo, n_hi)
+            }
+        } else {
+            (None, None)
+        };
+        let combined = if sib_right { [list, slist].concat() } else { [slist, list].concat() };
+        let built = self.build(level, combined, plen, lo, hi)?;
         let right_via = if sib_right { sib_via } else { via };
         let last = search::entry_key(self.pool, &right_via)?;
         let adds = self.parent_entries(built, last)?;
@@ -672,6 +740,18 @@ impl<'t> Batch<'t> {
 }
 
 /// The entries of `copy` visible at `w`, with their slots.
+/// A key range `[lo, hi)`; `None` is unbounded.
+type KeyRange = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// How many leading bytes every key in `[lo, hi)` shares: the common prefix
+/// of the two bounds (none when either is unbounded).
+pub(crate) fn common_prefix(lo: Option<&[u8]>, hi: Option<&[u8]>) -> usize {
+    match (lo, hi) {
+        (Some(a), Some(b)) => a.iter().zip(b).take_while(|(x, y)| x == y).count().min(node::MAX_PLEN),
+        _ => 0,
+    }
+}
+
 pub(crate) fn live_slots(copy: &NodeCopy, w: u64) -> Vec<(usize, Entry)> {
     let mut live = Vec::with_capacity(copy.entries().len());
     live.extend(
