@@ -520,7 +520,10 @@ impl<'t> Batch<'t> {
                 None
             };
             let g_hi = if bound.is_some() { bound.clone() } else { hi.clone() };
-            let plen = if level == 0 { common_prefix(g_lo.as_deref(), g_hi.as_deref()) } else { 0 };
+            let shared = if level == 0 { common_prefix(g_lo.as_deref(), g_hi.as_deref()) } else { 0 };
+            // A short shared prefix leaves enough varying bytes in the
+            // prefix words: recording it would only cost rebases.
+            let plen = if shared >= MIN_PLEN { shared } else { 0 };
             let entries = self.rebase(g, src_plen, plen)?;
             let n = node::create(self.pool, level, plen, &entries)?;
             self.allocs.push(n);
@@ -740,6 +743,12 @@ impl<'t> Batch<'t> {
 }
 
 /// The entries of `copy` visible at `w`, with their slots.
+/// The shortest shared prefix a leaf records: with fewer shared bytes its
+/// keys' prefix words still differ in at least 5 bytes (random keys share
+/// 1–2 at a million keys), so recording it would buy nothing and cost a
+/// rebase of the moved entries whenever it changes.
+const MIN_PLEN: usize = 4;
+
 /// A key range `[lo, hi)`; `None` is unbounded.
 type KeyRange = (Option<Vec<u8>>, Option<Vec<u8>>);
 
