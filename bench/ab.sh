@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A/B of two tembo builds on the same machine, interleaved so that the
+# machine's drift hits both alike (the order alternates every round):
+#
+#   bench/ab.sh BEFORE_BIN AFTER_BIN [ROUNDS]
+#   AB_PARTS="server" bench/ab.sh ...        (a subset of: ycsb micro server)
+#
+# Runs, per round and binary: `tembo bench ycsb` (cdds only, 100k records
+# of 1,000 B, 100k operations, workloads A-F), `tembo bench micro` (1M
+# random 25-byte keys x 256 B) and, when redis-benchmark is installed,
+# `redis-benchmark -P 16` against `tembo serve`. Prints the medians of the
+# rounds and after/before. How the engine's prefix truncation was measured
+# (docs/results/bench.md, "Session 12").
+set -euo pipefail
+BEFORE=$(realpath "$1"); AFTER=$(realpath "$2"); ROUNDS=${3:-3}
+OUT=$(mktemp -d /tmp/tembo-ab.XXXXXX)
+serve_bench() { # BIN OUTFILE
+  local dir; dir=$(mktemp -d /dev/shm/tembo-ab.XXXXXX)
+  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$1" serve --port "$port" --pool "$dir/p.pool" --loglevel warn >"$dir/log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-benchmark -p "$port" -t set,get,incr,lpush,hset,zadd -n 200000 -r 200000 -d 256 -c 50 -P 16 --csv >"$2" 2>/dev/null
+  kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
+}
+PARTS=${AB_PARTS:-ycsb micro server}
+one() { # BIN LABEL ROUND
+  case " $PARTS " in *" ycsb "*)
+    "$1" bench ycsb --records 100000 --ops 100000 --runs 1 --targets cdds --json "$OUT/ycsb-$2-$3.json" >/dev/null 2>&1 ;;
+  esac
+  case " $PARTS " in *" micro "*)
+    "$1" bench micro --keys 1000000 --value-bytes 256 --runs 1 --targets cdds --json "$OUT/micro-$2-$3.json" >/dev/null 2>&1 ;;
+  esac
+  case " $PARTS " in *" server "*)
+    if command -v redis-benchmark >/dev/null; then serve_bench "$1" "$OUT/server-$2-$3.csv"; fi ;;
+  esac
+}
+for r in $(seq "$ROUNDS"); do
+  echo "round $r of $ROUNDS" >&2
+  if [ $((r % 2)) = 1 ]; then one "$BEFORE" before "$r"; one "$AFTER" after "$r"
+  else one "$AFTER" after "$r"; one "$BEFORE" before "$r"; fi
+done
+python3 - "$OUT" "$ROUNDS" <<'PY'
+import csv, glob, json, os, statistics, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+def phases(f):
+    return {p["phase"]: p["per_s"] for p in json.load(open(f))["targets"][0]["phases"]}
+def server(f):
+    return {row[0]: float(row[1]) for row in csv.reader(open(f)) if row[0] != "test"}
+for kind, read, ext in (("ycsb", phases, "json"), ("micro", phases, "json"), ("server", server, "csv")):
+    b = [read(f"{out}/{kind}-before-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-before-{r}.{ext}")]
+    a = [read(f"{out}/{kind}-after-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-after-{r}.{ext}")]
+    if not b or not a:
+        continue
+    print(f"\n| {kind} | before/s | after/s | after / before |\n|---|---:|---:|---:|")
+    for k in b[0]:
+        mb, ma = statistics.median(x[k] for x in b), statistics.median(x[k] for x in a)
+        print(f"| {k} | {mb:,.0f} | {ma:,.0f} | {ma / mb:.2f}x |")
+print(f"\n(raw runs in {out})")
+PY
