@@ -45,6 +45,14 @@ fn del(map: &mut HashMap<Vec<u8>, Vec<u64>>, name: &[u8], id: u64) {
     }
 }
 
+/// The names in `map` matching glob `pattern` (all if `None`), sorted.
+fn matching(map: &HashMap<Vec<u8>, Vec<u64>>, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> =
+        map.keys().filter(|c| pattern.map_or(true, |p| crate::cmd::args::glob(p, c, false))).cloned().collect();
+    out.sort();
+    out
+}
+
 impl Index {
     /// Client `id` subscribes to `channel`.
     pub fn subscribe(&mut self, id: u64, channel: &[u8]) {
@@ -83,14 +91,7 @@ impl Index {
 
     /// Active shard channels matching `pattern` (all if `None`).
     pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
-        let mut out: Vec<Vec<u8>> = self
-            .shards
-            .keys()
-            .filter(|c| pattern.map_or(true, |p| crate::cmd::args::glob(p, c, false)))
-            .cloned()
-            .collect();
-        out.sort();
-        out
+        matching(&self.shards, pattern)
     }
 
     /// Forgets every subscription of client `c`.
@@ -132,14 +133,7 @@ impl Index {
 
     /// Active channels matching `pattern` (all if `None`).
     pub fn channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
-        let mut out: Vec<Vec<u8>> = self
-            .channels
-            .keys()
-            .filter(|c| pattern.map_or(true, |p| crate::cmd::args::glob(p, c, false)))
-            .cloned()
-            .collect();
-        out.sort();
-        out
+        matching(&self.channels, pattern)
     }
 
     /// Rebuilds the index from the clients' own subscriptions.
