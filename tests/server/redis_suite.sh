@@ -27,7 +27,8 @@ if [ ${#UNITS[@]} -eq 0 ]; then
   UNITS=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/set unit/type/zset
     unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/dump unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
-    unit/protocol unit/quit unit/tracking unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog)
+    unit/protocol unit/quit unit/tracking unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog
+    unit/other unit/tembo-acl unit/tembo-acl-v2)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
@@ -60,6 +61,18 @@ fi
 # Earlier versions of this script ran scripting.tcl's EVAL half only: undo
 # that edit in a kept source tree.
 sed -i 's/^foreach is_eval {1} {/foreach is_eval {0 1} {/' "$SRC/tests/unit/scripting.tcl"
+
+# Redis tags its ACL units external:skip, though their first server block
+# needs nothing an external server lacks. Copies of that block run here
+# as unit/tembo-acl and unit/tembo-acl-v2, with the tag removed and the
+# lines that call MIGRATE (not implemented) left out; the later blocks
+# restart Redis with config files and stay out.
+acl_copy() { # source, last line of its first server block, copy
+  sed -n "1,${2}p" "$SRC/tests/unit/$1" | sed 's/tags {"acl external:skip"}/tags {"acl"}/' | grep -v MIGRATE \
+    >"$SRC/tests/unit/$3"
+}
+acl_copy acl.tcl "$(grep -n '^}' "$SRC/tests/unit/acl.tcl" | head -1 | cut -d: -f1)" tembo-acl.tcl
+acl_copy acl-v2.tcl "$(grep -n '^}' "$SRC/tests/unit/acl-v2.tcl" | head -1 | cut -d: -f1)" tembo-acl-v2.tcl
 
 # --- a server on a fresh pool per unit (units change settings and leave keys) -------
 POOLDIR=$(mktemp -d /dev/shm/tembo-redis-suite.XXXXXX 2>/dev/null || mktemp -d)

@@ -63,6 +63,8 @@ pub struct Client {
     pub proto: u8,
     /// Whether AUTH succeeded (or no password is set).
     pub authed: bool,
+    /// The ACL user the client runs as (`default` until AUTH names another).
+    pub user: String,
     /// Commands queued after MULTI.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A command failed to queue: EXEC must abort.
@@ -123,6 +125,7 @@ impl Client {
             db: 0,
             proto: 2,
             authed,
+            user: "default".into(),
             multi: None,
             multi_error: false,
             watching: Vec::new(),
@@ -188,7 +191,7 @@ impl Client {
         }
         let age = self.since.elapsed().as_secs();
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -200,6 +203,7 @@ impl Client {
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
             self.conn.pending(),
             self.last_cmd,
+            self.user,
             if self.tracking.on { self.tracking.redirect as i64 } else { -1 },
             self.proto,
             self.lib.0.as_deref().unwrap_or(""),

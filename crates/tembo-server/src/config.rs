@@ -42,6 +42,16 @@ pub struct Config {
     pub proto_max_bulk_len: usize,
     /// Largest unparsed input a client may have buffered (bytes).
     pub client_query_buffer_limit: usize,
+    /// ACL users, one `name modifiers…` string each, as after Redis's
+    /// `user` directive (e.g. `"alice on >secret ~app:* +@read"`).
+    pub users: Vec<String>,
+    /// The ACL file that ACL LOAD reads and ACL SAVE writes; users are
+    /// loaded from it at start (empty: none, users come from `users`).
+    pub aclfile: String,
+    /// Channels a new ACL user may use: `resetchannels` (none) or `allchannels`.
+    pub acl_pubsub_default: String,
+    /// Most entries ACL LOG keeps.
+    pub acllog_max_len: usize,
 }
 
 impl Default for Config {
@@ -61,6 +71,10 @@ impl Default for Config {
             allow_unprotected: false,
             proto_max_bulk_len: 512 << 20,
             client_query_buffer_limit: 1 << 30,
+            users: Vec::new(),
+            aclfile: String::new(),
+            acl_pubsub_default: "resetchannels".into(),
+            acllog_max_len: 128,
         }
     }
 }
@@ -109,6 +123,18 @@ impl Config {
                 self.loglevel
             )));
         }
+        if !["resetchannels", "allchannels"].contains(&self.acl_pubsub_default.as_str()) {
+            return Err(ConfigError::Invalid(format!(
+                "acl_pubsub_default must be resetchannels or allchannels (not {:?})",
+                self.acl_pubsub_default
+            )));
+        }
+        if !self.users.is_empty() && !self.aclfile.is_empty() {
+            return Err(ConfigError::Invalid(
+                "users and aclfile cannot both be set: keep the users in the ACL file".into(),
+            ));
+        }
+        crate::acl::Acl::from_config(self).map_err(|e| ConfigError::Invalid(format!("ACL: {e}")))?;
         let ip: IpAddr = self
             .bind
             .parse()

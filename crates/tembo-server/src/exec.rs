@@ -133,6 +133,8 @@ pub struct State {
     /// Clients as they were before the current group changed them, restored
     /// if its commit fails.
     saved: HashMap<u64, Client>,
+    /// Users and their permissions (ACL).
+    pub acl: crate::acl::Acl,
 }
 
 /// One command's view: the state and the client running it.
@@ -160,6 +162,9 @@ pub enum OpenError {
     /// The pool's server data is in a key layout this build does not read.
     #[error("{0}")]
     Layout(String),
+    /// The `user` lines of the config or the `aclfile` cannot be loaded.
+    #[error("ACL: {0}")]
+    Acl(String),
 }
 
 impl State {
@@ -201,7 +206,9 @@ impl State {
             outbox: Vec::new(),
             resume: VecDeque::new(),
             saved: HashMap::new(),
+            acl: crate::acl::Acl::new(""),
         };
+        st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.check_layout()?;
         st.load_gens()?;
         st.count_keys()?;
@@ -337,7 +344,7 @@ impl State {
                 Msg::Connect(c) => {
                     self.stats.connections += 1;
                     let mut c = (**c).clone();
-                    c.authed = self.cfg.requirepass.is_empty();
+                    c.authed = self.acl.default_authenticates();
                     self.clients.insert(c.id, c);
                 }
                 Msg::Disconnect(id) => self.disconnect(*id),

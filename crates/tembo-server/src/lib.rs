@@ -30,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acl;
 mod background;
 mod blocking;
 mod client;
@@ -155,6 +156,7 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
     let mut state = exec::State::new(db, cfg.clone(), shared.clone()).map_err(|e| match e {
         exec::OpenError::Db(e) => pool_err(e),
         exec::OpenError::Layout(why) => ServeError::Layout { path: cfg.pool.clone(), why },
+        exec::OpenError::Acl(why) => ServeError::Config(crate::config::ConfigError::Invalid(format!("ACL: {why}"))),
     })?;
     state.config_file = config_file.map(|p| p.display().to_string()).unwrap_or_default();
     log::info!(

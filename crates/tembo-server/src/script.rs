@@ -210,9 +210,10 @@ end
 "#;
 
 const INSTALL: &str = r#"
-return function(pc, setresp)
+return function(pc, setresp, acl_check)
   redis.pcall = pc
   redis.setresp = setresp
+  redis.acl_check_cmd = acl_check
   redis.call = function(...)
     local r = pc(...)
     if type(r) == 'table' and r.err ~= nil then error(r, 2) end
@@ -414,7 +415,11 @@ impl Engine {
                 }
                 _ => Err(mlua::Error::RuntimeError("RESP version must be 2 or 3.".into())),
             })?;
-            self.install.call::<()>((pcall, setresp))?;
+            let acl_check = scope.create_function(|_, args: Variadic<Value>| {
+                let cx = cx.borrow();
+                acl_check_cmd(&cx, &args)
+            })?;
+            self.install.call::<()>((pcall, setresp, acl_check))?;
             run.wrapper.call::<(bool, Value)>((run.callee, keys, argv))
         });
         self.deadline.set(None);
@@ -484,6 +489,23 @@ fn bytes_text(v: &Value) -> String {
     }
 }
 
+/// `redis.acl_check_cmd(command, args…)`: whether the script's user may
+/// run that call (nothing is logged).
+fn acl_check_cmd(cx: &Ctx, args: &[Value]) -> mlua::Result<bool> {
+    let invalid = || mlua::Error::RuntimeError("Invalid command passed to redis.acl_check_cmd()".into());
+    let argv = args
+        .iter()
+        .map(|a| match a {
+            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::Integer(n) => Ok(n.to_string().into_bytes()),
+            Value::Number(f) => Ok(number_text(*f).into_bytes()),
+            _ => Err(mlua::Error::RuntimeError("Lua redis lib command arguments must be strings or integers".into())),
+        })
+        .collect::<mlua::Result<Vec<Vec<u8>>>>()?;
+    let spec = argv.first().and_then(|name| cmd::spec(name)).ok_or_else(invalid)?;
+    Ok(cx.st.acl.check(&cx.client.user, spec, &argv).is_ok())
+}
+
 /// `redis.pcall`'s body: checks and runs one command.
 fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     let mut argv = Vec::with_capacity(args.len());
@@ -513,6 +535,10 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     }
     if read_only && spec.flags.contains(&"write") {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
+    }
+    if let Err(e) = cmd::acl_check(cx.st, cx.client, spec, &argv, "lua") {
+        let msg = e.0.strip_prefix("NOPERM ").unwrap_or(&e.0);
+        return Reply::Error(format!("NOPERM ACL failure in script: {msg}"));
     }
     // Blocking commands answer at once inside a script, as in Redis.
     let no_block = std::mem::replace(&mut cx.client.no_block, true);

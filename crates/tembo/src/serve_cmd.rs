@@ -12,7 +12,7 @@ use tembo_server::Config;
 pub struct ServeArgs {
     /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, mode, engine, requirepass,
     /// maxclients, databases, loglevel, allow_unprotected, proto_max_bulk_len,
-    /// client_query_buffer_limit)
+    /// client_query_buffer_limit, users, aclfile, acl_pubsub_default, acllog_max_len)
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1]
@@ -43,6 +43,14 @@ pub struct ServeArgs {
     /// Password clients must give with AUTH or HELLO
     #[arg(long)]
     requirepass: Option<String>,
+    /// An ACL user, as after Redis's `user` directive: a name and its rules, e.g.
+    /// --user "alice on >secret ~app:* +@read"; repeat for more users
+    #[arg(long = "user", value_name = "RULES")]
+    users: Vec<String>,
+    /// ACL file that ACL LOAD reads and ACL SAVE writes (one `user …` line per
+    /// user); its users are loaded at start
+    #[arg(long)]
+    aclfile: Option<String>,
     /// Most simultaneous clients [default: 10000]
     #[arg(long)]
     maxclients: Option<usize>,
@@ -86,6 +94,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if let Some(v) = args.requirepass {
         cfg.requirepass = v;
+    }
+    if !args.users.is_empty() {
+        cfg.users = args.users;
+    }
+    if let Some(v) = args.aclfile {
+        cfg.aclfile = v;
     }
     if let Some(v) = args.maxclients {
         cfg.maxclients = v;

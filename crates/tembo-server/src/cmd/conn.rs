@@ -97,23 +97,23 @@ fn echo(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::bulk(&a[1]))
 }
 
-/// The default user has no password unless `requirepass` sets one; there are no other users.
+/// Authenticates the client as `user` (the default user when `None`,
+/// AUTH's one-argument form); a failure is logged in ACL LOG.
 fn check_password(cx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
-    let default_user = user.map_or(true, |u| u == b"default");
-    if cx.st.cfg.requirepass.is_empty() {
-        if user.is_none() {
-            return Err(CmdError::err(
-                "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
-            ));
-        }
-        if default_user {
-            cx.client.authed = true;
-            return Ok(());
-        }
-    } else if default_user && pass == cx.st.cfg.requirepass.as_bytes() {
+    if user.is_none() && cx.st.acl.user("default").is_some_and(|u| u.nopass) {
+        return Err(CmdError::err(
+            "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
+        ));
+    }
+    let name = user.map_or_else(|| "default".to_string(), |u| String::from_utf8_lossy(u).into_owned());
+    if cx.st.acl.authenticate(&name, pass) {
         cx.client.authed = true;
+        cx.client.user = name;
         return Ok(());
     }
+    let context = if cx.client.multi.is_some() { "multi" } else { "toplevel" };
+    let info = cx.client.info_line();
+    cx.st.acl.log.add("auth", context, b"AUTH".to_vec(), &name, info);
     Err(CmdError("WRONGPASS invalid username-password pair or user is disabled.".into()))
 }
 
@@ -199,7 +199,8 @@ fn reset(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     let id = cx.client.id;
     cx.st.monitors.retain(|&m| m != id);
     cx.client.name = None;
-    cx.client.authed = cx.st.cfg.requirepass.is_empty();
+    cx.client.authed = cx.st.acl.default_authenticates();
+    cx.client.user = "default".into();
     super::client_tracking::disable(cx);
     Ok(Reply::Simple("RESET".into()))
 }

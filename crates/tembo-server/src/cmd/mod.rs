@@ -13,6 +13,7 @@ use crate::exec::{now_ms, Ctx, State};
 use crate::resp::Reply;
 use crate::store::StoreError;
 
+mod acl;
 pub mod args;
 pub use server::{inert_value, INERT};
 mod bits;
@@ -141,7 +142,8 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 31] = [
+        let families: [&'static [Spec]; 32] = [
+            acl::COMMANDS,
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -274,6 +276,13 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         return Reply::Error("NOAUTH Authentication required.".into());
     }
+    if let Err(e) = acl_check(st, client, spec, args, if client.multi.is_some() { "multi" } else { "toplevel" }) {
+        st.stats.errors += 1;
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(e.0);
+    }
     if client.proto == 2 && client.subscribed() && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name) {
         if client.multi.is_some() {
             client.multi_error = true;
@@ -303,6 +312,25 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         client.tracking.caching = None;
     }
     reply
+}
+
+/// Checks `client`'s ACL permissions for a call (AUTH, HELLO and the
+/// other commands allowed before authentication always pass); a refusal
+/// is logged with `context` (`toplevel`, `multi`, `lua`).
+pub fn acl_check(
+    st: &mut State,
+    client: &Client,
+    spec: &Spec,
+    args: &[Vec<u8>],
+    context: &'static str,
+) -> Result<(), CmdError> {
+    if NO_AUTH.contains(&spec.name) {
+        return Ok(());
+    }
+    st.acl.check(&client.user, spec, args).map_err(|denied| {
+        st.acl.log.add(denied.reason(), context, denied.object(), &client.user, client.info_line());
+        CmdError(denied.error())
+    })
 }
 
 /// Subcommands checked before a command runs or is queued, as Redis's
@@ -376,8 +404,22 @@ fn unknown_command(args: &[Vec<u8>]) -> CmdError {
     ))
 }
 
-/// Container commands' subcommands, as CLIENT LIST's `cmd=` names them.
+/// Container commands' subcommands, as CLIENT LIST's `cmd=` and the ACL
+/// rules (`+client|id`) name them.
 const SUBCOMMANDS: &[&str] = &[
+    "acl|cat",
+    "acl|deluser",
+    "acl|dryrun",
+    "acl|genpass",
+    "acl|getuser",
+    "acl|help",
+    "acl|list",
+    "acl|load",
+    "acl|log",
+    "acl|save",
+    "acl|setuser",
+    "acl|users",
+    "acl|whoami",
     "script|load",
     "script|exists",
     "script|flush",
@@ -398,6 +440,10 @@ const SUBCOMMANDS: &[&str] = &[
     "client|help",
     "client|no-evict",
     "client|reply",
+    "client|tracking",
+    "client|caching",
+    "client|getredir",
+    "client|trackinginfo",
     "config|get",
     "config|set",
     "config|resetstat",
@@ -419,17 +465,20 @@ const SUBCOMMANDS: &[&str] = &[
     "memory|stats",
     "memory|purge",
     "memory|help",
-    "debug|sleep",
-    "debug|object",
-    "debug|reload",
-    "debug|set-active-expire",
-    "debug|protocol",
+    "function|load",
+    "function|delete",
     "function|flush",
     "function|list",
     "function|stats",
+    "function|dump",
+    "function|restore",
+    "function|kill",
+    "function|help",
     "pubsub|channels",
     "pubsub|numsub",
     "pubsub|numpat",
+    "pubsub|shardchannels",
+    "pubsub|shardnumsub",
     "pubsub|help",
     "xgroup|create",
     "xgroup|setid",
@@ -443,24 +492,30 @@ const SUBCOMMANDS: &[&str] = &[
     "xinfo|help",
 ];
 
+/// Commands whose first argument names a subcommand.
+const CONTAINERS: &[&str] = &[
+    "acl", "client", "config", "command", "object", "memory", "function", "pubsub", "script", "slowlog", "xgroup",
+    "xinfo",
+];
+
+/// Whether `name` is a container command (its first argument a subcommand).
+pub fn is_container(name: &str) -> bool {
+    CONTAINERS.contains(&name)
+}
+
+/// The known subcommands of container `name` (empty for other commands).
+pub fn subcommands_of(name: &str) -> Vec<&'static str> {
+    SUBCOMMANDS.iter().filter_map(|full| full.strip_prefix(name).and_then(|rest| rest.strip_prefix('|'))).collect()
+}
+
+/// The subcommand of a call of container `spec`, when it is a known one.
+pub fn subcommand(spec: &Spec, args: &[Vec<u8>]) -> Option<&'static str> {
+    full_name(spec, args).split_once('|').map(|(_, sub)| sub)
+}
+
 /// `name` or, for a container command with a known subcommand, `name|sub`.
-fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
-    let container = matches!(
-        spec.name,
-        "client"
-            | "config"
-            | "command"
-            | "object"
-            | "memory"
-            | "debug"
-            | "function"
-            | "pubsub"
-            | "script"
-            | "slowlog"
-            | "xgroup"
-            | "xinfo"
-    );
-    let Some(sub) = args.get(1).filter(|_| container) else { return spec.name };
+pub fn full_name(spec: &Spec, args: &[Vec<u8>]) -> &'static str {
+    let Some(sub) = args.get(1).filter(|_| is_container(spec.name)) else { return spec.name };
     let n = spec.name.len();
     SUBCOMMANDS
         .iter()

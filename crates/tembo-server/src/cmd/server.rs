@@ -174,7 +174,9 @@ fn info_of(s: &Spec) -> Reply {
         Reply::Int(s.keys.0 as i64),
         Reply::Int(s.keys.1 as i64),
         Reply::Int(s.keys.2 as i64),
-        Reply::Set(vec![Reply::Simple(format!("@{}", s.group.replace('-', "")))]),
+        Reply::Set(
+            crate::acl::category::names(crate::acl::category::of(s, None)).into_iter().map(Reply::Simple).collect(),
+        ),
         Reply::Set(vec![]),
         Reply::Array(vec![]),
         Reply::Array(vec![]),
@@ -274,6 +276,9 @@ fn params(cx: &Ctx) -> Vec<(String, String)> {
         ("bind".to_string(), c.bind.clone()),
         ("port".into(), c.port.to_string()),
         ("requirepass".into(), c.requirepass.clone()),
+        ("aclfile".into(), c.aclfile.clone()),
+        ("acllog-max-len".into(), c.acllog_max_len.to_string()),
+        ("acl-pubsub-default".into(), c.acl_pubsub_default.clone()),
         ("maxclients".into(), cx.st.shared.maxclients().to_string()),
         ("databases".into(), c.databases.to_string()),
         ("loglevel".into(), c.loglevel.clone()),
@@ -392,7 +397,25 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
     let bad = |why: &str| CmdError::err(format!("CONFIG SET failed (possibly related to argument '{name}') - {why}"));
     let num = |v: &str| crate::size::parse(v).ok_or_else(|| bad("argument couldn't be parsed into an integer"));
     match name {
-        "requirepass" => cx.st.cfg.requirepass = value.to_string(),
+        "requirepass" => {
+            cx.st.cfg.requirepass = value.to_string();
+            cx.st.acl.set_requirepass(value);
+        }
+        "acllog-max-len" => {
+            let n: i64 = value.parse().map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+            cx.st.cfg.acllog_max_len = n.max(0) as usize;
+            cx.st.acl.log.max_len = cx.st.cfg.acllog_max_len;
+            cx.st.acl.log.trim();
+        }
+        "acl-pubsub-default" => {
+            let all = match value.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => return Err(bad("argument(s) must be one of the following: allchannels, resetchannels")),
+            };
+            cx.st.cfg.acl_pubsub_default = if all { "allchannels" } else { "resetchannels" }.into();
+            cx.st.acl.pubsub_all = all;
+        }
         "maxclients" => cx.st.shared.set_maxclients(num(value)?.max(1) as usize),
         "proto-max-bulk-len" => cx.st.shared.set_max_bulk(num(value)?.max(1024 * 1024) as usize),
         "client-query-buffer-limit" => cx.st.shared.set_query_limit(num(value)?.max(1024 * 1024) as usize),

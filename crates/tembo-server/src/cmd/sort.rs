@@ -157,6 +157,13 @@ fn sort_ro(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn run(cx: &mut Ctx, a: &[Vec<u8>], read_only: bool) -> CmdResult {
     let mut req = parse(a, read_only)?;
+    // BY and GET patterns read keys no ACL check saw: they need a user
+    // who may read every key, as in Redis.
+    let patterned_by = req.by.as_ref().is_some_and(|_| !req.dont_sort);
+    if (patterned_by || !req.gets.is_empty()) && !cx.st.acl.reads_all_keys(&cx.client.user) {
+        let what = if patterned_by { "BY" } else { "GET" };
+        return Err(CmdError::err(format!("{what} option of SORT denied due to insufficient ACL permissions.")));
+    }
     let (kind, mut items) = elements(cx, &a[1])?.unwrap_or((Kind::List, Vec::new()));
     // An unsorted set would come out in storage order; Redis sorts it by
     // bytes when the result is stored, and so does Tembo.

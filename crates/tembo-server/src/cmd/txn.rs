@@ -83,6 +83,11 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     for args in queue {
         // Queued commands were looked up when they were queued.
         let Some(spec) = spec(&args[0]) else { continue };
+        // Permissions may have changed since the command was queued.
+        if let Err(e) = super::acl_check(cx.st, cx.client, spec, &args, "multi") {
+            replies.push(Reply::Error(e.0));
+            continue;
+        }
         replies.push(run(cx.st, cx.client, spec, &args));
         if cx.st.torn {
             // None of the transaction is applied: say so for all of it.
