@@ -537,8 +537,15 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
         return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
     }
     if let Err(e) = cmd::acl_check(cx.st, cx.client, spec, &argv, "lua") {
-        let msg = e.0.strip_prefix("NOPERM ").unwrap_or(&e.0);
-        return Reply::Error(format!("NOPERM ACL failure in script: {msg}"));
+        // Redis 7.0's words for a refusal inside a script.
+        let what = if e.0.contains("keys") {
+            "access at least one of the keys mentioned in the command"
+        } else if e.0.contains("channels") {
+            "publish to the channel mentioned in the command"
+        } else {
+            "run this command or subcommand"
+        };
+        return Reply::Error(format!("ERR The user executing the script can't {what}"));
     }
     // Blocking commands answer at once inside a script, as in Redis.
     let no_block = std::mem::replace(&mut cx.client.no_block, true);

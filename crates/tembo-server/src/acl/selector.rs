@@ -181,7 +181,12 @@ impl Selector {
             }
             let bit = category::bit(cat).ok_or_else(|| UNKNOWN.to_string())?;
             let target = Target::Category(bit, cat.to_string());
-            self.rules.retain(|r| r.target != target);
+            // A category rule overrides first-argument rules of its commands
+            // (so that those can be listed last, as Redis lists them).
+            self.rules.retain(|r| match &r.target {
+                Target::FirstArg(c, _) => cmd::spec(c.as_bytes()).map_or(true, |s| category::of(s, None) & bit == 0),
+                other => *other != target,
+            });
             self.rules.push(Rule { allow, target });
             return Ok(());
         }
@@ -262,7 +267,8 @@ impl Selector {
     /// The command rules as ACL GETUSER shows them (`+@all -debug +debug|digest`).
     pub fn describe_commands(&self) -> String {
         let mut out = String::from(if self.all_commands { "+@all" } else { "-@all" });
-        for r in &self.rules {
+        let first_args = |r: &&Rule| matches!(r.target, Target::FirstArg(..));
+        for r in self.rules.iter().filter(|r| !first_args(r)).chain(self.rules.iter().filter(first_args)) {
             out.push(' ');
             out.push(if r.allow { '+' } else { '-' });
             match &r.target {

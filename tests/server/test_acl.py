@@ -1,0 +1,341 @@
+"""Real-client tests of ACL users through redis-py's own ACL API: users
+made with ACL SETUSER, clients that log in as them (AUTH user pass, and
+HELLO 3 AUTH over RESP3), what they may run, which keys and channels they
+may use, ACL GETUSER / LOG / DRYRUN as redis-py parses them, and — with
+TEMBO_BIN set — users loaded at start from `--user` and from an ACL file
+that ACL SAVE and ACL LOAD use. Expected replies are Redis 7.0's.
+
+    TEMBO_PORT=6379 python3 -m pytest -q tests/server/test_acl.py
+"""
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from test_commands import HOST, PASSWORD, PORT, err, make_client, r  # noqa: F401  (r is a fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def drop_test_users():
+    """Every test's users start with t_ and are deleted after it."""
+    yield
+    c = make_client()
+    try:
+        users = [u for u in c.acl_users() if u.startswith("t_")]
+        if users:
+            c.acl_deluser(*users)
+        c.acl_log_reset()
+    finally:
+        c.close()
+
+
+def login(user, password, protocol=2, port=None):
+    """A redis-py client logged in as `user`; it does not retry (a refused
+    login would otherwise be retried with back-off)."""
+    return redis.Redis(host=HOST, port=port or PORT, username=user, password=password, protocol=protocol,
+                       decode_responses=True, retry=Retry(NoBackoff(), 0))
+
+
+def raw_login(user, password):
+    """A plain socket authenticated as `user` (no client library reconnecting behind our back)."""
+    s = socket.create_connection((HOST, PORT), timeout=5)
+    s.sendall(f"AUTH {user} {password}\r\n".encode())
+    assert s.recv(100) == b"+OK\r\n"
+    return s
+
+
+def closed_by_server(s):
+    """True once the server has closed the socket (reads give EOF)."""
+    try:
+        while True:
+            data = s.recv(4096)
+            if not data:
+                return True
+    except (ConnectionResetError, socket.timeout):
+        return False
+    finally:
+        s.close()
+
+
+def test_default_user_and_whoami(r):
+    assert r.acl_whoami() == "default"
+    assert "default" in r.acl_users()
+    info = r.acl_getuser("default")
+    assert info["enabled"] and "on" in info["flags"]
+    assert info["categories"] == ["+@all"] and info["commands"] == []
+    assert info["keys"] == ["~*"] and info["channels"] == ["&*"]
+    assert any(line.startswith("user default on") and line.endswith("~* &* +@all") for line in r.acl_list())
+
+
+def test_new_user_starts_off_without_permissions(r):
+    assert r.acl_setuser("t_new")
+    info = r.acl_getuser("t_new")
+    assert not info["enabled"] and "off" in info["flags"]
+    assert info["categories"] == ["-@all"] and info["keys"] == [] and info["channels"] == []
+    r.acl_setuser("t_new", enabled=False, passwords=["+pw"])
+    with pytest.raises(redis.AuthenticationError):
+        login("t_new", "pw").ping()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_login_as_a_user_and_its_command_rules(r, protocol):
+    r.acl_setuser("t_app", enabled=True, passwords=["+s3cret"], categories=["+@all", "-@dangerous"], keys=["app:*"],
+                  channels=["news"])
+    c = login("t_app", "s3cret", protocol)
+    try:
+        assert c.acl_whoami() == "t_app"
+        assert c.set("app:1", "v")
+        assert c.get("app:1") == "v"
+        with pytest.raises(redis.exceptions.NoPermissionError) as e:
+            c.set("other", "v")
+        assert "keys" in str(e.value)
+        with pytest.raises(redis.exceptions.NoPermissionError) as e:
+            c.flushall()
+        assert "flushall" in str(e.value)
+        assert c.publish("news", "hi") == 0
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            c.publish("sports", "hi")
+    finally:
+        c.close()
+    with pytest.raises(redis.AuthenticationError):
+        login("t_app", "wrong", protocol).ping()
+
+
+def test_read_and_write_key_patterns(r):
+    r.acl_setuser("t_rw", enabled=True, nopass=True, categories=["+@all"], keys=["%R~ro:*", "%W~wo:*"])
+    r.set("ro:1", "x")
+    assert r.acl_dryrun("t_rw", "GET", "ro:1") == "OK"
+    assert "no permissions to access the 'ro:1' key" in r.acl_dryrun("t_rw", "SET", "ro:1", "y")
+    assert r.acl_dryrun("t_rw", "SET", "wo:1", "y") == "OK"
+    assert "'wo:1' key" in r.acl_dryrun("t_rw", "GET", "wo:1")
+    assert "'wo:1' key" in r.acl_dryrun("t_rw", "INCR", "wo:1")  # INCR reads too
+    assert r.acl_dryrun("t_rw", "EXISTS", "wo:1") == "OK"  # either kind will do
+    assert r.acl_dryrun("t_rw", "SUNIONSTORE", "wo:d", "ro:a", "ro:b") == "OK"
+    assert "'ro:d' key" in r.acl_dryrun("t_rw", "SUNIONSTORE", "ro:d", "ro:a")
+    info = r.acl_getuser("t_rw")
+    assert "%R~ro:*" in str(info["keys"]) and "%W~wo:*" in str(info["keys"])
+
+
+def test_subcommand_and_first_arg_rules(r):
+    r.acl_setuser("t_sub", enabled=True, nopass=True, commands=["+client|id", "+select|0", "+acl|whoami"])
+    info = r.acl_getuser("t_sub")
+    # Redis does not keep the order of the rules it lists.
+    assert info["categories"] == ["-@all"] and sorted(info["commands"]) == ["+acl|whoami", "+client|id", "+select|0"]
+    c = login("t_sub", "x")
+    try:
+        assert c.client_id() > 0
+        assert c.execute_command("SELECT", 0) in (True, "OK")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            c.execute_command("SELECT", 1)
+        with pytest.raises(redis.exceptions.NoPermissionError) as e:
+            c.client_list()
+        assert "client|list" in str(e.value)
+    finally:
+        c.close()
+
+
+def test_selectors_allow_what_one_of_them_allows(r):
+    r.execute_command("ACL", "SETUSER", "t_sel", "on", "nopass", "+get", "~a:*", "(+set ~b:*)")
+    info = r.acl_getuser("t_sel")
+    assert len(info["selectors"]) == 1
+    assert r.acl_dryrun("t_sel", "GET", "a:1") == "OK"
+    assert r.acl_dryrun("t_sel", "SET", "b:1", "v") == "OK"
+    # Neither selector allows these; the refusal named is the one that got
+    # furthest into the arguments (the key), as Redis reports it.
+    assert r.acl_dryrun("t_sel", "GET", "b:1") == "This user has no permissions to access the 'b:1' key"
+    assert r.acl_dryrun("t_sel", "SET", "a:1", "v") == "This user has no permissions to access the 'a:1' key"
+    assert r.acl_dryrun("t_sel", "DEL", "a:1") == "This user has no permissions to run the 'del' command"
+
+
+def test_acl_log_as_redis_py_reads_it(r):
+    r.acl_log_reset()
+    r.acl_setuser("t_log", enabled=True, passwords=["+pw"], commands=["+get"], keys=["ok"])
+    c = login("t_log", "pw")
+    try:
+        for _ in range(3):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                c.set("ok", "v")
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            c.get("secret")
+    finally:
+        c.close()
+    with pytest.raises(redis.AuthenticationError):
+        login("t_log", "bad").ping()
+    entries = r.acl_log()
+    assert [e["reason"] for e in entries[:3]] == ["auth", "key", "command"]
+    assert entries[1]["object"] == "secret"
+    assert entries[2]["object"] == "set" and entries[2]["count"] == 3
+    assert entries[2]["username"] == "t_log" and entries[2]["context"] == "toplevel"
+    assert isinstance(entries[2]["age-seconds"], float)
+    assert len(r.acl_log(count=1)) == 1
+
+
+def test_multi_exec_and_scripts_are_checked(r):
+    r.acl_setuser("t_tx", enabled=True, nopass=True, commands=["+multi", "+exec", "+eval", "+get"], keys=["*"])
+    c = login("t_tx", "x")
+    try:
+        p = c.pipeline(transaction=True)
+        p.get("a").set("a", "1")
+        with pytest.raises(redis.ResponseError) as e:  # the SET is refused when queued: EXEC aborts
+            p.execute()
+        assert "set" in err(e)
+        assert r.get("a") is None
+        with pytest.raises(redis.ResponseError) as e:
+            c.eval("return redis.call('set', KEYS[1], 'v')", 1, "a")
+        assert "The user executing the script can't run this command or subcommand" in err(e)
+        assert c.eval("return redis.acl_check_cmd('get', 'a')", 0) == 1
+        assert c.eval("return redis.acl_check_cmd('set', 'a', 'v')", 0) is None
+    finally:
+        c.close()
+    contexts = {e["context"] for e in r.acl_log()}
+    assert {"multi", "lua"} <= contexts
+
+
+def test_deleting_a_user_disconnects_its_clients(r):
+    r.acl_setuser("t_gone", enabled=True, nopass=True, categories=["+@all"], keys=["*"])
+    r.acl_setuser("t_stays", enabled=True, nopass=True, categories=["+@all"], keys=["*"])
+    gone, stays = raw_login("t_gone", "x"), raw_login("t_stays", "x")
+    assert r.acl_deluser("t_gone", "t_nosuch") == 1
+    assert closed_by_server(gone)
+    stays.sendall(b"PING\r\n")
+    assert stays.recv(100) == b"+PONG\r\n"
+    stays.close()
+    with pytest.raises(redis.ResponseError) as e:
+        r.acl_deluser("default")
+    assert "cannot be removed" in err(e)
+
+
+def test_subscriber_loses_its_channel(r):
+    r.acl_setuser("t_sub2", enabled=True, nopass=True, categories=["+@all"], channels=["ch", "other"])
+    s = raw_login("t_sub2", "x")
+    s.sendall(b"SUBSCRIBE ch\r\n")
+    assert b"subscribe" in s.recv(100)
+    r.execute_command("ACL", "SETUSER", "t_sub2", "resetchannels", "&ch")  # keeps ch: stays
+    s.sendall(b"PING\r\n")
+    assert b"pong" in s.recv(100)
+    r.execute_command("ACL", "SETUSER", "t_sub2", "resetchannels", "&other")  # loses ch: closed
+    assert closed_by_server(s)
+
+
+def test_cat_genpass_and_errors(r):
+    cats = r.acl_cat()
+    assert "keyspace" in cats and "dangerous" in cats and len(cats) == 21
+    assert "multi" in r.acl_cat("transaction")
+    assert "get" not in r.acl_cat("keyspace")
+    assert len(r.acl_genpass()) == 64
+    assert len(r.acl_genpass(5)) == 2
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("ACL", "GENPASS", 5000)
+    assert "GENPASS" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("ACL", "SETUSER", "t_bad", "+nosuchcommand")
+    assert "Unknown command or category name in ACL" in err(e)
+    assert r.acl_getuser("t_bad") is None
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("ACL", "SETUSER", "bad name")
+    assert "spaces" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.acl_dryrun("nobody", "GET", "x")
+    assert "not found" in err(e)
+
+
+# --- users from the command line and the ACL file (a server of its own) ----------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def own_server():
+    """Starts `$TEMBO_BIN serve` with extra arguments; yields (start, dir)."""
+    binary = os.environ.get("TEMBO_BIN")
+    if not binary or PASSWORD:
+        pytest.skip("needs TEMBO_BIN (a tembo binary) and no TEMBO_PASSWORD")
+    d = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    procs = []
+
+    def start(*args):
+        port = free_port()
+        p = subprocess.Popen([binary, "serve", "--port", str(port), "--pool", f"{d}/tembo.pool", "--loglevel", "warn",
+                              *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        procs.append(p)
+        for _ in range(100):
+            if p.poll() is not None:
+                return p, None
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return p, port
+            except OSError:
+                time.sleep(0.05)
+        return p, None
+
+    yield start, d
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            p.wait(10)
+    subprocess.run(["rm", "-rf", d])
+
+
+def test_users_from_the_command_line(own_server):
+    start, _ = own_server
+    _, port = start("--user", "admin on >adminpw ~* &* +@all", "--user", "default off")
+    assert port
+    anon = redis.Redis(port=port, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    with pytest.raises(redis.AuthenticationError):
+        anon.ping()
+    admin = login("admin", "adminpw", port=port)
+    assert admin.acl_whoami() == "admin"
+    assert admin.set("k", "v")
+    admin.close()
+
+
+def test_bad_user_line_refuses_to_start(own_server):
+    start, _ = own_server
+    p, port = start("--user", "broken on +nosuchcommand")
+    assert port is None
+    out = p.communicate(timeout=10)[0].decode()
+    assert p.returncode != 0 and "nosuchcommand" in out
+
+
+def test_acl_file_load_and_save(own_server):
+    start, d = own_server
+    path = f"{d}/users.acl"
+    with open(path, "w") as f:
+        f.write("user default on nopass ~* &* +@all\nuser alice on >pw1 ~a:* resetchannels -@all +get +set\n")
+    _, port = start("--aclfile", path)
+    assert port
+    c = redis.Redis(port=port, decode_responses=True)
+    assert sorted(c.acl_users()) == ["alice", "default"]
+    alice = login("alice", "pw1", port=port)
+    assert alice.set("a:1", "x")
+    c.acl_setuser("bob", enabled=True, passwords=["+pw2"], commands=["+ping"])
+    assert c.acl_save()
+    text = open(path).read()
+    assert "user bob on #" in text and "user alice on #" in text and "pw2" not in text
+    with open(path, "w") as f:
+        f.write("user default on nopass ~* &* +@all\nuser carol on nopass +@all ~*\n")
+    assert c.acl_load()
+    assert sorted(c.acl_users()) == ["carol", "default"]
+    with pytest.raises(redis.ConnectionError):
+        alice.ping()  # alice is gone: her connection was closed
+    with open(path, "w") as f:
+        f.write("user default on nopass ~* &* +@all\nuser dave on +nosuchcommand\n")
+    with pytest.raises(redis.ResponseError) as e:
+        c.acl_load()
+    assert "nosuchcommand" in err(e)
+    assert sorted(c.acl_users()) == ["carol", "default"]  # all or nothing
+    c.close()
