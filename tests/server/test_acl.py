@@ -19,7 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from test_commands import HOST, PASSWORD, PORT, err, make_client, r  # noqa: F401  (r is a fixture)
+from test_commands import HOST, PASSWORD, PORT, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -339,3 +339,33 @@ def test_acl_file_load_and_save(own_server):
     assert "nosuchcommand" in err(e)
     assert sorted(c.acl_users()) == ["carol", "default"]  # all or nothing
     c.close()
+
+
+def test_command_list_filters_and_denial_counters(r):
+    names = r.command_list()
+    assert "set" in names and "client|list" in names and "acl|setuser" in names
+    scripting = r.command_list(category="scripting")
+    assert "eval" in scripting and "script|kill" in scripting and "set" not in scripting
+    assert r.command_list(category="nosuch") == []
+    assert r.command_list(pattern="get") == ["get"]
+    rewrite = r.command_list(pattern="config|*re*")
+    assert "config|resetstat" in rewrite and "config|rewrite" in rewrite
+    for bad in (["bad_arg"], ["FILTERBY", "bad_arg"], ["FILTERBY", "bad_arg", "x"]):
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("COMMAND", "LIST", *bad)
+        assert "syntax error" in err(e)
+    if is_reference_redis():
+        return  # Redis 7.0 has no acl_access_denied_* counters (they came in 7.2)
+    before = r.info("stats")
+    r.acl_setuser("t_count", enabled=True, nopass=True, commands=["+get"])
+    assert r.acl_dryrun("t_count", "SET", "k", "v") != "OK"  # a dry run counts nothing
+    s = raw_login("t_count", "x")
+    s.sendall(b"SET k v\r\nGET k\r\n")
+    replies = b""
+    while replies.count(b"\r\n") < 2:
+        replies += s.recv(1000)
+    assert replies.count(b"-NOPERM") == 2
+    s.close()
+    after = r.info("stats")
+    assert after["acl_access_denied_cmd"] == before["acl_access_denied_cmd"] + 1
+    assert after["acl_access_denied_key"] == before["acl_access_denied_key"] + 1

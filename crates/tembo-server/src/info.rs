@@ -142,6 +142,11 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("keyspace_hits", &st.stats.hits);
             kv("keyspace_misses", &st.stats.misses);
             kv("total_error_replies", &st.stats.errors);
+            let denied = &st.acl.log.denied;
+            kv("acl_access_denied_auth", &denied[0]);
+            kv("acl_access_denied_cmd", &denied[1]);
+            kv("acl_access_denied_key", &denied[2]);
+            kv("acl_access_denied_channel", &denied[3]);
             let (keys, items, prefixes) = st.tracking.totals();
             kv("tracking_total_keys", &keys);
             kv("tracking_total_items", &items);

@@ -35,12 +35,15 @@ pub struct AclLog {
     entries: VecDeque<LogEntry>,
     /// `acllog-max-len`.
     pub max_len: usize,
+    /// Refusals since start (or CONFIG RESETSTAT) by reason: auth, command,
+    /// key, channel (INFO stats' `acl_access_denied_*`).
+    pub denied: [u64; 4],
 }
 
 impl AclLog {
     /// An empty log keeping `max_len` entries.
     pub fn new(max_len: usize) -> AclLog {
-        AclLog { entries: VecDeque::new(), max_len }
+        AclLog { entries: VecDeque::new(), max_len, denied: [0; 4] }
     }
 
     /// Records an event.
@@ -52,6 +55,8 @@ impl AclLog {
         username: &str,
         client_info: String,
     ) {
+        let slot = ["auth", "command", "key", "channel"].iter().position(|r| *r == reason).unwrap_or(0);
+        self.denied[slot] += 1;
         let now = Instant::now();
         let similar = self.entries.iter().position(|e| {
             e.reason == reason

@@ -120,6 +120,39 @@ pub const COMMANDS: &[Spec] = &[
     },
 ];
 
+/// COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN glob]:
+/// every command, and every subcommand as `container|sub`.
+fn command_list(names: &[&&'static str], a: &[Vec<u8>]) -> CmdResult {
+    let mut all: Vec<String> = Vec::new();
+    for n in names {
+        all.push(n.to_string());
+        all.extend(super::subcommands_of(n).into_iter().map(|s| format!("{n}|{s}")));
+    }
+    match a.len() {
+        2 => Ok(Reply::bulks(all)),
+        5 if is(&a[2], "filterby") => {
+            let value = &a[4];
+            let kept: Vec<String> = if is(&a[3], "aclcat") {
+                match crate::acl::category::bit(&String::from_utf8_lossy(value)) {
+                    Some(bit) => {
+                        let members = crate::acl::category::members(bit);
+                        all.into_iter().filter(|n| members.contains(n)).collect()
+                    }
+                    None => Vec::new(),
+                }
+            } else if is(&a[3], "pattern") {
+                all.into_iter().filter(|n| super::args::glob(value, n.as_bytes(), true)).collect()
+            } else if is(&a[3], "module") {
+                Vec::new()
+            } else {
+                return Err(CmdError::syntax());
+            };
+            Ok(Reply::bulks(kept))
+        }
+        _ => Err(CmdError::syntax()),
+    }
+}
+
 fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let t = table();
     let mut names: Vec<&&'static str> = t.keys().collect();
@@ -128,7 +161,7 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     match sub.as_deref() {
         None => Ok(Reply::Array(names.iter().map(|n| info_of(t[**n])).collect())),
         Some("count") => Ok(Reply::Int(t.len() as i64)),
-        Some("list") => Ok(Reply::bulks(names.iter().map(|n| n.as_bytes()))),
+        Some("list") => command_list(&names, a),
         Some("info") => Ok(Reply::Array(if a.len() == 2 {
             names.iter().map(|n| info_of(t[**n])).collect()
         } else {
@@ -386,6 +419,7 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         "resetstat" if a.len() == 2 => {
             cx.st.stats.reset();
+            cx.st.acl.log.denied = [0; 4];
             Ok(Reply::ok())
         }
         "rewrite" if a.len() == 2 => Err(CmdError::err("CONFIG REWRITE is not supported: edit the TOML config file")),
