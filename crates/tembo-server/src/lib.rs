@@ -15,6 +15,7 @@
 //! - `store`: committed state plus the group's pending writes.
 //! - `encoding`, `keyspace`: Redis types as ordered keys.
 //! - `resp`: protocol parser and reply encoder.
+//! - `acl`: users, their passwords and permissions, checked before each command.
 //!
 //! ## What it promises
 //! - A reply to a write is sent only after the write is durable in the mode
@@ -25,8 +26,7 @@
 //!   error reply) and loses nothing acknowledged.
 //!
 //! ## What it does not do (yet)
-//! MIGRATE, DUMP/RESTORE of streams, SWAPDB, replication, cluster, ACL
-//! users other than `default`.
+//! MIGRATE, DUMP/RESTORE of streams, SWAPDB, replication, cluster.
 
 #![forbid(unsafe_code)]
 
