@@ -134,15 +134,18 @@ impl Config {
                 "users and aclfile cannot both be set: keep the users in the ACL file".into(),
             ));
         }
-        crate::acl::Acl::from_config(self).map_err(|e| ConfigError::Invalid(format!("ACL: {e}")))?;
+        let acl = crate::acl::Acl::from_config(self).map_err(|e| ConfigError::Invalid(format!("ACL: {e}")))?;
         let ip: IpAddr = self
             .bind
             .parse()
             .map_err(|_| ConfigError::Invalid(format!("bind {:?} is not an IP address", self.bind)))?;
-        if !ip.is_loopback() && self.requirepass.is_empty() && !self.allow_unprotected {
+        // Protected: connections must log in (a password for the default
+        // user, or the default user turned off by the ACL users).
+        if !ip.is_loopback() && acl.default_authenticates() && !self.allow_unprotected {
             return Err(ConfigError::Invalid(format!(
                 "refusing to listen on {ip} without a password: anyone who can reach it could read and \
-                 change every key. Set requirepass (--requirepass), bind to 127.0.0.1, or pass \
+                 change every key. Set requirepass (--requirepass), turn the default user off \
+                 (--user \"default off\" with other users), bind to 127.0.0.1, or pass \
                  --allow-unprotected if the network is trusted"
             )));
         }
@@ -172,5 +175,39 @@ impl Config {
             "debug" | "verbose" => log::LevelFilter::Debug,
             _ => log::LevelFilter::Info,
         }
+    }
+}
+
+#[cfg(test)]
+mod acl_config_tests {
+    use super::*;
+
+    fn cfg(bind: &str, requirepass: &str, users: &[&str]) -> Config {
+        Config {
+            bind: bind.into(),
+            requirepass: requirepass.into(),
+            users: users.iter().map(|u| u.to_string()).collect(),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn a_public_address_needs_a_login() {
+        assert!(cfg("0.0.0.0", "", &[]).validate().is_err());
+        assert!(cfg("0.0.0.0", "pw", &[]).validate().is_ok());
+        assert!(cfg("0.0.0.0", "", &["default off", "admin on >pw ~* +@all"]).validate().is_ok());
+        assert!(cfg("0.0.0.0", "", &["default on nopass ~* +@all"]).validate().is_err());
+        assert!(cfg("127.0.0.1", "", &[]).validate().is_ok());
+    }
+
+    #[test]
+    fn bad_users_are_refused_before_the_pool_opens() {
+        let e = cfg("127.0.0.1", "", &["alice on +nosuchcommand"]).validate().unwrap_err().to_string();
+        assert!(e.contains("ACL") && e.contains("nosuchcommand"), "{e}");
+        let e = cfg("127.0.0.1", "", &["alice on", "alice off"]).validate().unwrap_err().to_string();
+        assert!(e.contains("Duplicate"), "{e}");
+        let mut c = cfg("127.0.0.1", "", &[]);
+        c.aclfile = "/nonexistent/users.acl".into();
+        assert!(c.validate().unwrap_err().to_string().contains("/nonexistent/users.acl"));
     }
 }

@@ -324,13 +324,14 @@ pub fn acl_check(
     args: &[Vec<u8>],
     context: &'static str,
 ) -> Result<(), CmdError> {
-    if NO_AUTH.contains(&spec.name) {
-        return Ok(());
+    match st.acl.check(&client.user, spec, args) {
+        Ok(()) => Ok(()),
+        Err(_) if NO_AUTH.contains(&spec.name) => Ok(()),
+        Err(denied) => {
+            st.acl.log.add(denied.reason(), context, denied.object(), &client.user, client.info_line());
+            Err(CmdError(denied.error()))
+        }
     }
-    st.acl.check(&client.user, spec, args).map_err(|denied| {
-        st.acl.log.add(denied.reason(), context, denied.object(), &client.user, client.info_line());
-        CmdError(denied.error())
-    })
 }
 
 /// Subcommands checked before a command runs or is queued, as Redis's
