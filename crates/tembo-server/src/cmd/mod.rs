@@ -548,7 +548,10 @@ fn remember_read(st: &mut State, client: &Client, spec: &Spec, args: &[Vec<u8>])
 }
 
 pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
-    feed_monitors(st, client, args);
+    // EXEC shows after the commands it ran, as in Redis.
+    if spec.name != "exec" {
+        feed_monitors(st, client, args);
+    }
     client.last_cmd = full_name(spec, args);
     // Keys touched outside a command (background work) notify nothing.
     st.notes.clear();
@@ -583,6 +586,9 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
         let mut ctx = Ctx { st, client, now: now_ms() };
         crate::notify::after_command(&mut ctx, args);
     }
+    if spec.name == "exec" {
+        feed_monitors(st, client, args);
+    }
     if client.tracking.on && !client.tracking.bcast && spec.flags.contains(&"readonly") {
         remember_read(st, client, spec, args);
     }
@@ -598,13 +604,35 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     reply
 }
 
+/// The arguments MONITOR must not show: passwords of AUTH, HELLO … AUTH
+/// and ACL SETUSER's `>pw` / `<pw` (Redis redacts the first two).
+fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
+    let name = &args[0];
+    if args::is(name, "auth") {
+        (1..args.len()).collect()
+    } else if args::is(name, "hello") {
+        args.iter()
+            .position(|a| args::is(a, "auth"))
+            .map_or(Vec::new(), |at| (at + 1..(at + 3).min(args.len())).collect())
+    } else if args::is(name, "acl") && args.get(1).is_some_and(|s| args::is(s, "setuser")) {
+        (3..args.len()).filter(|&i| args[i].first().is_some_and(|c| *c == b'>' || *c == b'<')).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 fn feed_monitors(st: &mut State, client: &Client, args: &[Vec<u8>]) {
     if st.monitors.is_empty() {
         return;
     }
     let now = now_ms();
     let mut line = format!("+{}.{:06} [{} {}]", now / 1000, (now % 1000) * 1000, client.db, client.addr);
-    for a in args {
+    let secret = secret_args(args);
+    for (i, a) in args.iter().enumerate() {
+        if secret.contains(&i) {
+            line.push_str(" \"(redacted)\"");
+            continue;
+        }
         line.push_str(" \"");
         for &b in a {
             match b {

@@ -479,6 +479,16 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             log::set_max_level(c.level());
             cx.st.cfg.loglevel = c.loglevel;
         }
+        // Fixed for the life of the process: setting the value they have
+        // is accepted (clients and tools write back what CONFIG GET gave).
+        "bind" | "port" | "protected-mode" | "dir" | "dbfilename" | "databases" | "aclfile" => {
+            let current = params(cx).into_iter().find(|(k, _)| k == name).map(|(_, v)| v).unwrap_or_default();
+            if value != current {
+                return Err(bad(&format!(
+                    "'{name}' cannot be changed while the server runs; restart tembo serve with the new value"
+                )));
+            }
+        }
         _ => match cx.st.inert.iter_mut().find(|(k, _)| k == canonical(name)) {
             Some((_, v)) => {
                 // A setting keeps the kind of value its default has.
