@@ -369,3 +369,23 @@ def test_command_list_filters_and_denial_counters(r):
     after = r.info("stats")
     assert after["acl_access_denied_cmd"] == before["acl_access_denied_cmd"] + 1
     assert after["acl_access_denied_key"] == before["acl_access_denied_key"] + 1
+
+
+def test_monitor_hides_passwords(r):
+    r.acl_setuser("t_mon", enabled=True, passwords=["+hunter2"], categories=["+@all"], keys=["*"])
+    mon = socket.create_connection((HOST, PORT), timeout=5)
+    if PASSWORD:
+        mon.sendall(f"AUTH {PASSWORD}\r\n".encode())
+        assert mon.recv(100) == b"+OK\r\n"
+    mon.sendall(b"MONITOR\r\n")
+    assert mon.recv(100) == b"+OK\r\n"
+    s = socket.create_connection((HOST, PORT), timeout=5)
+    s.sendall(b"AUTH t_mon hunter2\r\nHELLO 2 AUTH t_mon hunter2\r\nPING\r\n")
+    seen = b""
+    while b'"PING"' not in seen:
+        seen += mon.recv(4096)
+    s.close()
+    mon.close()
+    assert b"hunter2" not in seen
+    assert b'"AUTH" "(redacted)" "(redacted)"' in seen
+    assert b'"HELLO" "2" "AUTH" "(redacted)" "(redacted)"' in seen
