@@ -688,3 +688,24 @@ def test_standalone_answers(r):
     assert "cluster support disabled" in err(e)
     r.set("s", "hello")
     assert r.execute_command("SUBSTR", "s", 1, 3) == "ell"
+
+
+def test_errorstats_and_rejected_calls(r):
+    r.config_resetstat()
+    r.set("s", "v")
+    with pytest.raises(redis.ResponseError):
+        r.lpush("s", "x")  # runs and fails: WRONGTYPE, a failed call
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("NOSUCHCMD")  # unknown: an ERR, no command to charge
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("GET")  # wrong arity: rejected before it runs
+    with pytest.raises(redis.ResponseError):
+        r.eval("return redis.call('lpush', KEYS[1], 'x')", 1, "s")  # counted once, for LPUSH
+    errors = r.info("errorstats")
+    assert errors["errorstat_WRONGTYPE"] == {"count": 2}
+    assert errors["errorstat_ERR"] == {"count": 2}
+    stats = r.info("commandstats")
+    assert stats["cmdstat_lpush"]["failed_calls"] == 2 and stats["cmdstat_lpush"]["rejected_calls"] == 0
+    assert stats["cmdstat_get"]["rejected_calls"] == 1 and stats["cmdstat_get"]["calls"] == 0
+    assert stats["cmdstat_eval"]["failed_calls"] == 1
+    assert r.info("stats")["total_error_replies"] == 4

@@ -61,6 +61,8 @@ pub struct Client {
     pub db: u8,
     /// RESP version (2 or 3).
     pub proto: u8,
+    /// Whether the client's command is being run by a script (redis.call).
+    pub in_script: bool,
     /// Whether AUTH succeeded (or no password is set).
     pub authed: bool,
     /// The ACL user the client runs as (`default` until AUTH names another).
@@ -125,6 +127,7 @@ impl Client {
             db: 0,
             proto: 2,
             authed,
+            in_script: false,
             user: "default".into(),
             multi: None,
             multi_error: false,

@@ -446,7 +446,18 @@ impl State {
         let mut out = Vec::new();
         reply.encode(c.proto, &mut out);
         self.resume.push_back((id, out, b.rest));
+        if let Reply::Error(msg) = &reply {
+            let cmd = c.last_cmd;
+            self.count_blocked_error(cmd, msg);
+        }
         true
+    }
+
+    /// An error that ends a wait (a destroyed group, a deleted stream,
+    /// CLIENT UNBLOCK … ERROR) is the blocked command's failed call.
+    fn count_blocked_error(&mut self, cmd: &'static str, msg: &str) {
+        self.stats.per_command.entry(cmd).or_default().failed += 1;
+        self.stats.error_reply(msg);
     }
 
     /// Serves the clients blocked on the keys the last command made ready:
@@ -472,6 +483,9 @@ impl State {
                     if let Err(failed) = self.commit_or_discard() {
                         reply = failed;
                     }
+                }
+                if let Reply::Error(msg) = &reply {
+                    self.count_blocked_error(c.last_cmd, msg);
                 }
                 let mut out = Vec::new();
                 reply.encode(c.proto, &mut out);

@@ -168,13 +168,17 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
                 kv(
                     &format!("cmdstat_{name}"),
                     &format!(
-                        "calls={},usec={},usec_per_call={per:.2},rejected_calls=0,failed_calls={}",
-                        c.calls, c.usec, c.failed
+                        "calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}",
+                        c.calls, c.usec, c.rejected, c.failed
                     ),
                 );
             }
         }
-        "errorstats" => {}
+        "errorstats" => {
+            for (code, n) in &st.stats.error_codes {
+                kv(&format!("errorstat_{code}"), &format!("count={n}"));
+            }
+        }
         "keyspace" => {
             for db in 0..st.keys.len() {
                 let n = st.key_count(db);

@@ -523,20 +523,41 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     let Some(spec) = cmd::spec(&argv[0]) else {
         return Reply::Error("ERR Unknown Redis command called from script".into());
     };
+    if let Some(msg) = refusal(cx, spec, &argv, read_only) {
+        // A refused call counts as the command's rejected call and as one
+        // error reply (not again when the script passes it on).
+        cx.st.stats.rejected(spec.name, &msg);
+        cx.st.stats.script_errors.push(msg.clone());
+        return Reply::Error(msg);
+    }
+    // Blocking commands answer at once inside a script, as in Redis.
+    let no_block = std::mem::replace(&mut cx.client.no_block, true);
+    // MONITOR shows a script's commands as coming from "lua", as Redis does.
+    let addr = std::mem::replace(&mut cx.client.addr, "lua".into());
+    let in_script = std::mem::replace(&mut cx.client.in_script, true);
+    let reply = cmd::run(cx.st, cx.client, spec, &argv);
+    cx.client.in_script = in_script;
+    cx.client.addr = addr;
+    cx.client.no_block = no_block;
+    reply
+}
+
+/// Why a script may not run this call, if it may not.
+fn refusal(cx: &mut Ctx, spec: &cmd::Spec, argv: &[Vec<u8>], read_only: bool) -> Option<String> {
     let n = argv.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
-        return Reply::Error("ERR Wrong number of args calling Redis command from script".into());
+        return Some("ERR Wrong number of args calling Redis command from script".into());
     }
     if spec.flags.contains(&"noscript") || DENIED.contains(&spec.name) {
-        return Reply::Error("ERR This Redis command is not allowed from script".into());
+        return Some("ERR This Redis command is not allowed from script".into());
     }
     if (spec.name == "xread" || spec.name == "xreadgroup") && argv.iter().any(|a| a.eq_ignore_ascii_case(b"block")) {
-        return Reply::Error(format!("ERR {} command is not allowed with BLOCK option from scripts", spec.name));
+        return Some(format!("ERR {} command is not allowed with BLOCK option from scripts", spec.name));
     }
     if read_only && spec.flags.contains(&"write") {
-        return Reply::Error("ERR Write commands are not allowed from read-only scripts.".into());
+        return Some("ERR Write commands are not allowed from read-only scripts.".into());
     }
-    if let Err(e) = cmd::acl_check(cx.st, cx.client, spec, &argv, "lua") {
+    if let Err(e) = cmd::acl_check(cx.st, cx.client, spec, argv, "lua") {
         // Redis 7.0's words for a refusal inside a script.
         let what = if e.0.contains("keys") {
             "access at least one of the keys mentioned in the command"
@@ -545,16 +566,9 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
         } else {
             "run this command or subcommand"
         };
-        return Reply::Error(format!("ERR The user executing the script can't {what}"));
+        return Some(format!("ERR The user executing the script can't {what}"));
     }
-    // Blocking commands answer at once inside a script, as in Redis.
-    let no_block = std::mem::replace(&mut cx.client.no_block, true);
-    // MONITOR shows a script's commands as coming from "lua", as Redis does.
-    let addr = std::mem::replace(&mut cx.client.addr, "lua".into());
-    let reply = cmd::run(cx.st, cx.client, spec, &argv);
-    cx.client.addr = addr;
-    cx.client.no_block = no_block;
-    reply
+    None
 }
 
 /// A Lua number as a command argument: integral values without a fraction.

@@ -10,9 +10,15 @@ pub struct CommandStat {
     pub calls: u64,
     /// Total microseconds spent executing (durability wait excluded).
     pub usec: u64,
-    /// Calls that replied with an error.
+    /// Calls that ran and replied with an error.
     pub failed: u64,
+    /// Calls refused before they ran (arity, NOAUTH, NOPERM, …).
+    pub rejected: u64,
 }
+
+/// Most distinct error codes INFO errorstats tracks; past them it stops
+/// (as Redis does), so clients inventing codes cannot grow it without end.
+const MAX_ERROR_CODES: usize = 128;
 
 /// Server counters.
 #[derive(Debug)]
@@ -39,6 +45,14 @@ pub struct Stats {
     pub misses: u64,
     /// Error replies.
     pub errors: u64,
+    /// Error replies by code (their first word: ERR, WRONGTYPE, NOPERM…).
+    pub error_codes: BTreeMap<String, u64>,
+    /// More than [`MAX_ERROR_CODES`] codes were seen: errorstats is off
+    /// until CONFIG RESETSTAT.
+    pub error_codes_off: bool,
+    /// Errors counted for commands a running script called: the script's
+    /// own error reply, when it passes one of them on, is not counted again.
+    pub script_errors: Vec<String>,
 }
 
 impl Stats {
@@ -56,7 +70,34 @@ impl Stats {
             hits: 0,
             misses: 0,
             errors: 0,
+            error_codes: BTreeMap::new(),
+            error_codes_off: false,
+            script_errors: Vec::new(),
         }
+    }
+
+    /// Counts an error reply (without its leading `-`).
+    pub fn error_reply(&mut self, msg: &str) {
+        self.errors += 1;
+        if self.error_codes_off {
+            return;
+        }
+        let code = msg.split(' ').next().filter(|c| !c.is_empty()).unwrap_or("ERR");
+        if !self.error_codes.contains_key(code) && self.error_codes.len() >= MAX_ERROR_CODES {
+            log::warn!(
+                "errorstats: more than {MAX_ERROR_CODES} error codes; tracking them stops until CONFIG RESETSTAT"
+            );
+            self.error_codes_off = true;
+            self.error_codes.clear();
+            return;
+        }
+        *self.error_codes.entry(code.to_string()).or_default() += 1;
+    }
+
+    /// Counts a call of `cmd` refused before it ran, and its error reply.
+    pub fn rejected(&mut self, cmd: &'static str, msg: &str) {
+        self.per_command.entry(cmd).or_default().rejected += 1;
+        self.error_reply(msg);
     }
 
     /// CONFIG RESETSTAT.

@@ -245,13 +245,14 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         if client.multi.is_some() {
             client.multi_error = true;
         }
-        st.stats.errors += 1;
-        return Reply::Error(unknown_command(args).0);
+        let e = unknown_command(args);
+        st.stats.error_reply(&e.0);
+        return Reply::Error(e.0);
     };
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
-        st.stats.errors += 1;
         let e = CmdError::arity(spec.name);
+        st.stats.rejected(spec.name, &e.0);
         if spec.name == "exec" {
             // Redis rejects EXEC by discarding the transaction, whether or
             // not one was open (`execCommandAbort`).
@@ -267,17 +268,19 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         return Reply::Error(e.0);
     }
     if let Some(e) = subcommand_check(spec.name, args) {
-        st.stats.errors += 1;
+        st.stats.rejected(spec.name, &e.0);
         if client.multi.is_some() {
             client.multi_error = true;
         }
         return Reply::Error(e.0);
     }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
-        return Reply::Error("NOAUTH Authentication required.".into());
+        let msg = "NOAUTH Authentication required.";
+        st.stats.rejected(spec.name, msg);
+        return Reply::Error(msg.into());
     }
     if let Err(e) = acl_check(st, client, spec, args, if client.multi.is_some() { "multi" } else { "toplevel" }) {
-        st.stats.errors += 1;
+        st.stats.rejected(spec.name, &e.0);
         if client.multi.is_some() {
             client.multi_error = true;
         }
@@ -287,17 +290,19 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         if client.multi.is_some() {
             client.multi_error = true;
         }
-        st.stats.errors += 1;
-        return Reply::Error(format!(
+        let msg = format!(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
-        ));
+        );
+        st.stats.rejected(spec.name, &msg);
+        return Reply::Error(msg);
     }
     if let Some(queue) = client.multi.as_mut() {
         if NO_MULTI.contains(&spec.name) {
             client.multi_error = true;
-            st.stats.errors += 1;
-            return Reply::Error("ERR Command not allowed inside a transaction".into());
+            let msg = "ERR Command not allowed inside a transaction";
+            st.stats.rejected(spec.name, msg);
+            return Reply::Error(msg.into());
         }
         if !NOT_QUEUED.contains(&spec.name) {
             queue.push(args.to_vec());
@@ -555,6 +560,9 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     client.last_cmd = full_name(spec, args);
     // Keys touched outside a command (background work) notify nothing.
     st.notes.clear();
+    if !client.in_script {
+        st.stats.script_errors.clear();
+    }
     let started = Instant::now();
     let reply = {
         let mut ctx = Ctx { st, client, now: now_ms() };
@@ -597,9 +605,9 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     let stat = st.stats.per_command.entry(spec.name).or_default();
     stat.calls += 1;
     stat.usec += started.elapsed().as_micros() as u64;
-    if reply.is_error() {
+    if let Reply::Error(msg) = &reply {
         stat.failed += 1;
-        st.stats.errors += 1;
+        count_error(st, client, msg);
     }
     reply
 }
@@ -618,6 +626,18 @@ fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
         (3..args.len()).filter(|&i| args[i].first().is_some_and(|c| *c == b'>' || *c == b'<')).collect()
     } else {
         Vec::new()
+    }
+}
+
+/// Counts a command's error reply once: an error of a command a script
+/// called is counted when it happens, and not again when the script
+/// passes it on as its own reply (Redis's rule).
+fn count_error(st: &mut State, client: &Client, msg: &str) {
+    if client.in_script {
+        st.stats.script_errors.push(msg.to_string());
+        st.stats.error_reply(msg);
+    } else if !st.stats.script_errors.iter().any(|e| msg.starts_with(e.as_str())) {
+        st.stats.error_reply(msg);
     }
 }
 
