@@ -709,3 +709,19 @@ def test_errorstats_and_rejected_calls(r):
     assert stats["cmdstat_get"]["rejected_calls"] == 1 and stats["cmdstat_get"]["calls"] == 0
     assert stats["cmdstat_eval"]["failed_calls"] == 1
     assert r.info("stats")["total_error_replies"] == 4
+
+
+def test_config_set_is_all_or_nothing(r):
+    old = r.config_get("maxclients")["maxclients"]
+    old_len = r.config_get("slowlog-max-len")["slowlog-max-len"]
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CONFIG", "SET", "maxclients", "1234", "slowlog-max-len", "12", "notify-keyspace-events", "!!")
+    assert "notify-keyspace-events" in err(e)
+    assert r.config_get("maxclients")["maxclients"] == old
+    assert r.config_get("slowlog-max-len")["slowlog-max-len"] == old_len
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CONFIG", "SET", "maxclients", "1234", "maxclients", "1235")
+    assert "duplicate" in err(e)
+    assert r.execute_command("CONFIG", "SET", "maxclients", "1234", "slowlog-max-len", "12")
+    assert r.config_get("maxclients")["maxclients"] == "1234"
+    r.execute_command("CONFIG", "SET", "maxclients", old, "slowlog-max-len", old_len)

@@ -408,12 +408,21 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Map(out))
         }
         "set" if a.len() >= 4 && a.len() % 2 == 0 => {
-            for pair in a[2..].chunks(2) {
-                config_set(
-                    cx,
-                    &String::from_utf8_lossy(&pair[0]).to_ascii_lowercase(),
-                    &String::from_utf8_lossy(&pair[1]),
-                )?;
+            let names: Vec<String> =
+                a[2..].chunks(2).map(|p| String::from_utf8_lossy(&p[0]).to_ascii_lowercase()).collect();
+            if let Some(dup) =
+                names.iter().enumerate().find(|(i, n)| names[..*i].iter().any(|m| canonical(m) == canonical(n)))
+            {
+                return Err(CmdError::err(format!("CONFIG SET failed - duplicate parameter '{}'", dup.1)));
+            }
+            // All or nothing, as in Redis 7: a failed setting undoes the
+            // ones before it.
+            let before = ConfigSnapshot::take(cx);
+            for (name, pair) in names.iter().zip(a[2..].chunks(2)) {
+                if let Err(e) = config_set(cx, name, &String::from_utf8_lossy(&pair[1])) {
+                    before.restore(cx);
+                    return Err(e);
+                }
             }
             Ok(Reply::ok())
         }
@@ -424,6 +433,46 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         "rewrite" if a.len() == 2 => Err(CmdError::err("CONFIG REWRITE is not supported: edit the TOML config file")),
         _ => Err(super::subcommand_error(a, "CONFIG")),
+    }
+}
+
+/// What CONFIG SET can change, to put back when one of several settings fails.
+struct ConfigSnapshot {
+    cfg: crate::Config,
+    inert: Vec<(String, String)>,
+    limits: (usize, usize, usize),
+    slowlog: (i64, usize),
+    notify_flags: u32,
+    acl: (bool, usize),
+}
+
+impl ConfigSnapshot {
+    fn take(cx: &Ctx) -> ConfigSnapshot {
+        let st = &cx.st;
+        ConfigSnapshot {
+            cfg: st.cfg.clone(),
+            inert: st.inert.clone(),
+            limits: (st.shared.maxclients(), st.shared.max_bulk(), st.shared.query_limit()),
+            slowlog: (st.slowlog.threshold_us, st.slowlog.max_len),
+            notify_flags: st.notify_flags,
+            acl: (st.acl.pubsub_all, st.acl.log.max_len),
+        }
+    }
+
+    fn restore(self, cx: &mut Ctx) {
+        let st = &mut *cx.st;
+        if st.cfg.requirepass != self.cfg.requirepass {
+            st.acl.set_requirepass(&self.cfg.requirepass);
+        }
+        log::set_max_level(self.cfg.level());
+        st.cfg = self.cfg;
+        st.inert = self.inert;
+        st.shared.set_maxclients(self.limits.0);
+        st.shared.set_max_bulk(self.limits.1);
+        st.shared.set_query_limit(self.limits.2);
+        (st.slowlog.threshold_us, st.slowlog.max_len) = self.slowlog;
+        st.notify_flags = self.notify_flags;
+        (st.acl.pubsub_all, st.acl.log.max_len) = self.acl;
     }
 }
 
