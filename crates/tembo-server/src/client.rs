@@ -66,7 +66,7 @@ pub struct Client {
     /// Whether AUTH succeeded (or no password is set).
     pub authed: bool,
     /// The ACL user the client runs as (`default` until AUTH names another).
-    pub user: String,
+    pub user: Arc<str>,
     /// Commands queued after MULTI.
     pub multi: Option<Vec<Vec<Vec<u8>>>>,
     /// A command failed to queue: EXEC must abort.

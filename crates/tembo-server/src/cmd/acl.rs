@@ -54,7 +54,7 @@ fn acl_cmd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         "deluser" => deluser(cx, &a[2..]),
         "users" => Ok(Reply::bulks(cx.st.acl.users().map(|u| u.name.clone()))),
         "list" => Ok(Reply::bulks(cx.st.acl.users().map(User::describe))),
-        "whoami" => Ok(Reply::bulk(&cx.client.user)),
+        "whoami" => Ok(Reply::bulk(&*cx.client.user)),
         "cat" if a.len() == 2 => Ok(Reply::bulks(category::NAMES.iter())),
         "cat" if a.len() == 3 => {
             let name = String::from_utf8_lossy(&a[2]);
@@ -126,20 +126,20 @@ fn disconnect_revoked_subscribers(cx: &mut Ctx, name: &str) {
     let keeps = |c: &crate::client::Client| {
         acl::may_keep_subscriptions(user, c.channels.iter().chain(&c.shard_channels), c.patterns.iter())
     };
-    for c in cx.st.clients.values().filter(|c| c.user == name && !keeps(c)) {
+    for c in cx.st.clients.values().filter(|c| &*c.user == name && !keeps(c)) {
         let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
     }
-    if cx.client.user == name && !keeps(cx.client) {
+    if &*cx.client.user == name && !keeps(cx.client) {
         cx.client.close = true;
     }
 }
 
 /// Closes every connection authenticated as `name`, the caller's after its reply.
 pub fn disconnect_user(cx: &mut Ctx, name: &str) {
-    for c in cx.st.clients.values().filter(|c| c.user == name) {
+    for c in cx.st.clients.values().filter(|c| &*c.user == name) {
         let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
     }
-    if cx.client.user == name {
+    if &*cx.client.user == name {
         cx.client.close = true;
     }
 }
@@ -250,7 +250,7 @@ fn load(cx: &mut Ctx) -> CmdResult {
     cx.st.acl.replace_all(users);
     // Connections of users that are gone, or whose subscriptions are no
     // longer allowed, are closed.
-    let names: Vec<String> = cx.st.clients.values().map(|c| c.user.clone()).chain([cx.client.user.clone()]).collect();
+    let names: Vec<String> = cx.st.clients.values().map(|c| c.user.to_string()).chain([cx.client.user.to_string()]).collect();
     for name in names {
         if cx.st.acl.user(&name).is_none() {
             disconnect_user(cx, &name);

@@ -108,7 +108,7 @@ fn check_password(cx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), 
     let name = user.map_or_else(|| "default".to_string(), |u| String::from_utf8_lossy(u).into_owned());
     if cx.st.acl.authenticate(&name, pass) {
         cx.client.authed = true;
-        cx.client.user = name;
+        cx.client.user = name.into();
         return Ok(());
     }
     let context = if cx.client.multi.is_some() { "multi" } else { "toplevel" };
