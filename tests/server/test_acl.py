@@ -389,3 +389,81 @@ def test_monitor_hides_passwords(r):
     assert b"hunter2" not in seen
     assert b'"AUTH" "(redacted)" "(redacted)"' in seen
     assert b'"HELLO" "2" "AUTH" "(redacted)" "(redacted)"' in seen
+
+
+def test_review_fixes(r):
+    # The STREAMS keyword is found as XREADGROUP's parser finds it: a
+    # consumer named "streams" does not hide the real keys.
+    r.acl_setuser("t_x", enabled=True, nopass=True, categories=["+@all"], keys=["stream*"])
+    assert "'secret' key" in r.acl_dryrun("t_x", "XREADGROUP", "GROUP", "g", "streams", "STREAMS", "streams", "secret",
+                                          ">", ">")
+    # Setting "everything" twice is no error; a pattern with a space is refused.
+    assert r.execute_command("ACL", "SETUSER", "t_x", "allkeys", "~*", "allchannels", "&*")
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("ACL", "SETUSER", "t_x", "resetkeys", "~app:* +@all")
+    with pytest.raises(redis.ResponseError):
+        r.execute_command("ACL", "SETUSER", "t_x y")
+    # CLIENT KILL USER kills that user's connections only.
+    r.acl_setuser("t_k", enabled=True, nopass=True, categories=["+@all"], keys=["*"])
+    victim, bystander = raw_login("t_k", "x"), raw_login("t_x", "x")
+    assert r.execute_command("CLIENT", "KILL", "USER", "t_k") == 1
+    assert closed_by_server(victim)
+    bystander.sendall(b"PING\r\n")
+    assert bystander.recv(100) == b"+PONG\r\n"
+    bystander.close()
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "KILL", "USER", "t_nosuch")
+    assert "No such user" in err(e)
+    # SORT ... GET needs one selector that both allows SORT and reads every key.
+    r.rpush("l", "1")
+    r.execute_command("ACL", "SETUSER", "t_s", "on", "nopass", "+sort", "~l", "(%R~*)")
+    s = raw_login("t_s", "x")
+    s.sendall(b"SORT l GET h_*\r\n")
+    assert b"GET option of SORT denied" in s.recv(200)
+    s.close()
+
+
+def test_exec_after_permissions_changed(r):
+    r.acl_setuser("t_e", enabled=True, nopass=True, commands=["+multi", "+exec", "+incr"], keys=["*"])
+    s = raw_login("t_e", "x")
+    s.sendall(b"MULTI\r\nINCR n\r\n")
+    got = b""
+    while got.count(b"\r\n") < 2:
+        got += s.recv(100)
+    assert got == b"+OK\r\n+QUEUED\r\n"
+    r.acl_setuser("t_e", commands=["-incr"])
+    s.sendall(b"EXEC\r\n")
+    got = b""
+    while b"reason" not in got or not got.endswith(b"\r\n"):
+        got += s.recv(1000)
+    s.close()
+    assert b"-NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call." in got
+    assert r.get("n") is None
+
+
+def test_slowlog_hides_secrets(r):
+    r.config_set("slowlog-log-slower-than", 0)
+    try:
+        r.slowlog_reset()
+        r.execute_command("ACL", "SETUSER", "t_slow", ">topsecret")
+        entries = r.slowlog_get(10)
+        assert not any(b"topsecret" in a or "topsecret" in str(a) for e in entries for a in e["command"].split())
+    finally:
+        r.config_set("slowlog-log-slower-than", 10000)
+
+
+def test_acl_load_keeps_requirepass_for_default(own_server):
+    start, d = own_server
+    path = f"{d}/users.acl"
+    with open(path, "w") as f:
+        f.write("user alice on >pw ~* +@all\n")
+    _, port = start("--requirepass", "sesame", "--aclfile", path)
+    assert port
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).ping()
+    admin = login("default", "sesame", port=port)
+    assert admin.acl_load()
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).ping()  # still needs the password
+    assert login("default", "sesame", port=port).ping()
+    admin.close()

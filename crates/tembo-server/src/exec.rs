@@ -135,6 +135,9 @@ pub struct State {
     saved: HashMap<u64, Client>,
     /// Users and their permissions (ACL).
     pub acl: crate::acl::Acl,
+    /// The ACL state before the current group first changed it, put back
+    /// if the group's commit fails (the group then runs again).
+    acl_before: Option<crate::acl::Acl>,
 }
 
 /// One command's view: the state and the client running it.
@@ -207,6 +210,7 @@ impl State {
             resume: VecDeque::new(),
             saved: HashMap::new(),
             acl: crate::acl::Acl::new(""),
+            acl_before: None,
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.check_layout()?;
@@ -337,6 +341,7 @@ impl State {
     fn run_group(&mut self, group: Vec<Msg>) {
         // Filled as clients are first changed (`process`, `unblock`, `serve_ready`).
         self.saved.clear();
+        self.acl_before = None;
         self.expire_blocked();
         let mut requests = 0;
         for msg in &group {
@@ -379,6 +384,9 @@ impl State {
     /// state, after its commit failed.
     fn rollback(&mut self) {
         self.discard();
+        if let Some(acl) = self.acl_before.take() {
+            self.acl = acl;
+        }
         self.tracking.discard_pending();
         for (id, c) in std::mem::take(&mut self.saved) {
             if let Some(slot) = self.clients.get_mut(&id) {
@@ -495,7 +503,16 @@ impl State {
         }
     }
 
-    fn disconnect(&mut self, id: u64) {
+    /// Keeps the ACL state as it was before the current group changed it
+    /// (users, the log), to put back if the group's commit fails.
+    pub fn snapshot_acl(&mut self) {
+        if self.acl_before.is_none() {
+            self.acl_before = Some(self.acl.clone());
+        }
+    }
+
+    /// Forgets a client: its watches, subscriptions, tracking and wait.
+    pub fn disconnect(&mut self, id: u64) {
         if let Some(mut c) = self.clients.remove(&id) {
             self.unwatch(&mut c);
             self.pubsub.remove_client(&c);

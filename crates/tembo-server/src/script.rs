@@ -557,14 +557,12 @@ fn refusal(cx: &mut Ctx, spec: &cmd::Spec, argv: &[Vec<u8>], read_only: bool) ->
     if read_only && spec.flags.contains(&"write") {
         return Some("ERR Write commands are not allowed from read-only scripts.".into());
     }
-    if let Err(e) = cmd::acl_check(cx.st, cx.client, spec, argv, "lua") {
+    if let Some(denied) = cmd::acl_denied(cx.st, cx.client, spec, argv, "lua") {
         // Redis 7.0's words for a refusal inside a script.
-        let what = if e.0.contains("keys") {
-            "access at least one of the keys mentioned in the command"
-        } else if e.0.contains("channels") {
-            "publish to the channel mentioned in the command"
-        } else {
-            "run this command or subcommand"
+        let what = match denied {
+            crate::acl::Denied::Command(_) => "run this command or subcommand",
+            crate::acl::Denied::Key(_) => "access at least one of the keys mentioned in the command",
+            crate::acl::Denied::Channel(_) => "publish to the channel mentioned in the command",
         };
         return Some(format!("ERR The user executing the script can't {what}"));
     }

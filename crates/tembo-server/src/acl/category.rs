@@ -117,7 +117,8 @@ const HARMLESS_SUBS: &[&str] = &[
 
 /// Subcommands of containers that are not admin as a whole which Redis
 /// marks `@admin @dangerous`.
-const ADMIN_SUBS: &[&str] = &["client|kill", "client|list", "client|no-evict", "client|pause", "client|unpause"];
+const ADMIN_SUBS: &[&str] =
+    &["client|kill", "client|list", "client|no-evict", "client|pause", "client|unpause", "client|unblock"];
 
 /// The category bits of a command's group.
 fn group_bits(group: &str) -> u32 {

@@ -30,7 +30,7 @@ pub struct LogEntry {
 }
 
 /// The log.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct AclLog {
     entries: VecDeque<LogEntry>,
     /// `acllog-max-len`.

@@ -87,7 +87,7 @@ impl Denied {
 }
 
 /// The users and the log of refusals.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Acl {
     users: BTreeMap<String, User>,
     /// ACL LOG.
@@ -97,12 +97,21 @@ pub struct Acl {
     /// Whether the default user may run anything with any password: the
     /// common case, checked without looking the user up.
     open_default: bool,
+    /// `requirepass`: the default user's password when no ACL file or
+    /// `user` line defines that user.
+    requirepass: String,
 }
 
 impl Acl {
     /// Only the default user, with `requirepass` as its password.
     pub fn new(requirepass: &str) -> Acl {
-        let mut acl = Acl { users: BTreeMap::new(), log: AclLog::new(128), pubsub_all: false, open_default: true };
+        let mut acl = Acl {
+            users: BTreeMap::new(),
+            log: AclLog::new(128),
+            pubsub_all: false,
+            open_default: true,
+            requirepass: requirepass.to_string(),
+        };
         acl.users.insert("default".into(), User::default_user(requirepass));
         acl.refresh();
         acl
@@ -154,15 +163,18 @@ impl Acl {
         had
     }
 
-    /// Replaces every user (ACL LOAD); a missing default user is created.
+    /// Replaces every user (ACL LOAD); a missing default user is made as
+    /// at start, with `requirepass`.
     pub fn replace_all(&mut self, users: Vec<User>) {
         self.users = users.into_iter().map(|u| (u.name.clone(), u)).collect();
-        self.users.entry("default".into()).or_insert_with(|| User::default_user(""));
+        let pass = self.requirepass.clone();
+        self.users.entry("default".into()).or_insert_with(|| User::default_user(&pass));
         self.refresh();
     }
 
     /// CONFIG SET requirepass.
     pub fn set_requirepass(&mut self, pass: &str) {
+        self.requirepass = pass.to_string();
         if let Some(u) = self.users.get_mut("default") {
             u.set_requirepass(pass);
         }
@@ -191,9 +203,17 @@ impl Acl {
         check_user(u, spec, args)
     }
 
-    /// Whether `user` may read every key (SORT's BY and GET options).
-    pub fn reads_all_keys(&self, user: &str) -> bool {
-        self.users.get(user).is_some_and(|u| std::iter::once(&u.root).chain(&u.selectors).any(Selector::reads_all_keys))
+    /// Whether `user` has a selector that allows this call and may read
+    /// every key (what SORT's BY and GET options need).
+    pub fn reads_all_keys(&self, user: &str, spec: &Spec, args: &[Vec<u8>]) -> bool {
+        if user == "default" && self.open_default {
+            return true;
+        }
+        self.users.get(user).is_some_and(|u| {
+            std::iter::once(&u.root)
+                .chain(&u.selectors)
+                .any(|s| s.reads_all_keys() && s.allows_command(spec, None, args.get(1).map(Vec::as_slice)))
+        })
     }
 }
 

@@ -100,14 +100,28 @@ impl Selector {
     pub fn apply(&mut self, op: &[u8]) -> Result<(), RuleError> {
         let text = std::str::from_utf8(op).map_err(|_| SYNTAX.to_string())?;
         let lower = text.to_ascii_lowercase();
+        if op.iter().any(u8::is_ascii_whitespace) {
+            // A pattern with a space would not survive ACL LIST / ACL SAVE.
+            return Err(SYNTAX.into());
+        }
         match lower.as_str() {
-            "allkeys" => return self.apply(b"~*"),
+            // Setting "everything" again is no error (only a narrower
+            // pattern after it is).
+            "allkeys" | "~*" | "%rw~*" | "%wr~*" => {
+                self.all_keys = true;
+                self.keys.clear();
+                return Ok(());
+            }
+            "allchannels" | "&*" => {
+                self.all_channels = true;
+                self.channels.clear();
+                return Ok(());
+            }
             "resetkeys" => {
                 self.all_keys = false;
                 self.keys.clear();
                 return Ok(());
             }
-            "allchannels" => return self.apply(b"&*"),
             "resetchannels" => {
                 self.all_channels = false;
                 self.channels.clear();

@@ -80,6 +80,9 @@ impl User {
     pub fn apply(&mut self, op: &[u8], all_channels: bool) -> Result<(), RuleError> {
         if op.first() == Some(&b'(') && op.last() == Some(&b')') && op.len() >= 2 {
             let mut sel = Selector::empty();
+            if all_channels {
+                sel.apply(b"allchannels")?;
+            }
             for word in op[1..op.len() - 1].split(|&c| c == b' ').filter(|w| !w.is_empty()) {
                 sel.apply(word)?;
             }

@@ -48,6 +48,9 @@ fn acl_cmd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
         return Err(CmdError::arity(&format!("acl|{sub}")));
     }
+    if matches!(sub.as_str(), "setuser" | "deluser" | "load" | "log") {
+        cx.st.snapshot_acl();
+    }
     match sub.as_str() {
         "setuser" => setuser(cx, a),
         "getuser" => getuser(cx, &a[2]),
@@ -103,7 +106,7 @@ fn acl_cmd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn setuser(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let name = String::from_utf8_lossy(&a[2]).into_owned();
-    if a[2].iter().any(|&c| c == b' ' || c == 0) {
+    if a[2].iter().any(|&c| c.is_ascii_whitespace() || c == 0) {
         return Err(CmdError::err("Usernames can't contain spaces or null characters"));
     }
     let ops = merge_selector_args(&a[3..]).map_err(CmdError::err)?;
@@ -126,19 +129,29 @@ fn disconnect_revoked_subscribers(cx: &mut Ctx, name: &str) {
     let keeps = |c: &crate::client::Client| {
         acl::may_keep_subscriptions(user, c.channels.iter().chain(&c.shard_channels), c.patterns.iter())
     };
-    for c in cx.st.clients.values().filter(|c| &*c.user == name && !keeps(c)) {
-        let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
-    }
-    if &*cx.client.user == name && !keeps(cx.client) {
+    let ids: Vec<u64> = cx.st.clients.values().filter(|c| &*c.user == name && !keeps(c)).map(|c| c.id).collect();
+    let close_me = &*cx.client.user == name && !keeps(cx.client);
+    close_clients(cx, &ids);
+    if close_me {
         cx.client.close = true;
+    }
+}
+
+/// Closes these connections and forgets them at once, so that nothing
+/// (a message, a blocked pop) is served to them in between.
+fn close_clients(cx: &mut Ctx, ids: &[u64]) {
+    for id in ids {
+        if let Some(c) = cx.st.clients.get(id) {
+            let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
+        }
+        cx.st.disconnect(*id);
     }
 }
 
 /// Closes every connection authenticated as `name`, the caller's after its reply.
 pub fn disconnect_user(cx: &mut Ctx, name: &str) {
-    for c in cx.st.clients.values().filter(|c| &*c.user == name) {
-        let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
-    }
+    let ids: Vec<u64> = cx.st.clients.values().filter(|c| &*c.user == name).map(|c| c.id).collect();
+    close_clients(cx, &ids);
     if &*cx.client.user == name {
         cx.client.close = true;
     }
@@ -250,7 +263,8 @@ fn load(cx: &mut Ctx) -> CmdResult {
     cx.st.acl.replace_all(users);
     // Connections of users that are gone, or whose subscriptions are no
     // longer allowed, are closed.
-    let names: Vec<String> = cx.st.clients.values().map(|c| c.user.to_string()).chain([cx.client.user.to_string()]).collect();
+    let names: Vec<String> =
+        cx.st.clients.values().map(|c| c.user.to_string()).chain([cx.client.user.to_string()]).collect();
     for name in names {
         if cx.st.acl.user(&name).is_none() {
             disconnect_user(cx, &name);

@@ -113,6 +113,7 @@ fn check_password(cx: &mut Ctx, user: Option<&[u8]>, pass: &[u8]) -> Result<(), 
     }
     let context = if cx.client.multi.is_some() { "multi" } else { "toplevel" };
     let info = cx.client.info_line();
+    cx.st.snapshot_acl();
     cx.st.acl.log.add("auth", context, b"AUTH".to_vec(), &name, info);
     Err(CmdError("WRONGPASS invalid username-password pair or user is disabled.".into()))
 }
@@ -318,9 +319,10 @@ fn client_kill(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             } else if is(opt, "laddr") {
                 filters.push(Box::new(move |c| c.laddr == val));
             } else if is(opt, "user") {
-                if val != "default" {
+                if cx.st.acl.user(&val).is_none() {
                     return Err(CmdError::err(format!("No such user '{val}'")));
                 }
+                filters.push(Box::new(move |c| *c.user == *val));
             } else if is(opt, "type") {
                 let pubsub = match val.to_ascii_lowercase().as_str() {
                     "normal" => false,

@@ -200,8 +200,19 @@ pub fn command_keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]
             Some(keys)
         }
         "xread" | "xreadgroup" => {
-            let at = args.iter().position(|a| args::is(a, "streams"))? + 1;
-            let rest = &args[at..];
+            // Walk the options as XREAD's parser does: a group or consumer
+            // named "streams" is not the STREAMS keyword.
+            let mut i = 1;
+            while i < args.len() && !args::is(&args[i], "streams") {
+                i += if args::is(&args[i], "group") {
+                    3
+                } else if args::is(&args[i], "count") || args::is(&args[i], "block") {
+                    2
+                } else {
+                    1
+                };
+            }
+            let rest = args.get(i + 1..)?;
             Some(rest[..rest.len() / 2].iter().map(Vec::as_slice).collect())
         }
         _ => {
@@ -322,6 +333,25 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
 /// Checks `client`'s ACL permissions for a call (AUTH, HELLO and the
 /// other commands allowed before authentication always pass); a refusal
 /// is logged with `context` (`toplevel`, `multi`, `lua`).
+pub fn acl_denied(
+    st: &mut State,
+    client: &Client,
+    spec: &Spec,
+    args: &[Vec<u8>],
+    context: &'static str,
+) -> Option<crate::acl::Denied> {
+    match st.acl.check(&client.user, spec, args) {
+        Ok(()) => None,
+        Err(_) if NO_AUTH.contains(&spec.name) => None,
+        Err(denied) => {
+            st.snapshot_acl();
+            st.acl.log.add(denied.reason(), context, denied.object(), &client.user, client.info_line());
+            Some(denied)
+        }
+    }
+}
+
+/// [`acl_denied`] as the NOPERM error reply.
 pub fn acl_check(
     st: &mut State,
     client: &Client,
@@ -329,13 +359,9 @@ pub fn acl_check(
     args: &[Vec<u8>],
     context: &'static str,
 ) -> Result<(), CmdError> {
-    match st.acl.check(&client.user, spec, args) {
-        Ok(()) => Ok(()),
-        Err(_) if NO_AUTH.contains(&spec.name) => Ok(()),
-        Err(denied) => {
-            st.acl.log.add(denied.reason(), context, denied.object(), &client.user, client.info_line());
-            Err(CmdError(denied.error()))
-        }
+    match acl_denied(st, client, spec, args, context) {
+        None => Ok(()),
+        Some(denied) => Err(CmdError(denied.error())),
     }
 }
 
@@ -612,18 +638,28 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     reply
 }
 
-/// The arguments MONITOR must not show: passwords of AUTH, HELLO … AUTH
-/// and ACL SETUSER's `>pw` / `<pw` (Redis redacts the first two).
-fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
+/// The arguments MONITOR and SLOWLOG must not show: AUTH's, HELLO's
+/// AUTH user and password, ACL SETUSER's rules (they carry passwords and
+/// digests), and the value of CONFIG SET requirepass, as in Redis 7.
+pub(crate) fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
     let name = &args[0];
+    let sub = |s: &str| args.get(1).is_some_and(|a| args::is(a, s));
     if args::is(name, "auth") {
         (1..args.len()).collect()
     } else if args::is(name, "hello") {
-        args.iter()
-            .position(|a| args::is(a, "auth"))
-            .map_or(Vec::new(), |at| (at + 1..(at + 3).min(args.len())).collect())
-    } else if args::is(name, "acl") && args.get(1).is_some_and(|s| args::is(s, "setuser")) {
-        (3..args.len()).filter(|&i| args[i].first().is_some_and(|c| *c == b'>' || *c == b'<')).collect()
+        // HELLO [protover [AUTH user pass] [SETNAME name]], read in order.
+        let mut i = 2;
+        while i < args.len() {
+            if args::is(&args[i], "auth") {
+                return (i + 1..(i + 3).min(args.len())).collect();
+            }
+            i += 2;
+        }
+        Vec::new()
+    } else if args::is(name, "acl") && sub("setuser") {
+        (3..args.len()).collect()
+    } else if args::is(name, "config") && sub("set") {
+        (2..args.len()).step_by(2).filter(|&i| args::is(&args[i], "requirepass")).map(|i| i + 1).collect()
     } else {
         Vec::new()
     }

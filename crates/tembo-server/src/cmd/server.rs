@@ -415,6 +415,7 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             {
                 return Err(CmdError::err(format!("CONFIG SET failed - duplicate parameter '{}'", dup.1)));
             }
+            cx.st.snapshot_acl();
             // All or nothing, as in Redis 7: a failed setting undoes the
             // ones before it.
             let before = ConfigSnapshot::take(cx);

@@ -63,8 +63,13 @@ impl SlowLog {
         if name.eq_ignore_ascii_case(b"auth") || name.eq_ignore_ascii_case(b"hello") {
             return; // they carry passwords
         }
+        let secret = super::secret_args(args);
         let mut kept: Vec<Vec<u8>> = Vec::with_capacity(args.len().min(MAX_ARGS));
         for (i, a) in args.iter().enumerate() {
+            if secret.contains(&i) {
+                kept.push(b"(redacted)".to_vec());
+                continue;
+            }
             if i == MAX_ARGS - 1 && args.len() > MAX_ARGS {
                 kept.push(format!("... ({} more arguments)", args.len() - i).into_bytes());
                 break;

@@ -147,6 +147,11 @@ pub fn keys_of(args: &[Vec<u8>]) -> Vec<&[u8]> {
     keys
 }
 
+/// SORT's or SORT_RO's entry in the command table.
+fn sort_spec(read_only: bool) -> &'static Spec {
+    &COMMANDS[usize::from(read_only)]
+}
+
 fn sort(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     run(cx, a, false)
 }
@@ -160,7 +165,7 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], read_only: bool) -> CmdResult {
     // BY and GET patterns read keys no ACL check saw: they need a user
     // who may read every key, as in Redis.
     let patterned_by = req.by.as_ref().is_some_and(|_| !req.dont_sort);
-    if (patterned_by || !req.gets.is_empty()) && !cx.st.acl.reads_all_keys(&cx.client.user) {
+    if (patterned_by || !req.gets.is_empty()) && !cx.st.acl.reads_all_keys(&cx.client.user, sort_spec(read_only), a) {
         let what = if patterned_by { "BY" } else { "GET" };
         return Err(CmdError::err(format!("{what} option of SORT denied due to insufficient ACL permissions.")));
     }

@@ -84,8 +84,17 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
         // Queued commands were looked up when they were queued.
         let Some(spec) = spec(&args[0]) else { continue };
         // Permissions may have changed since the command was queued.
-        if let Err(e) = super::acl_check(cx.st, cx.client, spec, &args, "multi") {
-            replies.push(Reply::Error(e.0));
+        if let Some(denied) = super::acl_denied(cx.st, cx.client, spec, &args, "multi") {
+            let why = match denied {
+                crate::acl::Denied::Command(_) => "no permission to execute the command or subcommand",
+                crate::acl::Denied::Key(_) => "no permission to touch the specified keys",
+                crate::acl::Denied::Channel(_) => "no permission to access one of the channels used as arguments",
+            };
+            let msg = format!(
+                "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {why}"
+            );
+            cx.st.stats.rejected(spec.name, &msg);
+            replies.push(Reply::Error(msg));
             continue;
         }
         replies.push(run(cx.st, cx.client, spec, &args));
