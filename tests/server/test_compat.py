@@ -725,3 +725,50 @@ def test_config_set_is_all_or_nothing(r):
     assert r.execute_command("CONFIG", "SET", "maxclients", "1234", "slowlog-max-len", "12")
     assert r.config_get("maxclients")["maxclients"] == "1234"
     r.execute_command("CONFIG", "SET", "maxclients", old, "slowlog-max-len", old_len)
+
+
+def pairs(reply):
+    """A RESP3 map as is, a RESP2 flat list of pairs as a dict (nested too)."""
+    if isinstance(reply, list):
+        return {reply[i]: pairs(reply[i + 1]) for i in range(0, len(reply), 2)}
+    if isinstance(reply, dict):
+        return {k: pairs(v) for k, v in reply.items()}
+    return reply
+
+
+SPIN_30MS = """
+local t0 = redis.call('TIME')
+local start = t0[1] * 1000000 + t0[2]
+while true do
+  local t = redis.call('TIME')
+  if t[1] * 1000000 + t[2] - start > 30000 then return 1 end
+end
+"""
+
+
+def test_latency_monitor_and_histograms(r):
+    r.config_set("latency-monitor-threshold", 10)
+    try:
+        r.latency_reset()
+        r.config_resetstat()
+        r.eval(SPIN_30MS, 0)  # one command of ~30 ms: a "command" event
+        latest = r.latency_latest()
+        assert [e[0] for e in latest] == ["command"]
+        assert latest[0][2] >= 25 and latest[0][3] >= latest[0][2]
+        assert len(r.latency_history("command")) == 1
+        assert r.latency_history("nosuch") == []
+        assert len(r.execute_command("LATENCY", "DOCTOR")) > 0
+        r.set("a", "1")
+        r.set("b", "2")
+        r.client_id()
+        histo = pairs(r.execute_command("LATENCY", "HISTOGRAM", "set", "client", "nosuch"))
+        assert set(histo) == {"set", "client|id"}
+        assert histo["set"]["calls"] == 2
+        assert sum(1 for _ in histo["set"]["histogram_usec"]) >= 1
+        assert max(histo["set"]["histogram_usec"].values()) == 2  # cumulative
+        stats = r.info("commandstats")
+        assert stats["cmdstat_client|id"]["calls"] == 1 and stats["cmdstat_set"]["calls"] == 2
+        assert r.latency_reset() == 1
+        assert r.latency_latest() == []
+    finally:
+        r.config_set("latency-monitor-threshold", 0)

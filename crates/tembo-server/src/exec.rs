@@ -135,6 +135,8 @@ pub struct State {
     saved: HashMap<u64, Client>,
     /// Users and their permissions (ACL).
     pub acl: crate::acl::Acl,
+    /// Latency events (LATENCY LATEST, HISTORY…).
+    pub latency: crate::latency::Monitor,
     /// The ACL state before the current group first changed it, put back
     /// if the group's commit fails (the group then runs again).
     acl_before: Option<crate::acl::Acl>,
@@ -211,6 +213,7 @@ impl State {
             saved: HashMap::new(),
             acl: crate::acl::Acl::new(""),
             acl_before: None,
+            latency: Default::default(),
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.check_layout()?;
@@ -690,7 +693,9 @@ impl State {
     /// elements of deleted collections; one commit.
     pub fn cron(&mut self) {
         let now = now_ms();
+        let cycle = Instant::now();
         let expired = if self.active_expire { crate::background::expire_cycle(self, now, 1000) } else { Ok(0) };
+        self.latency.add("expire-cycle", cycle.elapsed().as_millis() as u64, now / 1000);
         let reclaimed = crate::background::sweep_flushed(self, 500)
             .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, 500)?));
         match (expired, reclaimed) {

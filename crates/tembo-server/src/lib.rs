@@ -43,6 +43,7 @@ mod geohash;
 mod hll;
 mod info;
 mod keyspace;
+mod latency;
 mod net;
 mod notify;
 mod pubsub;

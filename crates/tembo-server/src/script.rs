@@ -526,7 +526,7 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     if let Some(msg) = refusal(cx, spec, &argv, read_only) {
         // A refused call counts as the command's rejected call and as one
         // error reply (not again when the script passes it on).
-        cx.st.stats.rejected(spec.name, &msg);
+        cx.st.stats.rejected(cmd::full_name(spec, &argv), &msg);
         cx.st.stats.script_errors.push(msg.clone());
         return Reply::Error(msg);
     }

@@ -14,6 +14,8 @@ pub struct CommandStat {
     pub failed: u64,
     /// Calls refused before they ran (arity, NOAUTH, NOPERM, …).
     pub rejected: u64,
+    /// Calls by duration: bucket `i` counts those of at most 2^i µs.
+    pub hist: [u64; crate::latency::BUCKETS],
 }
 
 /// Most distinct error codes INFO errorstats tracks; past them it stops

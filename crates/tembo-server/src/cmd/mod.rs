@@ -28,6 +28,7 @@ mod hashes;
 mod hyperloglog;
 mod keys;
 mod keys_extra;
+mod latency;
 mod lcs;
 mod lists;
 mod lists_extra;
@@ -142,8 +143,9 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 32] = [
+        let families: [&'static [Spec]; 33] = [
             acl::COMMANDS,
+            latency::COMMANDS,
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
@@ -263,7 +265,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
         let e = CmdError::arity(spec.name);
-        st.stats.rejected(spec.name, &e.0);
+        st.stats.rejected(full_name(spec, args), &e.0);
         if spec.name == "exec" {
             // Redis rejects EXEC by discarding the transaction, whether or
             // not one was open (`execCommandAbort`).
@@ -279,7 +281,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         return Reply::Error(e.0);
     }
     if let Some(e) = subcommand_check(spec.name, args) {
-        st.stats.rejected(spec.name, &e.0);
+        st.stats.rejected(full_name(spec, args), &e.0);
         if client.multi.is_some() {
             client.multi_error = true;
         }
@@ -287,11 +289,11 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     }
     if !client.authed && !NO_AUTH.contains(&spec.name) {
         let msg = "NOAUTH Authentication required.";
-        st.stats.rejected(spec.name, msg);
+        st.stats.rejected(full_name(spec, args), msg);
         return Reply::Error(msg.into());
     }
     if let Err(e) = acl_check(st, client, spec, args, if client.multi.is_some() { "multi" } else { "toplevel" }) {
-        st.stats.rejected(spec.name, &e.0);
+        st.stats.rejected(full_name(spec, args), &e.0);
         if client.multi.is_some() {
             client.multi_error = true;
         }
@@ -305,14 +307,14 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
         );
-        st.stats.rejected(spec.name, &msg);
+        st.stats.rejected(full_name(spec, args), &msg);
         return Reply::Error(msg);
     }
     if let Some(queue) = client.multi.as_mut() {
         if NO_MULTI.contains(&spec.name) {
             client.multi_error = true;
             let msg = "ERR Command not allowed inside a transaction";
-            st.stats.rejected(spec.name, msg);
+            st.stats.rejected(full_name(spec, args), msg);
             return Reply::Error(msg.into());
         }
         if !NOT_QUEUED.contains(&spec.name) {
@@ -452,6 +454,13 @@ const SUBCOMMANDS: &[&str] = &[
     "acl|setuser",
     "acl|users",
     "acl|whoami",
+    "latency|doctor",
+    "latency|graph",
+    "latency|help",
+    "latency|histogram",
+    "latency|history",
+    "latency|latest",
+    "latency|reset",
     "script|load",
     "script|exists",
     "script|flush",
@@ -526,8 +535,8 @@ const SUBCOMMANDS: &[&str] = &[
 
 /// Commands whose first argument names a subcommand.
 const CONTAINERS: &[&str] = &[
-    "acl", "client", "config", "command", "object", "memory", "function", "pubsub", "script", "slowlog", "xgroup",
-    "xinfo",
+    "acl", "client", "config", "command", "latency", "object", "memory", "function", "pubsub", "script", "slowlog",
+    "xgroup", "xinfo",
 ];
 
 /// Whether `name` is a container command (its first argument a subcommand).
@@ -583,7 +592,8 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     if spec.name != "exec" {
         feed_monitors(st, client, args);
     }
-    client.last_cmd = full_name(spec, args);
+    let name = full_name(spec, args);
+    client.last_cmd = name;
     // Keys touched outside a command (background work) notify nothing.
     st.notes.clear();
     if !client.in_script {
@@ -628,9 +638,19 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     }
     let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
     st.stats.commands += 1;
-    let stat = st.stats.per_command.entry(spec.name).or_default();
+    let elapsed = started.elapsed();
+    let usec = elapsed.as_micros() as u64;
+    // Counted under the full name (`config|get`), as Redis 7 does; EXEC
+    // and scripts ran other commands meanwhile, so the name is put back.
+    client.last_cmd = name;
+    let stat = st.stats.per_command.entry(name).or_default();
     stat.calls += 1;
-    stat.usec += started.elapsed().as_micros() as u64;
+    stat.usec += usec;
+    stat.hist[crate::latency::bucket(usec)] += 1;
+    if st.latency.threshold_ms > 0 {
+        let event = if spec.flags.contains(&"fast") { "fast-command" } else { "command" };
+        st.latency.add(event, elapsed.as_millis() as u64, now_ms() / 1000);
+    }
     if let Reply::Error(msg) = &reply {
         stat.failed += 1;
         count_error(st, client, msg);

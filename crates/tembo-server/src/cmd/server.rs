@@ -445,6 +445,7 @@ struct ConfigSnapshot {
     slowlog: (i64, usize),
     notify_flags: u32,
     acl: (bool, usize),
+    latency_ms: u64,
 }
 
 impl ConfigSnapshot {
@@ -457,6 +458,7 @@ impl ConfigSnapshot {
             slowlog: (st.slowlog.threshold_us, st.slowlog.max_len),
             notify_flags: st.notify_flags,
             acl: (st.acl.pubsub_all, st.acl.log.max_len),
+            latency_ms: st.latency.threshold_ms,
         }
     }
 
@@ -474,6 +476,7 @@ impl ConfigSnapshot {
         (st.slowlog.threshold_us, st.slowlog.max_len) = self.slowlog;
         st.notify_flags = self.notify_flags;
         (st.acl.pubsub_all, st.acl.log.max_len) = self.acl;
+        st.latency.threshold_ms = self.latency_ms;
     }
 }
 
@@ -510,6 +513,16 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             } else {
                 cx.st.slowlog.threshold_us = n;
             }
+            if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
+                *v = n.to_string();
+            }
+        }
+        "latency-monitor-threshold" => {
+            let n: i64 = value.parse().map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+            if n < 0 {
+                return Err(bad("argument must be between 0 and 9223372036854775807 inclusive"));
+            }
+            cx.st.latency.threshold_ms = n as u64;
             if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
                 *v = n.to_string();
             }

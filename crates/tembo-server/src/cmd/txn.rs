@@ -93,7 +93,7 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
             let msg = format!(
                 "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {why}"
             );
-            cx.st.stats.rejected(spec.name, &msg);
+            cx.st.stats.rejected(super::full_name(spec, &args), &msg);
             replies.push(Reply::Error(msg));
             continue;
         }
