@@ -98,8 +98,9 @@ impl Selector {
 
     /// Applies one selector modifier (`+get`, `~key*`, `&chan`, `allkeys`…).
     pub fn apply(&mut self, op: &[u8]) -> Result<(), RuleError> {
-        let text = std::str::from_utf8(op).map_err(|_| SYNTAX.to_string())?;
-        let lower = text.to_ascii_lowercase();
+        // Patterns are bytes (keys need not be UTF-8); keywords and command
+        // names are ASCII, so a lossy lower-cased copy serves to match them.
+        let lower = String::from_utf8_lossy(op).to_ascii_lowercase();
         if op.iter().any(u8::is_ascii_whitespace) {
             // A pattern with a space would not survive ACL LIST / ACL SAVE.
             return Err(SYNTAX.into());
@@ -408,5 +409,8 @@ mod tests {
         assert!(s.allows_key(b"baz", Need::Any));
         assert!(!s.allows_key(b"nothing", Need::Any));
         assert!(s.allows_key(b"foo", Need::ReadWrite));
+        let mut bin = Selector::empty();
+        bin.apply(b"%R~\xff\x00*").unwrap();
+        assert!(bin.allows_key(b"\xff\x00abc", Need::Read));
     }
 }
