@@ -19,6 +19,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from crash_kill9 import free_port
 from test_commands import HOST, PASSWORD, PORT, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -249,14 +250,6 @@ def test_cat_genpass_and_errors(r):
 
 
 # --- users from the command line and the ACL file (a server of its own) ----------------
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 @pytest.fixture
 def own_server():

@@ -130,38 +130,10 @@ pub fn needs<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<(usize, &'a [u8], Need
         .iter()
         .enumerate()
         .map(|(i, &k)| {
-            let need = if STORE_FIRST.contains(&spec.name) {
-                if i == 0 {
-                    Need::Write
-                } else {
-                    Need::Read
-                }
-            } else if MOVE.contains(&spec.name) {
-                if i == 0 {
-                    Need::ReadWrite
-                } else {
-                    Need::Write
-                }
-            } else if spec.name == "copy" {
-                if i == 0 {
-                    Need::Read
-                } else {
-                    Need::Write
-                }
-            } else if spec.name == "pfmerge" {
-                if i == 0 {
-                    Need::ReadWrite
-                } else {
-                    Need::Read
-                }
-            } else if spec.name == "sort" {
-                if i == 0 {
-                    Need::Read
-                } else {
-                    Need::Write
-                }
-            } else {
-                base
+            let need = match roles(spec.name) {
+                Some((first, _)) if i == 0 => first,
+                Some((_, rest)) => rest,
+                None => base,
             };
             (position(k), k, need)
         })
@@ -179,6 +151,22 @@ pub fn needs<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<(usize, &'a [u8], Need
         }
     }
     out
+}
+
+/// For commands whose first key plays another role than the rest: the
+/// need of the first key and of the others.
+fn roles(name: &str) -> Option<(Need, Need)> {
+    if STORE_FIRST.contains(&name) {
+        return Some((Need::Write, Need::Read));
+    }
+    if MOVE.contains(&name) {
+        return Some((Need::ReadWrite, Need::Write));
+    }
+    match name {
+        "copy" | "sort" => Some((Need::Read, Need::Write)),
+        "pfmerge" => Some((Need::ReadWrite, Need::Read)),
+        _ => None,
+    }
 }
 
 /// The need of a call's keys by the command's kind and options.
