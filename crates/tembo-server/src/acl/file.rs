@@ -98,3 +98,94 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+#[cfg(test)]
+mod roundtrip {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::acl::check_user;
+    use crate::cmd;
+
+    /// Modifiers ACL SETUSER takes, valid and not (those that fail are skipped).
+    const OPS: &[&str] = &[
+        "on",
+        "off",
+        "nopass",
+        "resetpass",
+        ">pw1",
+        ">pw2",
+        "<pw1",
+        "#5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8",
+        "~app:*",
+        "%R~ro:*",
+        "%W~wo:*",
+        "%RW~rw:*",
+        "allkeys",
+        "resetkeys",
+        "&news",
+        "&chat:*",
+        "allchannels",
+        "resetchannels",
+        "+get",
+        "-get",
+        "+set",
+        "+@read",
+        "-@write",
+        "+@all",
+        "-@all",
+        "+client|id",
+        "-client|kill",
+        "+select|0",
+        "-@dangerous",
+        "+@string",
+        "allcommands",
+        "nocommands",
+        "reset",
+        "(~k:* +get)",
+        "(%W~w +@write)",
+        "clearselectors",
+        "skip-sanitize-payload",
+        "sanitize-payload",
+        "+nosuchcommand",
+        "bogus",
+    ];
+
+    /// Calls whose verdicts must survive a save and a load.
+    const CALLS: &[&[&str]] = &[
+        &["get", "app:1"],
+        &["get", "ro:1"],
+        &["set", "wo:1", "v"],
+        &["set", "ro:1", "v"],
+        &["incr", "rw:1"],
+        &["get", "k:1"],
+        &["set", "w", "v"],
+        &["client", "id"],
+        &["client", "kill", "1.2.3.4:5"],
+        &["select", "0"],
+        &["select", "1"],
+        &["publish", "news", "m"],
+        &["publish", "chat:1", "m"],
+        &["subscribe", "other"],
+        &["flushall"],
+    ];
+
+    proptest! {
+        #[test]
+        fn users_survive_acl_save_and_load(picks in proptest::collection::vec(0..OPS.len(), 0..14), all_channels: bool) {
+            let mut user = User::new("u", all_channels);
+            for &i in &picks {
+                let _ = user.apply(OPS[i].as_bytes(), all_channels);
+            }
+            let line = user.describe();
+            let back = parse_user_line(&line, all_channels).map_err(|e| TestCaseError::fail(format!("{line}: {e}")))?;
+            prop_assert_eq!(back.describe(), line.clone());
+            prop_assert_eq!((back.enabled, back.nopass, &back.passwords), (user.enabled, user.nopass, &user.passwords));
+            for call in CALLS {
+                let args: Vec<Vec<u8>> = call.iter().map(|a| a.as_bytes().to_vec()).collect();
+                let spec = cmd::spec(&args[0]).expect("a known command");
+                prop_assert_eq!(check_user(&back, spec, &args), check_user(&user, spec, &args), "{:?} under {}", call, line);
+            }
+        }
+    }
+}
