@@ -46,9 +46,9 @@ def login(user, password, protocol=2, port=None):
                        decode_responses=True, retry=Retry(NoBackoff(), 0))
 
 
-def raw_login(user, password):
+def raw_login(user, password, port=None):
     """A plain socket authenticated as `user` (no client library reconnecting behind our back)."""
-    s = socket.create_connection((HOST, PORT), timeout=5)
+    s = socket.create_connection((HOST, port or PORT), timeout=5)
     s.sendall(f"AUTH {user} {password}\r\n".encode())
     assert s.recv(100) == b"+OK\r\n"
     return s
@@ -325,6 +325,10 @@ def test_acl_file_load_and_save(own_server):
     assert sorted(c.acl_users()) == ["carol", "default"]
     with pytest.raises(redis.ConnectionError):
         alice.ping()  # alice is gone: her connection was closed
+    carol = raw_login("carol", "x", port=port)
+    assert c.acl_load()  # as in Redis 7.0, every non-default login is closed; default's stay
+    assert closed_by_server(carol)
+    assert c.ping()
     with open(path, "w") as f:
         f.write("user default on nopass ~* &* +@all\nuser dave on +nosuchcommand\n")
     with pytest.raises(redis.ResponseError) as e:

@@ -261,15 +261,19 @@ fn load(cx: &mut Ctx) -> CmdResult {
     }
     let users = acl::file::load(&cx.st.cfg.aclfile, cx.st.acl.pubsub_all).map_err(CmdError::err)?;
     cx.st.acl.replace_all(users);
-    // Connections of users that are gone, or whose subscriptions are no
-    // longer allowed, are closed.
-    let names: Vec<String> =
-        cx.st.clients.values().map(|c| c.user.to_string()).chain([cx.client.user.to_string()]).collect();
+    // As Redis 7.0 does, every connection logged in as a user other than
+    // `default` is closed (the caller's after this reply): its user was
+    // replaced. Default-user connections stay, unless their
+    // subscriptions are no longer allowed.
+    let mut names: Vec<String> = cx.st.clients.values().map(|c| c.user.to_string()).collect();
+    names.push(cx.client.user.to_string());
+    names.sort();
+    names.dedup();
     for name in names {
-        if cx.st.acl.user(&name).is_none() {
-            disconnect_user(cx, &name);
-        } else {
+        if name == "default" {
             disconnect_revoked_subscribers(cx, &name);
+        } else {
+            disconnect_user(cx, &name);
         }
     }
     Ok(Reply::ok())
