@@ -544,8 +544,7 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
 
 /// Why a script may not run this call, if it may not.
 fn refusal(cx: &mut Ctx, spec: &cmd::Spec, argv: &[Vec<u8>], read_only: bool) -> Option<String> {
-    let n = argv.len() as i32;
-    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+    if !cmd::arity_ok(spec.arity, argv.len()) {
         return Some("ERR Wrong number of args calling Redis command from script".into());
     }
     if spec.flags.contains(&"noscript") || DENIED.contains(&spec.name) {

@@ -182,23 +182,20 @@ fn derive(spec: &Spec, sub: Option<&str>) -> u32 {
 }
 
 /// The categories of `spec` (and of its subcommand `sub`, if given), as bits.
-pub fn of(spec: &Spec, sub: Option<&str>) -> u32 {
-    static CACHE: OnceLock<HashMap<String, u32>> = OnceLock::new();
+pub fn of(spec: &Spec, sub: Option<&'static str>) -> u32 {
+    type Key = (&'static str, Option<&'static str>);
+    static CACHE: OnceLock<HashMap<Key, u32>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| {
         let mut m = HashMap::new();
         for spec in cmd::table().values() {
-            m.insert(spec.name.to_string(), derive(spec, None));
+            m.insert((spec.name, None), derive(spec, None));
             for s in cmd::subcommands_of(spec.name) {
-                m.insert(format!("{}|{s}", spec.name), derive(spec, Some(s)));
+                m.insert((spec.name, Some(s)), derive(spec, Some(s)));
             }
         }
         m
     });
-    let found = match sub {
-        Some(s) => cache.get(&format!("{}|{s}", spec.name)),
-        None => cache.get(spec.name),
-    };
-    found.copied().unwrap_or_else(|| derive(spec, sub))
+    cache.get(&(spec.name, sub)).copied().unwrap_or_else(|| derive(spec, sub))
 }
 
 /// The names of the categories in `bits`, each with its `@`, in `NAMES` order.
@@ -217,7 +214,7 @@ pub fn members(bit: u32) -> Vec<String> {
                 out.push(spec.name.to_string());
             }
         } else {
-            out.extend(subs.iter().filter(|s| of(spec, Some(s)) & bit != 0).map(|s| format!("{}|{s}", spec.name)));
+            out.extend(subs.iter().filter(|&&s| of(spec, Some(s)) & bit != 0).map(|s| format!("{}|{s}", spec.name)));
         }
     }
     out.sort();
@@ -231,7 +228,7 @@ mod tests {
     #[test]
     fn categories_follow_flags_and_groups() {
         let spec = |n: &str| cmd::spec(n.as_bytes()).unwrap();
-        let has = |s: &Spec, sub: Option<&str>, c: &str| of(s, sub) & bit(c).unwrap() != 0;
+        let has = |s: &Spec, sub: Option<&'static str>, c: &str| of(s, sub) & bit(c).unwrap() != 0;
         assert!(has(spec("get"), None, "read") && has(spec("get"), None, "string") && has(spec("get"), None, "fast"));
         assert!(has(spec("set"), None, "write") && !has(spec("set"), None, "keyspace"));
         assert!(has(spec("flushall"), None, "dangerous"));

@@ -244,7 +244,7 @@ impl Selector {
     }
 
     /// Whether the command rules allow `spec` (with its subcommand and first argument).
-    pub fn allows_command(&self, spec: &Spec, sub: Option<&str>, first: Option<&[u8]>) -> bool {
+    pub fn allows_command(&self, spec: &Spec, sub: Option<&'static str>, first: Option<&[u8]>) -> bool {
         let cats = category::of(spec, sub);
         let mut allowed = self.all_commands;
         for r in &self.rules {

@@ -19,35 +19,9 @@ pub const COMMANDS: &[Spec] = &[Spec {
     run: acl_cmd,
 }];
 
-/// Subcommand arities, as Redis's table has them (the container counts).
-const ARITY: &[(&str, i32)] = &[
-    ("cat", -2),
-    ("deluser", -3),
-    ("dryrun", -4),
-    ("genpass", -2),
-    ("getuser", 3),
-    ("help", 2),
-    ("list", 2),
-    ("load", 2),
-    ("log", -2),
-    ("save", 2),
-    ("setuser", -3),
-    ("users", 2),
-    ("whoami", 2),
-];
-
+/// The subcommand and its arity were checked before the call (`SUB_ARITY`).
 fn acl_cmd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
-    let Some(&(_, arity)) = ARITY.iter().find(|(s, _)| *s == sub) else {
-        return Err(CmdError::err(format!(
-            "unknown subcommand '{}'. Try ACL HELP.",
-            String::from_utf8_lossy(&a[1][..a[1].len().min(128)])
-        )));
-    };
-    let n = a.len() as i32;
-    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
-        return Err(CmdError::arity(&format!("acl|{sub}")));
-    }
     if matches!(sub.as_str(), "setuser" | "deluser" | "load" | "log") {
         cx.st.snapshot_acl();
     }
@@ -125,34 +99,30 @@ fn setuser(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 /// Closes the connections of `name` whose subscriptions its new
 /// permissions no longer allow (Redis 7 does the same).
 fn disconnect_revoked_subscribers(cx: &mut Ctx, name: &str) {
-    let Some(user) = cx.st.acl.user(name) else { return };
-    let keeps = |c: &crate::client::Client| {
-        acl::may_keep_subscriptions(user, c.channels.iter().chain(&c.shard_channels), c.patterns.iter())
-    };
-    let ids: Vec<u64> = cx.st.clients.values().filter(|c| &*c.user == name && !keeps(c)).map(|c| c.id).collect();
-    let close_me = &*cx.client.user == name && !keeps(cx.client);
-    close_clients(cx, &ids);
-    if close_me {
-        cx.client.close = true;
-    }
-}
-
-/// Closes these connections and forgets them at once, so that nothing
-/// (a message, a blocked pop) is served to them in between.
-fn close_clients(cx: &mut Ctx, ids: &[u64]) {
-    for id in ids {
-        if let Some(c) = cx.st.clients.get(id) {
-            let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
-        }
-        cx.st.disconnect(*id);
-    }
+    let Some(user) = cx.st.acl.user(name).cloned() else { return };
+    close_logins(cx, name, |c| {
+        acl::may_keep_subscriptions(&user, c.channels.iter().chain(&c.shard_channels), c.patterns.iter())
+    });
 }
 
 /// Closes every connection authenticated as `name`, the caller's after its reply.
 pub fn disconnect_user(cx: &mut Ctx, name: &str) {
-    let ids: Vec<u64> = cx.st.clients.values().filter(|c| &*c.user == name).map(|c| c.id).collect();
-    close_clients(cx, &ids);
-    if &*cx.client.user == name {
+    close_logins(cx, name, |_| false);
+}
+
+/// Closes the connections logged in as `name` that `keep` does not keep:
+/// the others at once, forgotten in the same step so that nothing (a
+/// message, a blocked pop) reaches them in between; the caller's after
+/// its reply.
+fn close_logins(cx: &mut Ctx, name: &str, keep: impl Fn(&crate::client::Client) -> bool) {
+    let ids: Vec<u64> = cx.st.clients.values().filter(|c| &*c.user == name && !keep(c)).map(|c| c.id).collect();
+    for id in ids {
+        if let Some(c) = cx.st.clients.get(&id) {
+            let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
+        }
+        cx.st.disconnect(id);
+    }
+    if &*cx.client.user == name && !keep(cx.client) {
         cx.client.close = true;
     }
 }
@@ -243,8 +213,7 @@ fn dryrun(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let Some(spec) = super::spec(&call[0]) else {
         return Err(CmdError::err(format!("Command '{}' not found", String::from_utf8_lossy(&call[0]))));
     };
-    let n = call.len() as i32;
-    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+    if !super::arity_ok(spec.arity, call.len()) {
         return Err(CmdError::arity(spec.name));
     }
     match acl::check_user(user, spec, call) {

@@ -262,8 +262,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         st.stats.error_reply(&e.0);
         return Reply::Error(e.0);
     };
-    let n = args.len() as i32;
-    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+    if !arity_ok(spec.arity, args.len()) {
         let e = CmdError::arity(spec.name);
         st.stats.rejected(full_name(spec, args), &e.0);
         if spec.name == "exec" {
@@ -370,6 +369,19 @@ pub fn acl_check(
 /// Subcommands checked before a command runs or is queued, as Redis's
 /// command table does for container commands: (container, subcommand, arity).
 const SUB_ARITY: &[(&str, &str, i32)] = &[
+    ("acl", "cat", -2),
+    ("acl", "deluser", -3),
+    ("acl", "dryrun", -4),
+    ("acl", "genpass", -2),
+    ("acl", "getuser", 3),
+    ("acl", "help", 2),
+    ("acl", "list", 2),
+    ("acl", "load", 2),
+    ("acl", "log", -2),
+    ("acl", "save", 2),
+    ("acl", "setuser", -3),
+    ("acl", "users", 2),
+    ("acl", "whoami", 2),
     ("xgroup", "create", -5),
     ("xgroup", "setid", -5),
     ("xgroup", "destroy", 4),
@@ -396,9 +408,20 @@ pub(super) fn subcommand_error(a: &[Vec<u8>], cmd: &str) -> CmdError {
     ))
 }
 
-/// An unknown subcommand or a subcommand's wrong arity (XGROUP, XINFO).
+/// Whether `n` arguments (the name included) fit Redis arity `arity`:
+/// exactly N when positive, at least -N when negative.
+pub fn arity_ok(arity: i32, n: usize) -> bool {
+    let n = n as i32;
+    if arity >= 0 {
+        n == arity
+    } else {
+        n >= -arity
+    }
+}
+
+/// An unknown subcommand or a subcommand's wrong arity (ACL, XGROUP, XINFO).
 fn subcommand_check(name: &str, args: &[Vec<u8>]) -> Option<CmdError> {
-    if name != "xgroup" && name != "xinfo" {
+    if !SUB_ARITY.iter().any(|(c, _, _)| *c == name) {
         return None;
     }
     let sub = args.get(1)?;
@@ -409,8 +432,7 @@ fn subcommand_check(name: &str, args: &[Vec<u8>]) -> Option<CmdError> {
             name.to_ascii_uppercase()
         )));
     };
-    let n = args.len() as i32;
-    if (arity > 0 && n != arity) || (arity < 0 && n < -arity) {
+    if !arity_ok(arity, args.len()) {
         return Some(CmdError::arity(&format!("{name}|{s}")));
     }
     None
