@@ -7,6 +7,7 @@ redis-server 7.0.15 where it has the command).
     TEMBO_PORT=6379 python3 -m pytest -q tests/server/test_compat.py
 """
 
+import threading
 import time
 
 import pytest
@@ -772,3 +773,58 @@ def test_latency_monitor_and_histograms(r):
         assert r.latency_latest() == []
     finally:
         r.config_set("latency-monitor-threshold", 0)
+
+
+def test_client_pause_write_holds_writers_until_unpause(r):
+    r.set("k", "before")
+    writer = make_client()
+    try:
+        assert r.execute_command("CLIENT", "PAUSE", 60000, "WRITE") in (True, "OK")
+        # Reads go on while writes wait.
+        assert r.get("k") == "before"
+        held = threading.Thread(target=writer.set, args=("k", "after"))
+        held.start()
+        deadline = time.time() + 5
+        while int(r.info("clients")["blocked_clients"]) < 1:
+            assert time.time() < deadline, "the writer was not held"
+            time.sleep(0.02)
+        assert r.get("k") == "before"
+        assert r.execute_command("CLIENT", "UNPAUSE") in (True, "OK")
+        deadline = time.time() + 5
+        while r.get("k") != "after":
+            assert time.time() < deadline, "the held write never ran"
+            time.sleep(0.02)
+        held.join(5)
+        assert int(r.info("clients")["blocked_clients"]) == 0
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+        writer.close()
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "PAUSE", 10, "SOME")
+    assert "mode must be WRITE or ALL" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLIENT", "PAUSE", -1)
+    assert "timeout is negative" in err(e)
+
+
+def test_object_idletime_counts_from_the_last_use(r):
+    r.set("idle", "v")
+    r.restore("aged", 0, r.dump("idle"), idletime=1000)
+    # As old as the server at most (the clock starts when it does), and older than a fresh key.
+    assert r.object("idletime", "aged") >= r.object("idletime", "idle")
+    r.get("aged")
+    assert r.object("idletime", "aged") <= 1
+
+
+def test_command_getkeys_follows_redis(r):
+    assert r.command_getkeys("EVAL", "return 1", 0) == []
+    assert r.command_getkeys("GEORADIUS", "g", 0, 0, 1, "m", "STORE", "d") == ["g", "d"]
+    with pytest.raises(redis.ResponseError) as e:
+        r.command_getkeys("SET", "a")
+    assert "Invalid number of arguments" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.command_getkeys("PING", "x")
+    assert "no key arguments" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CLUSTER", "NODES")
+    assert "cluster support disabled" in err(e)

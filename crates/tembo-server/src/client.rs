@@ -111,6 +111,11 @@ pub struct Client {
     pub block_req: Option<BlockReq>,
     /// The blocking command this client waits in, if any.
     pub blocked: Option<Box<Blocked>>,
+    /// Set by `cmd::dispatch` when CLIENT PAUSE holds the command: the
+    /// executor then holds the client (see `pause`).
+    pub postpone_now: bool,
+    /// Held by CLIENT PAUSE: (order held, the held request and those after it).
+    pub postponed: Option<(u64, Vec<Vec<Vec<u8>>>)>,
     /// CLIENT TRACKING settings.
     pub tracking: crate::tracking::ClientTracking,
 }
@@ -150,6 +155,8 @@ impl Client {
             reply_skip: false,
             block_req: None,
             blocked: None,
+            postpone_now: false,
+            postponed: None,
             tracking: Default::default(),
         }
     }
@@ -174,7 +181,7 @@ impl Client {
         if self.monitor {
             flags.push('O');
         }
-        if self.blocked.is_some() {
+        if self.blocked.is_some() || self.postponed.is_some() {
             flags.push('b');
         }
         if self.subscribed() {

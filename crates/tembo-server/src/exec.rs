@@ -140,6 +140,15 @@ pub struct State {
     /// The ACL state before the current group first changed it, put back
     /// if the group's commit fails (the group then runs again).
     acl_before: Option<crate::acl::Acl>,
+    /// When each key was last used (OBJECT IDLETIME).
+    pub access: crate::access::AccessClock,
+    /// CLIENT PAUSE in force (see `pause`).
+    pub pause: Option<crate::pause::Pause>,
+    /// Order in which paused clients were held.
+    pub pause_seq: u64,
+    /// The pause as it was when the current group started (put back if
+    /// its commit fails).
+    pause_before: Option<crate::pause::Pause>,
 }
 
 /// One command's view: the state and the client running it.
@@ -214,6 +223,10 @@ impl State {
             acl: crate::acl::Acl::new(""),
             acl_before: None,
             latency: Default::default(),
+            access: Default::default(),
+            pause: None,
+            pause_seq: 0,
+            pause_before: None,
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.check_layout()?;
@@ -301,7 +314,10 @@ impl State {
         let mut next_cron = Instant::now() + CRON_EVERY;
         loop {
             // Wake for the cron, or for the first blocked client's timeout.
-            let wake = self.blocking.next_deadline().map_or(next_cron, |d| d.min(next_cron));
+            let mut wake = self.blocking.next_deadline().map_or(next_cron, |d| d.min(next_cron));
+            if let Some(p) = self.pause {
+                wake = wake.min(p.until);
+            }
             let first = tokio::select! {
                 m = inbox.recv() => match m {
                     Some(m) => Some(m),
@@ -321,7 +337,9 @@ impl State {
                     }
                 }
                 self.run_group(group);
-            } else if self.blocking.next_deadline().is_some_and(|d| d <= Instant::now()) {
+            } else if self.blocking.next_deadline().is_some_and(|d| d <= Instant::now())
+                || self.pause.is_some_and(|p| p.until <= Instant::now())
+            {
                 self.run_group(Vec::new());
             }
             if Instant::now() >= next_cron {
@@ -345,7 +363,10 @@ impl State {
         // Filled as clients are first changed (`process`, `unblock`, `serve_ready`).
         self.saved.clear();
         self.acl_before = None;
+        self.pause_before = self.pause;
         self.expire_blocked();
+        // Ends a pause whose time has passed: its clients run in this group.
+        self.pause_now();
         let mut requests = 0;
         for msg in &group {
             match msg {
@@ -390,6 +411,7 @@ impl State {
         if let Some(acl) = self.acl_before.take() {
             self.acl = acl;
         }
+        self.pause = self.pause_before;
         self.tracking.discard_pending();
         for (id, c) in std::mem::take(&mut self.saved) {
             if let Some(slot) = self.clients.get_mut(&id) {
@@ -401,7 +423,8 @@ impl State {
         for c in self.clients.values_mut() {
             c.pushbuf.clear();
             c.block_req = None;
-            c.conn.blocked.store(c.blocked.is_some(), std::sync::atomic::Ordering::Relaxed);
+            c.postpone_now = false;
+            c.conn.blocked.store(c.blocked.is_some() || c.postponed.is_some(), std::sync::atomic::Ordering::Relaxed);
         }
         self.pubsub.rebuild(self.clients.values());
         self.blocking.rebuild(self.clients.iter().filter_map(|(id, c)| c.blocked.as_deref().map(|b| (*id, b))));
@@ -506,6 +529,17 @@ impl State {
         }
     }
 
+    /// Lets client `id`, held by CLIENT PAUSE, run its requests again
+    /// (after the current command).
+    pub fn release_postponed(&mut self, id: u64) {
+        let Some(c) = self.clients.get_mut(&id) else { return };
+        let Some(before) = c.postponed.as_ref().map(|_| c.clone()) else { return };
+        self.saved.entry(id).or_insert(before);
+        let (_, rest) = c.postponed.take().expect("checked above");
+        c.conn.blocked.store(c.blocked.is_some(), std::sync::atomic::Ordering::Relaxed);
+        self.resume.push_back((id, Vec::new(), rest));
+    }
+
     /// Keeps the ACL state as it was before the current group changed it
     /// (users, the log), to put back if the group's commit fails.
     pub fn snapshot_acl(&mut self) {
@@ -554,12 +588,26 @@ impl State {
             self.clients.insert(id, client);
             return;
         }
+        if let Some((_, rest)) = client.postponed.as_mut() {
+            rest.extend(reqs.iter().cloned());
+            self.clients.insert(id, client);
+            return;
+        }
         for (i, args) in reqs.iter().enumerate() {
             if args.is_empty() {
                 continue;
             }
             client.reply_skip = std::mem::take(&mut client.reply_skip_next);
             let mut reply = cmd::dispatch(self, &mut client, args);
+            if std::mem::take(&mut client.postpone_now) {
+                // CLIENT PAUSE holds this command and what came after it.
+                client.reply_skip_next = client.reply_skip;
+                self.postpone(&mut client, reqs[i..].to_vec());
+                out.append(&mut client.pushbuf);
+                self.outbox.push((id, Out::Push(out)));
+                self.clients.insert(id, client);
+                return;
+            }
             if self.shutdown {
                 // SHUTDOWN answers by closing the connection, as Redis does.
                 client.close = true;
@@ -694,7 +742,11 @@ impl State {
     pub fn cron(&mut self) {
         let now = now_ms();
         let cycle = Instant::now();
-        let expired = if self.active_expire { crate::background::expire_cycle(self, now, 1000) } else { Ok(0) };
+        let expired = if self.active_expire && !self.expiry_paused() {
+            crate::background::expire_cycle(self, now, 1000)
+        } else {
+            Ok(0)
+        };
         self.latency.add("expire-cycle", cycle.elapsed().as_millis() as u64, now / 1000);
         let reclaimed = crate::background::sweep_flushed(self, 500)
             .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, 500)?));

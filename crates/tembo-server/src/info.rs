@@ -84,7 +84,7 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
         "clients" => {
             kv("connected_clients", &(st.clients.len() + 1));
             kv("maxclients", &st.shared.maxclients());
-            kv("blocked_clients", &st.blocking.len());
+            kv("blocked_clients", &(st.blocking.len() + st.postponed_count()));
             let me = cx.client.tracking.on as usize;
             kv("tracking_clients", &(st.clients.values().filter(|c| c.tracking.on).count() + me));
         }

@@ -24,6 +24,10 @@ impl Ctx<'_> {
         let Some(raw) = raw else { return Ok(None) };
         let meta = Meta::decode(&raw).ok_or_else(|| CmdError::corrupt(key))?;
         if meta.expired(self.now) {
+            if self.st.pause.is_some() && !self.writing() && self.st.expiry_paused() {
+                // Clients are paused: the key reads as gone but stays (see `pause`).
+                return Ok(None);
+            }
             self.remove(key, &meta);
             self.st.stats.expired_keys += 1;
             if self.st.notify_flags != 0 {
@@ -34,7 +38,17 @@ impl Ctx<'_> {
             }
             return Ok(None);
         }
+        if crate::access::touches(self.client.last_cmd) {
+            self.st.access.touch(self.db(), key);
+        }
         Ok(Some(meta))
+    }
+
+    /// Whether the command running is a write command (it may delete an
+    /// expired key even while clients are paused: it replaces it).
+    fn writing(&self) -> bool {
+        let name = self.client.last_cmd.split('|').next().unwrap_or("");
+        crate::cmd::spec(name.as_bytes()).is_some_and(|s| s.flags.contains(&"write"))
     }
 
     /// Like [`lookup`](Self::lookup), but a key of another type is a WRONGTYPE error.
@@ -66,6 +80,7 @@ impl Ctx<'_> {
             self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
         self.st.store.put(meta_key(db, self.st.gen(db), key), new.encode())?;
+        self.st.access.touch(db, key);
         self.st.touch(db, key, Some(&mut *self.client));
         if old.is_none() && self.st.notify_flags != 0 {
             crate::notify::note(self.st, db, key, true, false);

@@ -30,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access;
 mod acl;
 mod background;
 mod blocking;
@@ -46,6 +47,7 @@ mod keyspace;
 mod latency;
 mod net;
 mod notify;
+mod pause;
 mod pubsub;
 mod rdb;
 mod rdb_value;

@@ -42,7 +42,15 @@ impl Session {
             return Reply::Error("ERR empty command".into());
         }
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
-        let reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
+        let mut reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
+        while std::mem::take(&mut self.client.postpone_now) {
+            // Held by CLIENT PAUSE: nothing else runs here, so wait it out.
+            if let Some(p) = self.st.pause {
+                std::thread::sleep(p.until.saturating_duration_since(std::time::Instant::now()));
+            }
+            self.st.pause_now();
+            reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
+        }
         if std::mem::take(&mut self.st.torn) {
             // The command stopped midway; its error reply says so.
             self.st.discard();

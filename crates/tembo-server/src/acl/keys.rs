@@ -126,7 +126,7 @@ pub fn needs<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<(usize, &'a [u8], Need
     let Some(keys) = cmd::command_keys(spec, args) else { return Vec::new() };
     let position = |k: &[u8]| args.iter().position(|a| std::ptr::eq(a.as_slice(), k)).unwrap_or(0);
     let base = base_need(spec, args);
-    let mut out: Vec<(usize, &'a [u8], Need)> = keys
+    let out: Vec<(usize, &'a [u8], Need)> = keys
         .iter()
         .enumerate()
         .map(|(i, &k)| {
@@ -138,18 +138,6 @@ pub fn needs<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Vec<(usize, &'a [u8], Need
             (position(k), k, need)
         })
         .collect();
-    // GEORADIUS[BYMEMBER] … STORE|STOREDIST dest: the destination is a key
-    // the spec's positions do not cover.
-    if spec.name == "georadius" || spec.name == "georadiusbymember" {
-        let mut i = 2;
-        while i + 1 < args.len() {
-            if is(&args[i], "store") || is(&args[i], "storedist") {
-                out.push((i + 1, &args[i + 1], Need::Write));
-                i += 1;
-            }
-            i += 1;
-        }
-    }
     out
 }
 
@@ -163,7 +151,8 @@ fn roles(name: &str) -> Option<(Need, Need)> {
         return Some((Need::ReadWrite, Need::Write));
     }
     match name {
-        "copy" | "sort" => Some((Need::Read, Need::Write)),
+        // GEORADIUS[BYMEMBER] … STORE|STOREDIST dest: the source is read.
+        "copy" | "sort" | "georadius" | "georadiusbymember" => Some((Need::Read, Need::Write)),
         "pfmerge" => Some((Need::ReadWrite, Need::Read)),
         _ => None,
     }
@@ -185,8 +174,7 @@ fn base_need(spec: &Spec, args: &[Vec<u8>]) -> Need {
             let writes = args.iter().skip(2).any(|a| is(a, "set") || is(a, "incrby"));
             return if writes { Need::ReadWrite } else { Need::Read };
         }
-        // GEORADIUS's source is read; its STORE destination is added by `needs`.
-        "pfcount" | "eval_ro" | "evalsha_ro" | "fcall_ro" | "georadius" | "georadiusbymember" => return Need::Read,
+        "pfcount" | "eval_ro" | "evalsha_ro" | "fcall_ro" => return Need::Read,
         _ => {}
     }
     if spec.flags.contains(&"write") {

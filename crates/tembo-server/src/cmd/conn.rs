@@ -3,6 +3,7 @@
 use super::args::{int, is};
 use super::{CmdError, CmdResult, Spec};
 use crate::exec::Ctx;
+use crate::pause::{Pause, PauseKind};
 use crate::resp::Reply;
 
 pub const COMMANDS: &[Spec] = &[
@@ -262,6 +263,11 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             }
         }
         ("unblock", 3 | 4) => super::blpop::client_unblock(cx, a),
+        ("pause", 3 | 4) => client_pause(cx, a),
+        ("unpause", 2) => {
+            cx.st.unpause();
+            Ok(Reply::ok())
+        }
         ("tracking", n) if n >= 3 => super::client_tracking::tracking(cx, a),
         ("caching", 3) => super::client_tracking::caching(cx, a),
         ("getredir", 2) => super::client_tracking::getredir(cx),
@@ -284,9 +290,28 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    The connection invalidations are redirected to (-1: not tracking, 0: none).",
                 "TRACKINGINFO",
                 "    This connection's tracking flags, redirect and prefixes.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Hold every command (ALL, the default) or every command that may write",
+                "    (WRITE) for <timeout> milliseconds.",
+                "UNPAUSE",
+                "    End a CLIENT PAUSE: held clients run again.",
             ])),
         _ => Err(super::subcommand_error(a, "CLIENT")),
     }
+}
+
+/// CLIENT PAUSE timeout [WRITE|ALL] (Redis's words for bad arguments).
+fn client_pause(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let kind = match a.get(3) {
+        None => PauseKind::All,
+        Some(m) if is(m, "write") => PauseKind::Write,
+        Some(m) if is(m, "all") => PauseKind::All,
+        Some(_) => return Err(CmdError::err("CLIENT PAUSE mode must be WRITE or ALL")),
+    };
+    let ms = int(&a[2]).map_err(|_| CmdError::err("timeout is not an integer or out of range"))?;
+    let ms = u64::try_from(ms).map_err(|_| CmdError::err("timeout is negative"))?;
+    cx.st.pause(Pause { kind, until: crate::pause::until(std::time::Instant::now(), ms) });
+    Ok(Reply::ok())
 }
 
 /// CLIENT KILL: the old form (`ip:port`, one client, +OK) or Redis 7's

@@ -62,7 +62,7 @@ fn dump(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, false, false);
+    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, None, false);
     let mut j = 4;
     while j < a.len() {
         if is(&a[j], "replace") {
@@ -70,13 +70,10 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         } else if is(&a[j], "absttl") {
             absttl = true;
         } else if is(&a[j], "idletime") && j + 1 < a.len() && !freq {
-            // Accepted and checked; Tembo keeps no per-key access clock.
             j += 1;
-            if int(&a[j])? < 0 {
-                return Err(CmdError::err("Invalid IDLETIME value, must be >= 0"));
-            }
-            idle = true;
-        } else if is(&a[j], "freq") && j + 1 < a.len() && !idle {
+            let secs = u64::try_from(int(&a[j])?).map_err(|_| CmdError::err("Invalid IDLETIME value, must be >= 0"))?;
+            idle = Some(secs);
+        } else if is(&a[j], "freq") && j + 1 < a.len() && idle.is_none() {
             j += 1;
             if !(0..=255).contains(&int(&a[j])?) {
                 return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
@@ -120,6 +117,10 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     };
     meta.expire_at = expire_at;
     cx.write_meta(key, old.as_ref(), &meta)?;
+    if let Some(secs) = idle {
+        let db = cx.db();
+        cx.st.access.set_idle(db, key, secs);
+    }
     Ok(Reply::ok())
 }
 

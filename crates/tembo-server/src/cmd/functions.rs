@@ -35,7 +35,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "fcall",
         arity: -3,
-        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"],
         keys: (0, 0, 0),
         group: "scripting",
         summary: "FCALL function numkeys [key ...] [arg ...]: runs a library function atomically.",
@@ -44,7 +44,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "fcall_ro",
         arity: -3,
-        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"],
         keys: (0, 0, 0),
         group: "scripting",
         summary: "FCALL_RO function numkeys [key ...] [arg ...]: runs a no-writes library function.",

@@ -25,6 +25,8 @@ use crate::resp::Reply;
 
 const R: &[&str] = &["readonly"];
 const W: &[&str] = &["write", "denyoom"];
+/// GEORADIUS[BYMEMBER]: a STORE option names a second key (movable keys).
+const WM: &[&str] = &["write", "denyoom", "movablekeys"];
 
 macro_rules! spec {
     ($name:literal, $arity:expr, $flags:expr, $keys:expr, $summary:literal, $run:ident) => {
@@ -56,7 +58,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!(
         "georadius",
         -6,
-        W,
+        WM,
         (1, 1, 1),
         "GEORADIUS key lon lat radius unit [...] [STORE key|STOREDIST key]: places within a radius.",
         georadius
@@ -65,7 +67,7 @@ pub const COMMANDS: &[Spec] = &[
     spec!(
         "georadiusbymember",
         -5,
-        W,
+        WM,
         (1, 1, 1),
         "GEORADIUSBYMEMBER key member radius unit [...] [STORE key|STOREDIST key]: places near a member.",
         georadiusbymember

@@ -35,7 +35,7 @@ mod lists_extra;
 mod longdouble;
 mod memory;
 pub mod pubsub;
-mod scripting;
+pub(crate) mod scripting;
 mod server;
 mod sets;
 pub mod slowlog;
@@ -217,6 +217,15 @@ pub fn command_keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]
             let rest = args.get(i + 1..)?;
             Some(rest[..rest.len() / 2].iter().map(Vec::as_slice).collect())
         }
+        "georadius" | "georadiusbymember" => {
+            // The source, then a STORE or STOREDIST destination (the last one named wins).
+            let mut keys = vec![args.get(1)?.as_slice()];
+            let dest = (2..args.len().saturating_sub(1))
+                .rev()
+                .find(|&i| args::is(&args[i], "store") || args::is(&args[i], "storedist"));
+            keys.extend(dest.map(|i| args[i + 1].as_slice()));
+            Some(keys)
+        }
         _ => {
             let (first, last, step) = spec.keys;
             if first <= 0 {
@@ -308,6 +317,12 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         );
         st.stats.rejected(full_name(spec, args), &msg);
         return Reply::Error(msg);
+    }
+    // CLIENT PAUSE holds the call (before MULTI would queue it, as in
+    // Redis); the executor keeps the client waiting (`pause`).
+    if st.pause.is_some() && st.pause_holds(client, spec, args) {
+        client.postpone_now = true;
+        return Reply::Nil;
     }
     if let Some(queue) = client.multi.as_mut() {
         if NO_MULTI.contains(&spec.name) {
@@ -500,6 +515,8 @@ const SUBCOMMANDS: &[&str] = &[
     "client|setname",
     "client|setinfo",
     "client|unblock",
+    "client|pause",
+    "client|unpause",
     "client|help",
     "client|no-evict",
     "client|reply",
@@ -507,6 +524,33 @@ const SUBCOMMANDS: &[&str] = &[
     "client|caching",
     "client|getredir",
     "client|trackinginfo",
+    "cluster|addslots",
+    "cluster|addslotsrange",
+    "cluster|bumpepoch",
+    "cluster|count-failure-reports",
+    "cluster|countkeysinslot",
+    "cluster|delslots",
+    "cluster|delslotsrange",
+    "cluster|failover",
+    "cluster|flushslots",
+    "cluster|forget",
+    "cluster|getkeysinslot",
+    "cluster|help",
+    "cluster|info",
+    "cluster|keyslot",
+    "cluster|links",
+    "cluster|meet",
+    "cluster|myid",
+    "cluster|nodes",
+    "cluster|replicas",
+    "cluster|replicate",
+    "cluster|reset",
+    "cluster|saveconfig",
+    "cluster|set-config-epoch",
+    "cluster|setslot",
+    "cluster|shards",
+    "cluster|slaves",
+    "cluster|slots",
     "config|get",
     "config|set",
     "config|resetstat",
@@ -557,8 +601,8 @@ const SUBCOMMANDS: &[&str] = &[
 
 /// Commands whose first argument names a subcommand.
 const CONTAINERS: &[&str] = &[
-    "acl", "client", "config", "command", "latency", "object", "memory", "function", "pubsub", "script", "slowlog",
-    "xgroup", "xinfo",
+    "acl", "client", "cluster", "config", "command", "latency", "object", "memory", "function", "pubsub", "script",
+    "slowlog", "xgroup", "xinfo",
 ];
 
 /// Whether `name` is a container command (its first argument a subcommand).

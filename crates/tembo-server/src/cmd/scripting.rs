@@ -18,7 +18,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "eval",
         arity: -3,
-        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"],
         keys: (0, 0, 0),
         group: "scripting",
         summary: "EVAL script numkeys [key ...] [arg ...]: runs a Lua script atomically.",
@@ -27,7 +27,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "evalsha",
         arity: -3,
-        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        flags: &["noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"],
         keys: (0, 0, 0),
         group: "scripting",
         summary: "EVALSHA sha1 numkeys [key ...] [arg ...]: runs a cached script.",
@@ -36,7 +36,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "eval_ro",
         arity: -3,
-        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"],
         keys: (0, 0, 0),
         group: "scripting",
         summary: "EVAL_RO script numkeys [key ...] [arg ...]: a script that may not write.",
@@ -45,7 +45,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "evalsha_ro",
         arity: -3,
-        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys"],
+        flags: &["readonly", "noscript", "stale", "skip_monitor", "no_mandatory_keys", "movablekeys"],
         keys: (0, 0, 0),
         group: "scripting",
         summary: "EVALSHA_RO sha1 numkeys [key ...] [arg ...]: a cached script that may not write.",
@@ -111,7 +111,7 @@ pub(super) fn keys_and_args<'a>(a: &'a [Vec<u8>], bad_number: &str) -> Result<Ke
 }
 
 /// Whether a script's shebang line asks for no writes; errors name a bad one.
-fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
+pub(crate) fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
     let Some(rest) = source.strip_prefix(b"#!") else { return Ok(false) };
     let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
     let line = String::from_utf8_lossy(line);

@@ -181,21 +181,32 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             };
             Ok(Reply::Map(wanted.into_iter().map(|s| (Reply::bulk(s.name), docs_of(s))).collect()))
         }
-        Some("getkeys") => {
-            let args = &a[2..];
-            let spec =
-                args.first().and_then(|n| super::spec(n)).ok_or_else(|| CmdError::err("Invalid command specified"))?;
-            let keys = super::command_keys(spec, args)
-                .ok_or_else(|| CmdError::err("Invalid arguments specified for command"))?;
-            if keys.is_empty() {
-                return Err(CmdError::err("The command has no key arguments"));
-            }
-            Ok(Reply::bulks(keys))
-        }
+        Some("getkeys") => getkeys(a),
         Some(_) => {
             let _ = cx;
             Err(CmdError::err(format!("unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&a[1]))))
         }
+    }
+}
+
+/// COMMAND GETKEYS command [arg ...], with Redis 7.0's checks in its order.
+fn getkeys(a: &[Vec<u8>]) -> CmdResult {
+    if a.len() < 4 {
+        return Err(CmdError::arity("command|getkeys"));
+    }
+    let args = &a[2..];
+    let spec = super::spec(&args[0]).ok_or_else(|| CmdError::err("Invalid command specified"))?;
+    if spec.keys.0 <= 0 && !spec.flags.contains(&"movablekeys") {
+        return Err(CmdError::err("The command has no key arguments"));
+    }
+    if !super::arity_ok(spec.arity, args.len()) {
+        return Err(CmdError::err("Invalid number of arguments specified for command"));
+    }
+    match super::command_keys(spec, args) {
+        Some(keys) if !keys.is_empty() => Ok(Reply::bulks(keys)),
+        // Scripts may be called without keys (a bad count finds none either).
+        _ if spec.flags.contains(&"no_mandatory_keys") => Ok(Reply::Array(Vec::new())),
+        _ => Err(CmdError::err("Invalid arguments specified for command")),
     }
 }
 

@@ -22,7 +22,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "sort",
         arity: -2,
-        flags: &["write", "denyoom"],
+        flags: &["write", "denyoom", "movablekeys"],
         keys: (1, 1, 1),
         group: "generic",
         summary: "SORT key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA] [STORE destination].",
@@ -31,7 +31,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "sort_ro",
         arity: -2,
-        flags: &["readonly"],
+        flags: &["readonly", "movablekeys"],
         keys: (1, 1, 1),
         group: "generic",
         summary: "SORT_RO key [BY pattern] [LIMIT offset count] [GET pattern ...] [ASC|DESC] [ALPHA].",

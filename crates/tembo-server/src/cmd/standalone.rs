@@ -127,7 +127,13 @@ fn wait(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Int(0))
 }
 
-fn no_cluster(_: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
+fn no_cluster(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    // Redis's command table refuses an unknown subcommand before the
+    // command itself says that cluster support is off.
+    if super::spec(b"cluster").and_then(|s| super::subcommand(s, a)).is_none() {
+        let sub = String::from_utf8_lossy(&a[1]);
+        return Err(CmdError::err(format!("unknown subcommand '{sub:.128}'. Try CLUSTER HELP.")));
+    }
     Err(CmdError::err("This instance has cluster support disabled"))
 }
 

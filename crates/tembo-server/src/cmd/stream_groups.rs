@@ -28,7 +28,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "xreadgroup",
         arity: -7,
-        flags: &["write", "blocking"],
+        flags: &["write", "blocking", "movablekeys"],
         keys: (0, 0, 0),
         group: "stream",
         summary: "XREADGROUP GROUP g c [COUNT n] [BLOCK ms] [NOACK] STREAMS key... id...: reads as a consumer.",

@@ -81,7 +81,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "xread",
         arity: -4,
-        flags: &["readonly", "blocking"],
+        flags: &["readonly", "blocking", "movablekeys"],
         keys: (0, 0, 0),
         group: "stream",
         summary: "XREAD [COUNT n] [BLOCK ms] STREAMS key... id...: entries after IDs, waiting for some.",

@@ -272,6 +272,13 @@ impl Engine {
         self.lua.gc_collect().ok();
     }
 
+    /// Whether function `name` may write (it was not registered with
+    /// `no-writes`); `None` if there is no such function.
+    pub fn function_writes(&self, name: &[u8]) -> Option<bool> {
+        let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+        self.libs.functions.get(&lower).map(|f| !f.no_writes)
+    }
+
     /// FCALL / FCALL_RO: runs function `name` with `keys` and `args`;
     /// `ro_command` is FCALL_RO, which runs only `no-writes` functions.
     ///
