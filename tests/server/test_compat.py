@@ -828,3 +828,59 @@ def test_command_getkeys_follows_redis(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("CLUSTER", "NODES")
     assert "cluster support disabled" in err(e)
+
+
+# Fields monitoring tools (redis_exporter, redis-cli --stat, dashboards) read.
+INFO_FIELDS = {
+    "server": ["redis_version", "redis_mode", "os", "process_id", "run_id", "tcp_port", "server_time_usec",
+               "uptime_in_seconds", "hz", "configured_hz", "lru_clock", "executable"],
+    "clients": ["connected_clients", "maxclients", "blocked_clients", "tracking_clients",
+                "clients_in_timeout_table"],
+    "memory": ["used_memory", "used_memory_human", "used_memory_rss", "used_memory_peak",
+               "used_memory_peak_perc", "total_system_memory", "used_memory_lua", "number_of_functions",
+               "maxmemory", "maxmemory_policy"],
+    "persistence": ["loading", "rdb_last_bgsave_status", "aof_enabled", "aof_last_write_status"],
+    "stats": ["total_connections_received", "total_commands_processed", "instantaneous_ops_per_sec",
+              "total_net_input_bytes", "total_net_output_bytes", "instantaneous_input_kbps",
+              "rejected_connections", "expired_keys", "evicted_keys", "keyspace_hits", "keyspace_misses",
+              "pubsubshard_channels", "total_error_replies", "total_reads_processed", "total_writes_processed"],
+    "replication": ["role", "connected_slaves", "master_replid", "master_repl_offset", "repl_backlog_size"],
+    "cpu": ["used_cpu_sys", "used_cpu_user", "used_cpu_sys_children", "used_cpu_user_main_thread"],
+    "cluster": ["cluster_enabled"],
+}
+
+
+def test_info_has_the_fields_redis_tools_read(r):
+    plain = make_client()
+    plain.set_response_callback("INFO", lambda resp, **kw: resp)
+    raw = plain.execute_command("INFO", "everything")
+    plain.close()
+    titles = [line[2:].strip() for line in raw.splitlines() if line.startswith("# ")]
+    assert titles == ["Server", "Clients", "Memory", "Persistence", "Stats", "Replication", "CPU", "Modules",
+                      "Commandstats", "Errorstats", "Latencystats", "Cluster", "Keyspace"]
+    for section, fields in INFO_FIELDS.items():
+        info = r.info(section)
+        missing = [f for f in fields if f not in info]
+        assert not missing, f"INFO {section} lacks {missing}"
+    assert r.info("cluster")["cluster_enabled"] == 0
+    before = r.info("stats")
+    for i in range(200):
+        r.set(f"k{i}", "v")
+    after = r.info("stats")
+    assert after["total_net_input_bytes"] > before["total_net_input_bytes"]
+    assert after["total_net_output_bytes"] > before["total_net_output_bytes"]
+    assert after["total_commands_processed"] >= before["total_commands_processed"] + 200
+
+
+def test_info_latencystats_follows_its_settings(r):
+    r.config_set("latency-tracking-info-percentiles", "50 99.9")
+    try:
+        r.set("k", "v")
+        # redis-py reads the line as {"p50": …, "p99.9": …}.
+        assert list(r.info("latencystats")["latency_percentiles_usec_set"]) == ["p50", "p99.9"]
+        assert r.config_get("latency-tracking-info-percentiles") == {"latency-tracking-info-percentiles": "50 99.9"}
+        with pytest.raises(redis.ResponseError) as e:
+            r.config_set("latency-tracking-info-percentiles", "50 101")
+        assert "between [0.0,100.0]" in err(e)
+    finally:
+        r.config_set("latency-tracking-info-percentiles", "50 99 99.9")

@@ -22,6 +22,10 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
         .take(limit)
         .map(|kv| kv.map(|(k, _)| k))
         .collect::<Result<_, _>>()?;
+    if due.len() == limit {
+        // More may be due: the next cycle goes on (INFO expired_time_cap_reached_count).
+        st.stats.expire_cap_reached += 1;
+    }
     let mut n = 0;
     for k in due {
         if k.len() < 10 {

@@ -120,7 +120,12 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Number of blocked clients.
+    /// Blocked clients with a timeout (INFO clients_in_timeout_table).
+    pub fn timed(&self) -> usize {
+        self.deadlines.len()
+    }
+
+    /// Blocked clients.
     pub fn len(&self) -> usize {
         self.count
     }

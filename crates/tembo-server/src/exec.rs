@@ -89,6 +89,8 @@ pub struct State {
     pub inert: Vec<(String, String)>,
     /// INFO run_id.
     pub run_id: String,
+    /// INFO master_replid (a replication id, as a master without replicas has one).
+    pub replid: String,
     /// INFO config_file.
     pub config_file: String,
     /// Clients in MONITOR mode.
@@ -162,6 +164,11 @@ pub struct Ctx<'a> {
     pub now: u64,
 }
 
+/// 40 random hex digits (run and replication ids).
+fn random_hex40() -> String {
+    (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect()
+}
+
 /// Unix time in milliseconds.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
@@ -212,7 +219,8 @@ impl State {
             monitors: Vec::new(),
             shared,
             inert: crate::cmd::INERT.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-            run_id: (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect(),
+            run_id: random_hex40(),
+            replid: random_hex40(),
             config_file: String::new(),
             last_commit: now_ms() / 1000,
             pubsub: Default::default(),
@@ -748,6 +756,15 @@ impl State {
             Ok(0)
         };
         self.latency.add("expire-cycle", cycle.elapsed().as_millis() as u64, now / 1000);
+        self.stats.expire_cycle_us += cycle.elapsed().as_micros() as u64;
+        let used = self.store.db().pool().alloc_stats().used_bytes;
+        self.stats.peak_memory = self.stats.peak_memory.max(used);
+        let totals = [
+            self.stats.commands,
+            self.shared.net(crate::net::Net::InBytes),
+            self.shared.net(crate::net::Net::OutBytes),
+        ];
+        self.stats.rates.sample(Instant::now(), totals);
         let reclaimed = crate::background::sweep_flushed(self, 500)
             .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, 500)?));
         match (expired, reclaimed) {

@@ -1,22 +1,43 @@
-//! INFO: the sections Redis tools read, filled with Tembo's real figures.
+//! INFO: the sections Redis tools read, in Redis 7.0's order and words,
+//! filled with Tembo's real figures.
+//!
+//! Fields for machinery Tembo does not have — forks, the AOF, replicas,
+//! eviction, defragmentation, I/O threads — carry the values a Redis
+//! without that activity shows (`0`, `-1`, `ok`), so that monitoring tools
+//! parse the reply as they parse Redis's; they are never estimates of
+//! something Tembo does. Tembo adds its own fields (the pool, the engine,
+//! group commits) where they say more.
+
+use std::fmt::Display;
 
 use crate::cmd::{CmdError, CmdResult};
 use crate::exec::Ctx;
+use crate::net::Net;
+use crate::proc_stats;
 use crate::resp::Reply;
+use crate::stats::Rate;
 
-const DEFAULT: &[&str] = &["server", "clients", "memory", "persistence", "stats", "replication", "cpu", "keyspace"];
-const ALL: &[&str] = &[
-    "server",
-    "clients",
-    "memory",
-    "persistence",
-    "stats",
-    "replication",
-    "cpu",
-    "commandstats",
-    "errorstats",
-    "keyspace",
+/// Sections in Redis's order, with their titles.
+const SECTIONS: &[(&str, &str)] = &[
+    ("server", "Server"),
+    ("clients", "Clients"),
+    ("memory", "Memory"),
+    ("persistence", "Persistence"),
+    ("stats", "Stats"),
+    ("replication", "Replication"),
+    ("cpu", "CPU"),
+    ("modules", "Modules"),
+    ("commandstats", "Commandstats"),
+    ("errorstats", "Errorstats"),
+    ("latencystats", "Latencystats"),
+    ("cluster", "Cluster"),
+    ("keyspace", "Keyspace"),
 ];
+
+/// What plain INFO (and `INFO default`) shows: all but the per-command sections.
+fn in_default(name: &str) -> bool {
+    !matches!(name, "commandstats" | "latencystats")
+}
 
 /// INFO [section ...]
 pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -25,16 +46,16 @@ pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     for s in &a[1..] {
         let s = String::from_utf8_lossy(s).to_ascii_lowercase();
         match s.as_str() {
-            "all" | "everything" => wanted.extend(ALL.iter().map(|x| x.to_string())),
-            "default" => wanted.extend(DEFAULT.iter().map(|x| x.to_string())),
+            "all" | "everything" => wanted.extend(SECTIONS.iter().map(|x| x.0.to_string())),
+            "default" => wanted.extend(SECTIONS.iter().filter(|x| in_default(x.0)).map(|x| x.0.to_string())),
             _ => wanted.push(s),
         }
     }
     if wanted.is_empty() {
-        wanted = DEFAULT.iter().map(|x| x.to_string()).collect();
+        wanted = SECTIONS.iter().filter(|x| in_default(x.0)).map(|x| x.0.to_string()).collect();
     }
     let mut out = String::new();
-    for name in ALL {
+    for (name, title) in SECTIONS {
         if !wanted.iter().any(|w| w == name) {
             continue;
         }
@@ -42,58 +63,77 @@ pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             out.push_str("\r\n");
         }
         let body = section(cx, name, explicit).map_err(|e| CmdError::err(format!("INFO {name}: {e}")))?;
-        out.push_str(&format!("# {}\r\n", capitalize(name)));
+        out.push_str(&format!("# {title}\r\n"));
         out.push_str(&body);
     }
     Ok(Reply::Verbatim(out))
 }
 
-fn capitalize(s: &str) -> String {
-    match s {
-        "commandstats" => "Commandstats".into(),
-        "errorstats" => "Errorstats".into(),
-        _ => {
-            let mut c = s.chars();
-            c.next().map(|f| f.to_ascii_uppercase().to_string() + c.as_str()).unwrap_or_default()
-        }
-    }
-}
-
 fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_store::DbError> {
     let mut s = String::new();
-    let mut kv = |k: &str, v: &dyn std::fmt::Display| s.push_str(&format!("{k}:{v}\r\n"));
+    let mut kv = |k: &str, v: &dyn Display| s.push_str(&format!("{k}:{v}\r\n"));
     let st = &cx.st;
+    let inert = |name: &str| crate::cmd::inert_value(&st.inert, name).unwrap_or("").to_string();
     match name {
         "server" => {
             let up = st.stats.started.elapsed().as_secs();
+            let now_us = crate::exec::now_ms() * 1000;
             kv("redis_version", &crate::REDIS_VERSION);
+            kv("redis_git_sha1", &"00000000");
+            kv("redis_git_dirty", &0);
             kv("tembo_version", &env!("CARGO_PKG_VERSION"));
             kv("redis_mode", &"standalone");
-            kv("os", &std::env::consts::OS);
+            kv("os", &proc_stats::os());
             kv("arch_bits", &64);
-            kv("multiplexing_api", &"tokio");
+            kv("monotonic_clock", &"POSIX clock_gettime");
+            kv("multiplexing_api", &if cfg!(target_os = "linux") { "epoll" } else { "tokio" });
             kv("process_id", &std::process::id());
+            kv("process_supervised", &"no");
             kv("run_id", &st.run_id);
             kv("tcp_port", &st.cfg.port);
+            kv("server_time_usec", &now_us);
             kv("uptime_in_seconds", &up);
             kv("uptime_in_days", &(up / 86400));
+            // The cron runs every 100 ms whatever `hz` says.
+            kv("hz", &10);
+            kv("configured_hz", &inert("hz"));
+            kv("lru_clock", &((now_us / 1_000_000) & ((1 << 24) - 1)));
             kv("executable", &std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default());
             kv("config_file", &st.config_file);
+            kv("io_threads_active", &0);
             kv("engine", &st.store.db().engine());
         }
         "clients" => {
             kv("connected_clients", &(st.clients.len() + 1));
+            kv("cluster_connections", &0);
             kv("maxclients", &st.shared.maxclients());
             kv("blocked_clients", &(st.blocking.len() + st.postponed_count()));
             let me = cx.client.tracking.on as usize;
             kv("tracking_clients", &(st.clients.values().filter(|c| c.tracking.on).count() + me));
+            kv("clients_in_timeout_table", &st.blocking.timed());
         }
         "memory" => {
             let pool = st.store.db().pool();
             let alloc = pool.alloc_stats();
-            kv("used_memory", &alloc.used_bytes);
-            kv("used_memory_human", &human(alloc.used_bytes));
+            let used = alloc.used_bytes;
+            let peak = st.stats.peak_memory.max(used);
+            let rss = proc_stats::rss_bytes();
+            let system = proc_stats::total_memory();
+            let vm = st.scripts.as_ref().map_or(0, |e| e.vm_bytes());
+            kv("used_memory", &used);
+            kv("used_memory_human", &human(used));
+            kv("used_memory_rss", &rss);
+            kv("used_memory_rss_human", &human(rss));
+            kv("used_memory_peak", &peak);
+            kv("used_memory_peak_human", &human(peak));
+            kv("used_memory_peak_perc", &format!("{:.2}%", percent(used, peak)));
+            kv("total_system_memory", &system);
+            kv("total_system_memory_human", &human(system));
+            kv("used_memory_lua", &vm);
+            kv("used_memory_lua_human", &human(vm as u64));
             kv("number_of_cached_scripts", &st.scripts.as_ref().map_or(0, |e| e.len()));
+            kv("number_of_functions", &st.scripts.as_ref().map_or(0, |e| e.function_count()));
+            kv("number_of_libraries", &st.scripts.as_ref().map_or(0, |e| e.libraries().count()));
             kv("used_memory_scripts", &st.scripts.as_ref().map_or(0, |e| e.source_bytes()));
             kv("pool_size", &pool.size());
             kv("pool_size_human", &human(pool.size()));
@@ -109,12 +149,15 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
                 }
             }
             kv("maxmemory", &pool.max_size());
+            kv("maxmemory_human", &human(pool.max_size()));
             kv("maxmemory_policy", &"noeviction");
             kv("mem_allocator", &"tembo-pmem");
+            kv("active_defrag_running", &0);
         }
         "persistence" => {
             let mode = st.store.db().mode();
             kv("loading", &0);
+            kv("async_loading", &0);
             kv("pool_path", &st.store.db().path().display());
             kv("pool_mode", &mode);
             kv("pool_guarantee", &mode.guarantee());
@@ -123,8 +166,16 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("rdb_bgsave_in_progress", &0);
             kv("rdb_last_save_time", &st.last_commit);
             kv("rdb_last_bgsave_status", &"ok");
+            kv("rdb_last_bgsave_time_sec", &-1);
+            kv("rdb_current_bgsave_time_sec", &-1);
             kv("aof_enabled", &0);
             kv("aof_rewrite_in_progress", &0);
+            kv("aof_rewrite_scheduled", &0);
+            kv("aof_last_rewrite_time_sec", &-1);
+            kv("aof_current_rewrite_time_sec", &-1);
+            kv("aof_last_bgrewrite_status", &"ok");
+            kv("aof_last_write_status", &"ok");
+            kv("module_fork_in_progress", &0);
             kv("commits", &st.stats.commits);
             kv("committed_writes", &st.stats.committed_writes);
             kv("reclaimed_elements", &st.stats.reclaimed);
@@ -133,43 +184,76 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("recovery_in_progress", &if r.ran && !r.finished { 1 } else { 0 });
         }
         "stats" => {
+            let rates = &st.stats.rates;
             kv("total_connections_received", &st.stats.connections);
             kv("total_commands_processed", &st.stats.commands);
+            kv("instantaneous_ops_per_sec", &(rates.get(Rate::Ops).round() as u64));
+            kv("total_net_input_bytes", &st.shared.net(Net::InBytes));
+            kv("total_net_output_bytes", &st.shared.net(Net::OutBytes));
+            kv("instantaneous_input_kbps", &format!("{:.2}", rates.get(Rate::NetIn) / 1024.0));
+            kv("instantaneous_output_kbps", &format!("{:.2}", rates.get(Rate::NetOut) / 1024.0));
+            kv("rejected_connections", &st.shared.net(Net::Rejected));
+            kv("sync_full", &0);
+            kv("sync_partial_ok", &0);
+            kv("sync_partial_err", &0);
             kv("expired_keys", &st.stats.expired_keys);
-            kv("pubsub_channels", &st.pubsub.channel_count());
-            kv("pubsub_patterns", &st.pubsub.pattern_count());
+            kv("expired_time_cap_reached_count", &st.stats.expire_cap_reached);
+            kv("expire_cycle_cpu_milliseconds", &(st.stats.expire_cycle_us / 1000));
             kv("evicted_keys", &0);
+            kv("evicted_clients", &0);
             kv("keyspace_hits", &st.stats.hits);
             kv("keyspace_misses", &st.stats.misses);
+            kv("pubsub_channels", &st.pubsub.channel_count());
+            kv("pubsub_patterns", &st.pubsub.pattern_count());
+            kv("pubsubshard_channels", &st.pubsub.shard_count());
+            kv("latest_fork_usec", &0);
+            kv("total_forks", &0);
+            kv("migrate_cached_sockets", &0);
+            let (keys, items, prefixes) = st.tracking.totals();
+            kv("tracking_total_keys", &keys);
+            kv("tracking_total_items", &items);
+            kv("tracking_total_prefixes", &prefixes);
             kv("total_error_replies", &st.stats.errors);
+            kv("total_reads_processed", &st.shared.net(Net::Reads));
+            kv("total_writes_processed", &st.shared.net(Net::Writes));
             let denied = &st.acl.log.denied;
             kv("acl_access_denied_auth", &denied[0]);
             kv("acl_access_denied_cmd", &denied[1]);
             kv("acl_access_denied_key", &denied[2]);
             kv("acl_access_denied_channel", &denied[3]);
-            let (keys, items, prefixes) = st.tracking.totals();
-            kv("tracking_total_keys", &keys);
-            kv("tracking_total_items", &items);
-            kv("tracking_total_prefixes", &prefixes);
         }
         "replication" => {
             kv("role", &"master");
             kv("connected_slaves", &0);
+            kv("master_failover_state", &"no-failover");
+            kv("master_replid", &st.replid);
+            kv("master_replid2", &"0".repeat(40));
             kv("master_repl_offset", &0);
+            kv("second_repl_offset", &-1);
+            kv("repl_backlog_active", &0);
+            kv("repl_backlog_size", &inert("repl-backlog-size"));
+            kv("repl_backlog_first_byte_offset", &0);
+            kv("repl_backlog_histlen", &0);
         }
         "cpu" => {
-            let (user, sys) = cpu_times();
+            let (user, sys, child_user, child_sys) = proc_stats::cpu_times();
+            let (main_user, main_sys) = proc_stats::thread_cpu_times();
             kv("used_cpu_sys", &format!("{sys:.6}"));
             kv("used_cpu_user", &format!("{user:.6}"));
+            kv("used_cpu_sys_children", &format!("{child_sys:.6}"));
+            kv("used_cpu_user_children", &format!("{child_user:.6}"));
+            kv("used_cpu_sys_main_thread", &format!("{main_sys:.6}"));
+            kv("used_cpu_user_main_thread", &format!("{main_user:.6}"));
         }
         "commandstats" => {
             for (name, c) in &st.stats.per_command {
-                let per = if c.calls == 0 { 0.0 } else { c.usec as f64 / c.calls as f64 };
+                let usec = c.nanos / 1000;
+                let per = if c.calls == 0 { 0.0 } else { c.nanos as f64 / 1000.0 / c.calls as f64 };
                 kv(
                     &format!("cmdstat_{name}"),
                     &format!(
                         "calls={},usec={},usec_per_call={per:.2},rejected_calls={},failed_calls={}",
-                        c.calls, c.usec, c.rejected, c.failed
+                        c.calls, usec, c.rejected, c.failed
                     ),
                 );
             }
@@ -179,6 +263,21 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
                 kv(&format!("errorstat_{code}"), &format!("count={n}"));
             }
         }
+        "latencystats" => {
+            let wanted = parse_percentiles(&inert("latency-tracking-info-percentiles")).unwrap_or_default();
+            for (name, c) in &st.stats.per_command {
+                let Some(h) = c.hdr.as_ref().filter(|h| !h.is_empty()) else { continue };
+                let shown: Vec<String> = wanted
+                    .iter()
+                    .map(|p| {
+                        let usec = h.value_at_quantile(p / 100.0) as f64 / 1000.0;
+                        format!("p{}={usec:.3}", fmt_percentile(*p))
+                    })
+                    .collect();
+                kv(&format!("latency_percentiles_usec_{name}"), &shown.join(","));
+            }
+        }
+        "cluster" => kv("cluster_enabled", &0),
         "keyspace" => {
             for db in 0..st.keys.len() {
                 let n = st.key_count(db);
@@ -192,6 +291,34 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
     Ok(s)
 }
 
+/// `latency-tracking-info-percentiles`: percentiles between 0 and 100,
+/// separated by spaces (an empty list shows none); Redis's words for a bad one.
+pub fn parse_percentiles(v: &str) -> Result<Vec<f64>, &'static str> {
+    v.split_whitespace()
+        .map(|w| {
+            let p: f64 = w.parse().map_err(|_| "Invalid latency-tracking-info-percentiles parameters")?;
+            if !(0.0..=100.0).contains(&p) {
+                return Err("latency-tracking-info-percentiles parameters should sit between [0.0,100.0]");
+            }
+            Ok(p)
+        })
+        .collect()
+}
+
+/// A percentile as Redis prints it: `50`, `99.9` (no trailing zeros).
+pub fn fmt_percentile(p: f64) -> String {
+    let s = format!("{p:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        100.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
 fn human(b: u64) -> String {
     let units = ["B", "K", "M", "G", "T"];
     let mut v = b as f64;
@@ -203,11 +330,18 @@ fn human(b: u64) -> String {
     format!("{v:.2}{}", units[i])
 }
 
-fn cpu_times() -> (f64, f64) {
-    // /proc/self/stat fields 14 and 15: utime and stime in clock ticks (100 Hz on Linux).
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else { return (0.0, 0.0) };
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0) / 100.0;
-    (tick(11), tick(12))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_parse_and_print_as_redis() {
+        assert_eq!(parse_percentiles("50 99 99.9"), Ok(vec![50.0, 99.0, 99.9]));
+        assert_eq!(parse_percentiles(""), Ok(vec![]));
+        assert!(parse_percentiles("50 101").unwrap_err().contains("between [0.0,100.0]"));
+        assert!(parse_percentiles("abc").unwrap_err().contains("Invalid"));
+        assert_eq!(fmt_percentile(50.0), "50");
+        assert_eq!(fmt_percentile(99.9), "99.9");
+        assert_eq!(fmt_percentile(50.5), "50.5");
+    }
 }

@@ -34,6 +34,8 @@ struct Series {
 pub struct Monitor {
     /// `latency-monitor-threshold` in milliseconds; 0: off.
     pub threshold_ms: u64,
+    /// `latency-tracking no`: INFO latencystats records nothing.
+    pub tracking_off: bool,
     events: BTreeMap<&'static str, Series>,
 }
 

@@ -48,6 +48,7 @@ mod latency;
 mod net;
 mod notify;
 mod pause;
+mod proc_stats;
 mod pubsub;
 mod rdb;
 mod rdb_value;

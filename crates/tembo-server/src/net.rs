@@ -27,6 +27,24 @@ pub struct Shared {
     query_limit: AtomicUsize,
     connected: AtomicUsize,
     next_id: AtomicU64,
+    /// Traffic counters for INFO stats: bytes read, bytes written, reads,
+    /// writes, connections refused at maxclients.
+    net: [AtomicU64; 5],
+}
+
+/// Which traffic counter (INFO stats).
+#[derive(Clone, Copy, Debug)]
+pub enum Net {
+    /// Bytes read from clients.
+    InBytes = 0,
+    /// Bytes written to clients.
+    OutBytes = 1,
+    /// Reads that returned data.
+    Reads = 2,
+    /// Replies written.
+    Writes = 3,
+    /// Connections refused at maxclients.
+    Rejected = 4,
 }
 
 impl Shared {
@@ -38,6 +56,7 @@ impl Shared {
             query_limit: AtomicUsize::new(cfg.client_query_buffer_limit),
             connected: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
+            net: Default::default(),
         }
     }
     /// maxclients.
@@ -64,6 +83,19 @@ impl Shared {
     pub fn set_query_limit(&self, n: usize) {
         self.query_limit.store(n, Ordering::Relaxed)
     }
+    /// A traffic counter.
+    pub fn net(&self, which: Net) -> u64 {
+        self.net[which as usize].load(Ordering::Relaxed)
+    }
+    /// CONFIG RESETSTAT: the traffic counters start again from zero.
+    pub fn reset_net(&self) {
+        for c in &self.net {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+    fn count(&self, which: Net, n: u64) {
+        self.net[which as usize].fetch_add(n, Ordering::Relaxed);
+    }
     /// Connections open now.
     pub fn connected(&self) -> usize {
         self.connected.load(Ordering::Relaxed)
@@ -85,6 +117,7 @@ pub async fn accept_loop(listener: TcpListener, inbox: Sender<Msg>, shared: Arc<
         if shared.connected() >= shared.maxclients() {
             let mut sock = sock;
             let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+            shared.count(Net::Rejected, 1);
             continue;
         }
         shared.connected.fetch_add(1, Ordering::Relaxed);
@@ -180,7 +213,11 @@ fn forward(
 }
 
 /// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
-async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared) -> bool {
+async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared, shared: &Shared) -> bool {
+    if !bytes.is_empty() {
+        shared.count(Net::OutBytes, bytes.len() as u64);
+        shared.count(Net::Writes, 1);
+    }
     let ok = tokio::select! {
         r = wr.write_all(bytes) => r.is_ok(),
         _ = conn.kill.notified() => false,
@@ -212,7 +249,10 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
             r = rd.read_buf(&mut buf), if reading => {
                 match r {
                     Ok(0) | Err(_) => return,
-                    Ok(_) => {}
+                    Ok(n) => {
+                        shared.count(Net::InBytes, n as u64);
+                        shared.count(Net::Reads, 1);
+                    }
                 }
                 if waiting {
                     // Kept for when the blocking command is answered.
@@ -226,7 +266,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                     Forwarded::Sent => waiting = true,
                     Forwarded::Idle => {}
                     Forwarded::Close(err) => {
-                        let _ = write_out(&mut wr, &err, &conn).await;
+                        let _ = write_out(&mut wr, &err, &conn, shared).await;
                         return;
                     }
                     Forwarded::Gone => return,
@@ -236,17 +276,17 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                 match out {
                     None => return,
                     Some(Out::Push(bytes)) => {
-                        if !write_out(&mut wr, &bytes, &conn).await {
+                        if !write_out(&mut wr, &bytes, &conn, shared).await {
                             return;
                         }
                     }
                     Some(Out::Replies { bytes, close }) => {
-                        if !write_out(&mut wr, &bytes, &conn).await || close {
+                        if !write_out(&mut wr, &bytes, &conn, shared).await || close {
                             return;
                         }
                         waiting = false;
                         if let Some(err) = fatal.take() {
-                            let _ = write_out(&mut wr, &err, &conn).await;
+                            let _ = write_out(&mut wr, &err, &conn, shared).await;
                             return;
                         }
                         if !buf.is_empty() {
@@ -255,7 +295,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                                 Forwarded::Sent => waiting = true,
                                 Forwarded::Idle => {}
                                 Forwarded::Close(err) => {
-                                    let _ = write_out(&mut wr, &err, &conn).await;
+                                    let _ = write_out(&mut wr, &err, &conn, shared).await;
                                     return;
                                 }
                                 Forwarded::Gone => return,

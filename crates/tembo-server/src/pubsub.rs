@@ -89,6 +89,11 @@ impl Index {
         self.shards.get(channel).map_or(&[], |v| v.as_slice())
     }
 
+    /// Shard channels with subscribers.
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
     /// Active shard channels matching `pattern` (all if `None`).
     pub fn shard_channels(&self, pattern: Option<&[u8]>) -> Vec<Vec<u8>> {
         matching(&self.shards, pattern)

@@ -356,7 +356,12 @@ impl Engine {
         self.cache.len()
     }
 
-    /// Bytes of cached script source (INFO memory).
+    /// Bytes the Lua interpreter holds (INFO used_memory_lua).
+    pub fn vm_bytes(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Bytes of the cached scripts' source.
     pub fn source_bytes(&self) -> usize {
         self.cache.values().map(|c| c.source.len()).sum()
     }

@@ -8,14 +8,29 @@ use std::time::Instant;
 pub struct CommandStat {
     /// Calls.
     pub calls: u64,
-    /// Total microseconds spent executing (durability wait excluded).
-    pub usec: u64,
+    /// Total nanoseconds spent executing (durability wait excluded);
+    /// INFO shows microseconds, unrounded per call.
+    pub nanos: u64,
     /// Calls that ran and replied with an error.
     pub failed: u64,
     /// Calls refused before they ran (arity, NOAUTH, NOPERM, …).
     pub rejected: u64,
     /// Calls by duration: bucket `i` counts those of at most 2^i µs.
     pub hist: [u64; crate::latency::BUCKETS],
+    /// Calls by duration in ns, with 2 significant digits (INFO
+    /// latencystats); made on the first call while `latency-tracking` is on.
+    pub hdr: Option<Box<hdrhistogram::Histogram<u64>>>,
+}
+
+impl CommandStat {
+    /// Records a call's duration for INFO latencystats.
+    pub fn track(&mut self, nanos: u64) {
+        let h = self.hdr.get_or_insert_with(|| {
+            // 1 ns to 1 s, as Redis's histograms; longer calls count as 1 s.
+            Box::new(hdrhistogram::Histogram::new_with_bounds(1, 1_000_000_000, 2).expect("valid bounds"))
+        });
+        h.saturating_record(nanos.clamp(1, 1_000_000_000));
+    }
 }
 
 /// Most distinct error codes INFO errorstats tracks; past them it stops
@@ -55,6 +70,60 @@ pub struct Stats {
     /// Errors counted for commands a running script called: the script's
     /// own error reply, when it passes one of them on, is not counted again.
     pub script_errors: Vec<String>,
+    /// Active expire cycles that stopped at their key limit with more to do.
+    pub expire_cap_reached: u64,
+    /// Microseconds spent in active expire cycles.
+    pub expire_cycle_us: u64,
+    /// The most pool bytes in use seen (INFO used_memory_peak).
+    pub peak_memory: u64,
+    /// Samples for INFO's instantaneous rates (see [`Rates`]).
+    pub rates: Rates,
+}
+
+/// INFO's `instantaneous_*` figures: as Redis, the mean rate over the last
+/// 16 samples, one taken every cron tick (100 ms).
+#[derive(Clone, Debug, Default)]
+pub struct Rates {
+    /// Per series (commands, input bytes, output bytes): the last total
+    /// seen and the rates of the last 16 intervals, per second.
+    series: [(u64, [f64; 16]); 3],
+    next: usize,
+    last: Option<Instant>,
+}
+
+/// Which rate (`Rates::sample` takes totals in this order).
+#[derive(Clone, Copy, Debug)]
+pub enum Rate {
+    /// Commands per second.
+    Ops = 0,
+    /// Bytes read from clients per second.
+    NetIn = 1,
+    /// Bytes written to clients per second.
+    NetOut = 2,
+}
+
+impl Rates {
+    /// Takes a sample of the running totals at `now`.
+    pub fn sample(&mut self, now: Instant, totals: [u64; 3]) {
+        if let Some(last) = self.last {
+            let secs = now.duration_since(last).as_secs_f64();
+            if secs > 0.0 {
+                for (s, t) in self.series.iter_mut().zip(totals) {
+                    s.1[self.next] = t.saturating_sub(s.0) as f64 / secs;
+                }
+                self.next = (self.next + 1) % 16;
+            }
+        }
+        for (s, t) in self.series.iter_mut().zip(totals) {
+            s.0 = t;
+        }
+        self.last = Some(now);
+    }
+
+    /// The mean of the last 16 rates of `which`, per second.
+    pub fn get(&self, which: Rate) -> f64 {
+        self.series[which as usize].1.iter().sum::<f64>() / 16.0
+    }
 }
 
 impl Stats {
@@ -75,6 +144,10 @@ impl Stats {
             error_codes: BTreeMap::new(),
             error_codes_off: false,
             script_errors: Vec::new(),
+            expire_cap_reached: 0,
+            expire_cycle_us: 0,
+            peak_memory: 0,
+            rates: Rates::default(),
         }
     }
 
@@ -105,13 +178,50 @@ impl Stats {
     /// CONFIG RESETSTAT.
     pub fn reset(&mut self) {
         let started = self.started;
+        let rates = std::mem::take(&mut self.rates);
         *self = Stats::new();
         self.started = started;
+        self.rates = rates;
     }
 }
 
 impl Default for Stats {
     fn default() -> Self {
         Stats::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rates_are_the_mean_of_the_last_sixteen_intervals() {
+        let mut r = Rates::default();
+        let t0 = Instant::now();
+        r.sample(t0, [0, 0, 0]);
+        // 100 commands in 100 ms: 1000/s for one interval of sixteen.
+        r.sample(t0 + Duration::from_millis(100), [100, 10, 0]);
+        assert!((r.get(Rate::Ops) - 1000.0 / 16.0).abs() < 1e-6);
+        assert!((r.get(Rate::NetIn) - 100.0 / 16.0).abs() < 1e-6);
+        for i in 2..=17 {
+            r.sample(t0 + Duration::from_millis(100 * i), [100 * i, 0, 0]);
+        }
+        assert!((r.get(Rate::Ops) - 1000.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn latency_tracking_keeps_two_significant_digits() {
+        let mut c = CommandStat::default();
+        for ns in [1_000u64, 2_000, 3_000, 4_000, 100_000] {
+            c.track(ns);
+        }
+        let h = c.hdr.as_ref().unwrap();
+        let p50 = h.value_at_quantile(0.5);
+        assert!((3_000..=3_100).contains(&p50), "{p50}");
+        // Beyond the range: counted as 1 s, not lost.
+        c.track(5_000_000_000);
+        assert_eq!(c.hdr.as_ref().unwrap().len(), 6);
     }
 }

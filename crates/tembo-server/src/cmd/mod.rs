@@ -711,8 +711,11 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     client.last_cmd = name;
     let stat = st.stats.per_command.entry(name).or_default();
     stat.calls += 1;
-    stat.usec += usec;
+    stat.nanos += elapsed.as_nanos().min(u64::MAX as u128) as u64;
     stat.hist[crate::latency::bucket(usec)] += 1;
+    if !st.latency.tracking_off {
+        stat.track(elapsed.as_nanos().min(u64::MAX as u128) as u64);
+    }
     if st.latency.threshold_ms > 0 {
         let event = if spec.flags.contains(&"fast") { "fast-command" } else { "command" };
         st.latency.add(event, elapsed.as_millis() as u64, now_ms() / 1000);

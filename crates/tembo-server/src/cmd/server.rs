@@ -362,6 +362,10 @@ pub const INERT: &[(&str, &str)] = &[
     ("activerehashing", "yes"),
     ("active-expire-effort", "1"),
     ("latency-tracking", "yes"),
+    // Which percentiles INFO latencystats shows.
+    ("latency-tracking-info-percentiles", "50 99 99.9"),
+    // INFO replication shows it; there is no backlog without replicas.
+    ("repl-backlog-size", "1048576"),
     ("latency-monitor-threshold", "0"),
     ("busy-reply-threshold", "5000"),
     // Read by CLIENT TRACKING: the most read keys remembered (0: no limit).
@@ -440,6 +444,7 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         "resetstat" if a.len() == 2 => {
             cx.st.stats.reset();
+            cx.st.shared.reset_net();
             cx.st.acl.log.denied = [0; 4];
             Ok(Reply::ok())
         }
@@ -488,6 +493,8 @@ impl ConfigSnapshot {
         st.notify_flags = self.notify_flags;
         (st.acl.pubsub_all, st.acl.log.max_len) = self.acl;
         st.latency.threshold_ms = self.latency_ms;
+        st.latency.tracking_off =
+            inert_value(&st.inert, "latency-tracking").is_some_and(|v| v.eq_ignore_ascii_case("no"));
     }
 }
 
@@ -538,6 +545,13 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
                 *v = n.to_string();
             }
         }
+        "latency-tracking-info-percentiles" => {
+            let list = crate::info::parse_percentiles(value).map_err(&bad)?;
+            let shown: Vec<String> = list.iter().map(|p| crate::info::fmt_percentile(*p)).collect();
+            if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
+                *v = shown.join(" ");
+            }
+        }
         "notify-keyspace-events" => {
             let flags = crate::notify::parse_flags(value)
                 .ok_or_else(|| bad("Invalid event class character. Use 'Ag$lshzxeKEtmdn'."))?;
@@ -582,6 +596,9 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
                 return Err(CmdError::err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")))
             }
         },
+    }
+    if name == "latency-tracking" {
+        cx.st.latency.tracking_off = value.eq_ignore_ascii_case("no");
     }
     Ok(())
 }
