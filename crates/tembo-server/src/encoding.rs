@@ -255,6 +255,11 @@ pub fn meta_key(db: u8, gen: u16, key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The key hash a metadata key carries (0 if too short to be one).
+pub fn meta_key_hash(k: &[u8]) -> u32 {
+    k.get(META_HEAD - 4..META_HEAD).and_then(|h| <[u8; 4]>::try_from(h).ok()).map_or(0, u32::from_be_bytes)
+}
+
 /// The Redis key of a metadata key (`None` if too short to be one).
 pub fn meta_user_key(k: &[u8]) -> Option<&[u8]> {
     k.get(META_HEAD..)

@@ -142,6 +142,8 @@ pub struct State {
     /// The ACL state before the current group first changed it, put back
     /// if the group's commit fails (the group then runs again).
     acl_before: Option<crate::acl::Acl>,
+    /// How long the last command `cmd::run` ran took (SLOWLOG reads it).
+    pub last_call: Duration,
     /// When each key was last used (OBJECT IDLETIME).
     pub access: crate::access::AccessClock,
     /// CLIENT PAUSE in force (see `pause`).
@@ -231,6 +233,7 @@ impl State {
             acl: crate::acl::Acl::new(""),
             acl_before: None,
             latency: Default::default(),
+            last_call: Duration::ZERO,
             access: Default::default(),
             pause: None,
             pause_seq: 0,

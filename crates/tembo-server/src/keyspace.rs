@@ -20,7 +20,8 @@ impl Ctx<'_> {
     /// The metadata of `key`, or `None` if it does not exist or has expired
     /// (an expired key is deleted on the way, as Redis does).
     pub fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
-        let raw = self.st.store.get(&meta_key(self.db(), self.st.gen(self.db()), key))?;
+        let mk = meta_key(self.db(), self.st.gen(self.db()), key);
+        let raw = self.st.store.get(&mk)?;
         let Some(raw) = raw else { return Ok(None) };
         let meta = Meta::decode(&raw).ok_or_else(|| CmdError::corrupt(key))?;
         if meta.expired(self.now) {
@@ -39,7 +40,7 @@ impl Ctx<'_> {
             return Ok(None);
         }
         if crate::access::touches(self.client.last_cmd) {
-            self.st.access.touch(self.db(), key);
+            self.st.access.touch_hashed(self.db(), encoding::meta_key_hash(&mk), self.now);
         }
         Ok(Some(meta))
     }
@@ -79,8 +80,9 @@ impl Ctx<'_> {
         if let Some(o) = old.filter(|o| o.kind != Kind::String && o.version != new.version) {
             self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
-        self.st.store.put(meta_key(db, self.st.gen(db), key), new.encode())?;
-        self.st.access.touch(db, key);
+        let mk = meta_key(db, self.st.gen(db), key);
+        self.st.access.touch_hashed(db, encoding::meta_key_hash(&mk), self.now);
+        self.st.store.put(mk, new.encode())?;
         self.st.touch(db, key, Some(&mut *self.client));
         if old.is_none() && self.st.notify_flags != 0 {
             crate::notify::note(self.st, db, key, true, false);

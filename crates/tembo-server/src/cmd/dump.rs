@@ -119,7 +119,7 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     cx.write_meta(key, old.as_ref(), &meta)?;
     if let Some(secs) = idle {
         let db = cx.db();
-        cx.st.access.set_idle(db, key, secs);
+        cx.st.access.set_idle(db, key, secs, cx.now);
     }
     Ok(Reply::ok())
 }

@@ -499,7 +499,7 @@ fn object(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     match sub.as_str() {
         "encoding" => Ok(Reply::bulk(encoding_name(&m, &cx.st.inert))),
         "refcount" => Ok(Reply::Int(1)),
-        "idletime" => Ok(Reply::Int(cx.st.access.idle_secs(cx.db(), &a[2]) as i64)),
+        "idletime" => Ok(Reply::Int(cx.st.access.idle_secs(cx.db(), &a[2], cx.now) as i64)),
         "freq" => Err(CmdError::err(
             "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         )),
