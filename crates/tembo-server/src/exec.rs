@@ -32,6 +32,12 @@ use crate::store::Store;
 pub const MAX_GROUP: usize = 512;
 /// How often the expire cycle and the reclaimer run.
 const CRON_EVERY: Duration = Duration::from_millis(100);
+/// Most time one cron run spends reclaiming dropped collections: a tenth of
+/// the executor while there is work, so a deleted million-element hash is
+/// gone in seconds and no command waits more than this behind it.
+const RECLAIM_BUDGET: Duration = Duration::from_millis(10);
+/// Elements (or flushed keys) deleted per reclaim step and commit.
+const RECLAIM_STEP: usize = 500;
 /// Number of databases SELECT accepts (`databases`).
 pub const MAX_DATABASES: usize = 256;
 
@@ -142,6 +148,9 @@ pub struct State {
     /// The ACL state before the current group first changed it, put back
     /// if the group's commit fails (the group then runs again).
     acl_before: Option<crate::acl::Acl>,
+    /// Dropped collections whose elements the reclaimer has yet to delete
+    /// (committed `R` records; INFO lazyfree_pending_objects).
+    pub lazyfree_pending: u64,
     /// How long the last command `cmd::run` ran took (SLOWLOG reads it).
     pub last_call: Duration,
     /// When each key was last used (OBJECT IDLETIME).
@@ -233,6 +242,7 @@ impl State {
             acl: crate::acl::Acl::new(""),
             acl_before: None,
             latency: Default::default(),
+            lazyfree_pending: 0,
             last_call: Duration::ZERO,
             access: Default::default(),
             pause: None,
@@ -243,6 +253,7 @@ impl State {
         st.check_layout()?;
         st.load_gens()?;
         st.count_keys()?;
+        st.lazyfree_pending = st.store.scan_prefix(&[encoding::GARBAGE], false).count() as u64;
         Ok(st)
     }
 
@@ -673,7 +684,10 @@ impl State {
             return Ok(());
         }
         let n = self.store.pending();
+        let (dropped, freed) = self.store.pending_delta(&[encoding::GARBAGE])?;
         self.store.commit()?;
+        self.lazyfree_pending = (self.lazyfree_pending + dropped).saturating_sub(freed);
+        self.stats.lazyfreed += freed;
         for (i, (dk, de)) in self.pending_counts.iter_mut().enumerate() {
             self.keys[i] += *dk;
             self.expires[i] += *de;
@@ -748,8 +762,48 @@ impl State {
         })
     }
 
-    /// Background work: expire keys whose time has come, reclaim the
-    /// elements of deleted collections; one commit.
+    /// Commits what background work staged; on failure (a full pool) drops
+    /// it, to be tried again next time.
+    fn background_commit(&mut self) -> bool {
+        match self.commit() {
+            Ok(()) => true,
+            Err(err) => {
+                log::warn!("background commit failed: {err}");
+                self.discard();
+                self.outbox.clear();
+                false
+            }
+        }
+    }
+
+    /// Deletes flushed keys and the elements of dropped collections, a
+    /// step and a commit at a time, until nothing is left or `until`.
+    fn reclaim(&mut self, until: Instant) {
+        loop {
+            let step = crate::background::sweep_flushed(self, RECLAIM_STEP)
+                .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, RECLAIM_STEP)?));
+            match step {
+                Ok(n) => {
+                    if !self.background_commit() {
+                        return;
+                    }
+                    self.stats.reclaimed += n;
+                    if n == 0 || Instant::now() >= until {
+                        return;
+                    }
+                }
+                Err(err) => {
+                    log::warn!("reclaiming dropped collections failed: {err}");
+                    self.discard();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Background work: expire keys whose time has come (one commit), then
+    /// reclaim the elements of deleted collections for up to
+    /// [`RECLAIM_BUDGET`].
     pub fn cron(&mut self) {
         let now = now_ms();
         let cycle = Instant::now();
@@ -768,19 +822,12 @@ impl State {
             self.shared.net(crate::net::Net::OutBytes),
         ];
         self.stats.rates.sample(Instant::now(), totals);
-        let reclaimed = crate::background::sweep_flushed(self, 500)
-            .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, 500)?));
-        match (expired, reclaimed) {
-            (Ok(e), Ok(r)) => {
+        match expired {
+            Ok(e) => {
                 self.stats.expired_keys += e;
-                self.stats.reclaimed += r;
-                if let Err(err) = self.commit() {
-                    log::warn!("background commit failed: {err}");
-                    self.discard();
-                    self.outbox.clear();
-                }
+                self.background_commit();
             }
-            (Err(err), _) | (_, Err(err)) => {
+            Err(err) => {
                 log::warn!("background work failed: {err}");
                 self.discard();
                 self.outbox.clear();
@@ -788,6 +835,7 @@ impl State {
         }
         // `expired` notifications, now that the deletions are committed.
         self.flush_outbox();
+        self.reclaim(Instant::now() + RECLAIM_BUDGET);
         self.cursors.expire_old();
         self.notes.clear();
     }

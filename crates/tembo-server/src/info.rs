@@ -153,6 +153,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("maxmemory_policy", &"noeviction");
             kv("mem_allocator", &"tembo-pmem");
             kv("active_defrag_running", &0);
+            kv("lazyfree_pending_objects", &st.lazyfree_pending);
+            kv("lazyfreed_objects", &st.stats.lazyfreed);
         }
         "persistence" => {
             let mode = st.store.db().mode();

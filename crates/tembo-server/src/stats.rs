@@ -72,6 +72,8 @@ pub struct Stats {
     pub script_errors: Vec<String>,
     /// Active expire cycles that stopped at their key limit with more to do.
     pub expire_cap_reached: u64,
+    /// Dropped collections the reclaimer finished (INFO lazyfreed_objects).
+    pub lazyfreed: u64,
     /// Microseconds spent in active expire cycles.
     pub expire_cycle_us: u64,
     /// The most pool bytes in use seen (INFO used_memory_peak).
@@ -146,6 +148,7 @@ impl Stats {
             script_errors: Vec::new(),
             expire_cap_reached: 0,
             expire_cycle_us: 0,
+            lazyfreed: 0,
             peak_memory: 0,
             rates: Rates::default(),
         }

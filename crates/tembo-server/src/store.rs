@@ -123,6 +123,27 @@ impl Store {
         self.overlay.len()
     }
 
+    /// How the pending writes under `prefix` change the number of committed
+    /// keys there: (keys they add, keys they remove). Reads each such key's
+    /// committed state, so it is for small, rare prefixes (dropped
+    /// collections), not for every write.
+    pub fn pending_delta(&self, prefix: &[u8]) -> Result<(u64, u64), DbError> {
+        let hi = match crate::encoding::prefix_end(prefix) {
+            Some(end) => Bound::Excluded(end),
+            None => Bound::Unbounded,
+        };
+        let (mut added, mut removed) = (0, 0);
+        for (k, v) in self.overlay.range::<Vec<u8>, _>((Bound::Included(prefix.to_vec()), hi)) {
+            let exists = self.db.get(k)?.is_some();
+            match (exists, v.is_some()) {
+                (false, true) => added += 1,
+                (true, false) => removed += 1,
+                _ => {}
+            }
+        }
+        Ok((added, removed))
+    }
+
     /// Makes every pending write durable with one batch.
     pub fn commit(&mut self) -> Result<(), DbError> {
         if self.overlay.is_empty() {
