@@ -3060,3 +3060,39 @@ def test_slow_subscriber_is_disconnected():
     finally:
         sub.close()
         r.close()
+
+
+def test_pubsub_output_limit_follows_config():
+    """CONFIG SET client-output-buffer-limit's pubsub class is the limit
+    enforced: at 1 MB, a subscriber that does not read goes far sooner."""
+    _flushall()
+    r = make_client()
+    before = r.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
+    r.config_set("client-output-buffer-limit", "pubsub 1mb 0 0")
+    sub = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sub.connect((HOST, PORT))
+    try:
+        assert r.config_get("client-output-buffer-limit")["client-output-buffer-limit"].endswith("pubsub 1048576 0 0")
+        if PASSWORD:
+            sub.sendall(Raw.encode("AUTH", PASSWORD))
+        sub.sendall(Raw.encode("SUBSCRIBE", "slow1"))
+        deadline = time.time() + 5
+        while r.pubsub_numsub("slow1") != [("slow1", 1)] and time.time() < deadline:
+            time.sleep(0.01)
+        msg = b"x" * (64 << 10)
+        delivered = 0
+        for _ in range(2000):
+            if r.publish("slow1", msg) == 0:
+                break
+            delivered += 1
+        # The kernel's socket buffers hold some; past them, 1 MB more at most.
+        assert delivered < 200, delivered
+        assert r.pubsub_numsub("slow1") == [("slow1", 0)]
+        with pytest.raises(redis.ResponseError) as e:
+            r.config_set("client-output-buffer-limit", "pubsub 1mb 0")
+        assert "Wrong number of arguments in buffer limit configuration" in str(e.value)
+    finally:
+        r.config_set("client-output-buffer-limit", before)
+        sub.close()
+        r.close()

@@ -21,6 +21,8 @@ pub struct ConnShared {
     /// Closes the connection at once, dropping what it has not written
     /// (output buffer limits).
     pub kill: Notify,
+    /// Room left in the connection's read buffer (CLIENT LIST qbuf-free).
+    pub qbuf_free: AtomicUsize,
 }
 
 impl ConnShared {
@@ -114,6 +116,13 @@ pub struct Client {
     /// Set by `cmd::dispatch` when CLIENT PAUSE holds the command: the
     /// executor then holds the client (see `pause`).
     pub postpone_now: bool,
+    /// While its requests run: the bytes they came in (CLIENT LIST qbuf,
+    /// which in Redis still holds the whole read being processed).
+    pub qbuf: usize,
+    /// While a command runs: its arguments' bytes (CLIENT LIST argv-mem).
+    pub argv_mem: usize,
+    /// When the client last sent a command (CLIENT LIST idle).
+    pub last_active: Instant,
     /// Held by CLIENT PAUSE: (order held, the held request and those after it).
     pub postponed: Option<(u64, Vec<Vec<Vec<u8>>>)>,
     /// CLIENT TRACKING settings.
@@ -156,6 +165,9 @@ impl Client {
             block_req: None,
             blocked: None,
             postpone_now: false,
+            qbuf: 0,
+            argv_mem: 0,
+            last_active: Instant::now(),
             postponed: None,
             tracking: Default::default(),
         }
@@ -200,8 +212,13 @@ impl Client {
             flags.push('N');
         }
         let age = self.since.elapsed().as_secs();
+        let idle = self.last_active.elapsed().as_secs();
+        let qbuf_free = self.conn.qbuf_free.load(Ordering::Relaxed);
+        let multi_mem: usize = self.multi.iter().flatten().flatten().map(Vec::len).sum();
+        let omem = self.conn.pending();
+        let tot_mem = self.qbuf + qbuf_free + self.argv_mem + multi_mem + omem;
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle=0 flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem={} tot-mem=0 events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={qbuf_free} argv-mem={} multi-mem={multi_mem} rbs=0 rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot_mem} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
@@ -211,7 +228,8 @@ impl Client {
             self.patterns.len(),
             self.shard_channels.len(),
             self.multi.as_ref().map_or(-1, |q| q.len() as i64),
-            self.conn.pending(),
+            self.qbuf,
+            self.argv_mem,
             self.last_cmd,
             self.user,
             if self.tracking.on { self.tracking.redirect as i64 } else { -1 },

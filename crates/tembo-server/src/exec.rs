@@ -52,6 +52,8 @@ pub enum Msg {
         id: u64,
         /// The requests.
         reqs: Vec<Vec<Vec<u8>>>,
+        /// The bytes they came in.
+        bytes: usize,
     },
     /// A client went away.
     Disconnect(u64),
@@ -148,6 +150,8 @@ pub struct State {
     /// The ACL state before the current group first changed it, put back
     /// if the group's commit fails (the group then runs again).
     acl_before: Option<crate::acl::Acl>,
+    /// `client-output-buffer-limit` (its pub/sub class is enforced).
+    pub output_limits: crate::cmd::OutputLimits,
     /// Dropped collections whose elements the reclaimer has yet to delete
     /// (committed `R` records; INFO lazyfree_pending_objects).
     pub lazyfree_pending: u64,
@@ -242,6 +246,7 @@ impl State {
             acl: crate::acl::Acl::new(""),
             acl_before: None,
             latency: Default::default(),
+            output_limits: Default::default(),
             lazyfree_pending: 0,
             last_call: Duration::ZERO,
             access: Default::default(),
@@ -400,8 +405,11 @@ impl State {
                 }
                 Msg::Disconnect(id) => self.disconnect(*id),
                 Msg::Shutdown => self.shutdown = true,
-                Msg::Requests { id, reqs } => {
+                Msg::Requests { id, reqs, bytes } => {
                     requests += 1;
+                    if let Some(c) = self.clients.get_mut(id) {
+                        c.qbuf = *bytes;
+                    }
                     self.process(*id, reqs, Vec::new(), false);
                 }
             }
@@ -417,7 +425,7 @@ impl State {
             self.rollback();
             self.expire_blocked();
             for msg in &group {
-                if let Msg::Requests { id, reqs } = msg {
+                if let Msg::Requests { id, reqs, .. } = msg {
                     self.process(*id, reqs, Vec::new(), true);
                 }
             }
@@ -464,7 +472,7 @@ impl State {
             };
             let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
             let _ = c.out.send(out);
-            if c.subscribed() && crate::pubsub::over_limit(c, pending, now) {
+            if c.subscribed() && crate::pubsub::over_limit(c, pending, now, &self.output_limits.pubsub) {
                 log::warn!(
                     "Client id={} addr={} closed for overcoming of output buffer limits (pubsub: {pending} bytes not read)",
                     c.id,
@@ -615,12 +623,15 @@ impl State {
             self.clients.insert(id, client);
             return;
         }
+        client.last_active = Instant::now();
         for (i, args) in reqs.iter().enumerate() {
             if args.is_empty() {
                 continue;
             }
             client.reply_skip = std::mem::take(&mut client.reply_skip_next);
+            client.argv_mem = args.iter().map(Vec::len).sum();
             let mut reply = cmd::dispatch(self, &mut client, args);
+            client.argv_mem = 0;
             if std::mem::take(&mut client.postpone_now) {
                 // CLIENT PAUSE holds this command and what came after it.
                 client.reply_skip_next = client.reply_skip;
@@ -674,6 +685,8 @@ impl State {
             }
         }
         let close = client.close;
+        // The read is done with: its bytes left the query buffer.
+        client.qbuf = 0;
         self.clients.insert(id, client);
         self.outbox.push((id, Out::Replies { bytes: out, close }));
     }

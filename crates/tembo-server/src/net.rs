@@ -137,14 +137,13 @@ fn protocol_error(e: &dyn std::fmt::Display) -> Vec<u8> {
     out
 }
 
+/// What one parse of a connection's buffer gave: the requests, the bytes
+/// they took, and a protocol error to answer with after them.
+type Parsed = (Vec<Vec<Vec<u8>>>, usize, Option<Vec<u8>>);
+
 /// Parses every complete request in `buf` (removing them); a malformed or
 /// oversized one ends the list and gives the error to answer with.
-fn parse_requests(
-    buf: &mut Vec<u8>,
-    shared: &Shared,
-    id: u64,
-    peer: SocketAddr,
-) -> (Vec<Vec<Vec<u8>>>, Option<Vec<u8>>) {
+fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr) -> Parsed {
     let limits = ParseLimits { max_bulk: shared.max_bulk() };
     let mut reqs = Vec::new();
     let mut fatal = None;
@@ -169,10 +168,14 @@ fn parse_requests(
         log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
         fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
     }
-    if buf.capacity() - buf.len() < 4096 {
+    if buf.is_empty() && buf.capacity() > 256 * 1024 {
+        // A big request is done with: a client idle after it does not keep
+        // its buffer (10,000 such clients would hold gigabytes).
+        *buf = Vec::with_capacity(16 * 1024);
+    } else if buf.capacity() - buf.len() < 4096 {
         buf.reserve(buf.len().clamp(16 * 1024, 1 << 20));
     }
-    (reqs, fatal)
+    (reqs, used, fatal)
 }
 
 /// What became of a connection's buffered input.
@@ -197,11 +200,15 @@ fn forward(
     peer: SocketAddr,
     inbox: &Sender<Msg>,
     fatal: &mut Option<Vec<u8>>,
+    conn: &ConnShared,
 ) -> Forwarded {
-    let (reqs, err) = parse_requests(buf, shared, id, peer);
+    let (reqs, used, err) = parse_requests(buf, shared, id, peer);
+    conn.qbuf_free.store(buf.capacity() - buf.len(), Ordering::Relaxed);
     *fatal = err;
     if !reqs.is_empty() {
-        if inbox.send(Msg::Requests { id, reqs }).is_err() {
+        // Bytes not yet parsed stay in the query buffer too.
+        let bytes = used + buf.len();
+        if inbox.send(Msg::Requests { id, reqs, bytes }).is_err() {
             return Forwarded::Gone;
         }
         return Forwarded::Sent;
@@ -262,7 +269,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                     }
                     continue;
                 }
-                match forward(&mut buf, shared, id, peer, inbox, &mut fatal) {
+                match forward(&mut buf, shared, id, peer, inbox, &mut fatal, &conn) {
                     Forwarded::Sent => waiting = true,
                     Forwarded::Idle => {}
                     Forwarded::Close(err) => {
@@ -291,7 +298,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                         }
                         if !buf.is_empty() {
                             // Input that came while the client was blocked.
-                            match forward(&mut buf, shared, id, peer, inbox, &mut fatal) {
+                            match forward(&mut buf, shared, id, peer, inbox, &mut fatal, &conn) {
                                 Forwarded::Sent => waiting = true,
                                 Forwarded::Idle => {}
                                 Forwarded::Close(err) => {

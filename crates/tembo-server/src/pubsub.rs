@@ -12,14 +12,6 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 
-/// Redis's `client-output-buffer-limit pubsub 32mb 8mb 60`: a subscriber
-/// with more than this many bytes not yet written is disconnected at once…
-pub const HARD_LIMIT: usize = 32 << 20;
-/// …and one above this many for [`SOFT_SECONDS`] in a row, too.
-pub const SOFT_LIMIT: usize = 8 << 20;
-/// See [`SOFT_LIMIT`].
-pub const SOFT_SECONDS: u64 = 60;
-
 /// Channel and pattern subscriptions, by name.
 #[derive(Debug, Default)]
 pub struct Index {
@@ -160,16 +152,17 @@ impl Index {
 
 /// Whether subscriber `c`, with `pending` bytes not yet written, is past the
 /// pub/sub output-buffer limits at `now` (updates its soft-limit clock).
-pub fn over_limit(c: &mut Client, pending: usize, now: Instant) -> bool {
-    if pending > HARD_LIMIT {
+pub fn over_limit(c: &mut Client, pending: usize, now: Instant, limit: &crate::cmd::config_compat::Limit) -> bool {
+    let pending = pending as u64;
+    if limit.hard > 0 && pending > limit.hard {
         return true;
     }
-    if pending <= SOFT_LIMIT {
+    if limit.soft == 0 || pending <= limit.soft {
         c.soft_limit_since = None;
         return false;
     }
     let since = *c.soft_limit_since.get_or_insert(now);
-    now.duration_since(since) >= Duration::from_secs(SOFT_SECONDS)
+    now.duration_since(since) >= Duration::from_secs(limit.soft_secs)
 }
 
 #[cfg(test)]
@@ -222,16 +215,23 @@ mod tests {
 
     #[test]
     fn output_limits() {
+        // Redis's pub/sub defaults: 32 MiB at once, 8 MiB for 60 s.
+        let lim = crate::cmd::OutputLimits::default().pubsub;
+        const HARD_LIMIT: usize = 32 << 20;
+        const SOFT_LIMIT: usize = 8 << 20;
         let mut c = client(1);
         let t0 = Instant::now();
-        assert!(!over_limit(&mut c, SOFT_LIMIT, t0));
-        assert!(over_limit(&mut c, HARD_LIMIT + 1, t0));
-        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0));
-        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(59)));
-        assert!(over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(60)));
+        assert!(!over_limit(&mut c, SOFT_LIMIT, t0, &lim));
+        assert!(over_limit(&mut c, HARD_LIMIT + 1, t0, &lim));
+        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0, &lim));
+        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(59), &lim));
+        assert!(over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(60), &lim));
         // Dropping under the soft limit restarts the clock.
-        assert!(!over_limit(&mut c, 10, t0 + Duration::from_secs(61)));
-        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(62)));
-        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(100)));
+        assert!(!over_limit(&mut c, 10, t0 + Duration::from_secs(61), &lim));
+        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(62), &lim));
+        assert!(!over_limit(&mut c, SOFT_LIMIT + 1, t0 + Duration::from_secs(100), &lim));
+        // Zero turns a limit off.
+        let off = crate::cmd::config_compat::Limit { hard: 0, soft: 0, soft_secs: 0 };
+        assert!(!over_limit(&mut c, usize::MAX / 2, t0, &off));
     }
 }

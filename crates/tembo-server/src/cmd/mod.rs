@@ -15,10 +15,12 @@ use crate::store::StoreError;
 
 mod acl;
 pub mod args;
+pub use config_compat::OutputLimits;
 pub use server::{inert_value, INERT};
 mod bits;
 pub mod blpop;
 mod client_tracking;
+pub(crate) mod config_compat;
 mod conn;
 mod debug;
 mod dump;

@@ -332,7 +332,9 @@ fn params(cx: &Ctx) -> Vec<(String, String)> {
         ("dir".into(), c.pool.parent().map(|p| p.display().to_string()).unwrap_or_default()),
         ("dbfilename".into(), c.pool.file_name().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
     ];
+    v.push(("client-output-buffer-limit".into(), cx.st.output_limits.show()));
     v.extend(cx.st.inert.iter().map(|(k, val)| (k.clone(), val.clone())));
+    v.extend(super::config_compat::IMMUTABLE.iter().map(|(k, val)| (k.to_string(), val.to_string())));
     for (alias, canonical) in ALIASES {
         if let Some(val) = inert_value(&cx.st.inert, canonical) {
             v.push((alias.to_string(), val.to_string()));
@@ -366,6 +368,10 @@ pub const INERT: &[(&str, &str)] = &[
     ("latency-tracking-info-percentiles", "50 99 99.9"),
     // INFO replication shows it; there is no backlog without replicas.
     ("repl-backlog-size", "1048576"),
+    // Eviction: Tembo evicts nothing (maxmemory-policy noeviction).
+    ("maxmemory-clients", "0"),
+    ("maxmemory-samples", "5"),
+    ("maxmemory-eviction-tenacity", "10"),
     ("latency-monitor-threshold", "0"),
     ("busy-reply-threshold", "5000"),
     // Read by CLIENT TRACKING: the most read keys remembered (0: no limit).
@@ -420,6 +426,12 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                     out.push((Reply::bulk(k), Reply::bulk(v)));
                 }
             }
+            // Hidden settings answer only to their own name, not to a pattern.
+            for (k, v) in super::config_compat::HIDDEN {
+                if a[2..].iter().any(|p| p.eq_ignore_ascii_case(k.as_bytes())) {
+                    out.push((Reply::bulk(*k), Reply::bulk(*v)));
+                }
+            }
             Ok(Reply::Map(out))
         }
         "set" if a.len() >= 4 && a.len() % 2 == 0 => {
@@ -462,6 +474,7 @@ struct ConfigSnapshot {
     notify_flags: u32,
     acl: (bool, usize),
     latency_ms: u64,
+    output_limits: super::OutputLimits,
 }
 
 impl ConfigSnapshot {
@@ -475,6 +488,7 @@ impl ConfigSnapshot {
             notify_flags: st.notify_flags,
             acl: (st.acl.pubsub_all, st.acl.log.max_len),
             latency_ms: st.latency.threshold_ms,
+            output_limits: st.output_limits,
         }
     }
 
@@ -493,6 +507,7 @@ impl ConfigSnapshot {
         st.notify_flags = self.notify_flags;
         (st.acl.pubsub_all, st.acl.log.max_len) = self.acl;
         st.latency.threshold_ms = self.latency_ms;
+        st.output_limits = self.output_limits;
         st.latency.tracking_off =
             inert_value(&st.inert, "latency-tracking").is_some_and(|v| v.eq_ignore_ascii_case("no"));
     }
@@ -567,9 +582,30 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             log::set_max_level(c.level());
             cx.st.cfg.loglevel = c.loglevel;
         }
+        "client-output-buffer-limit" => cx.st.output_limits.set(value).map_err(&bad)?,
+        "maxmemory-clients" => {
+            super::config_compat::check_memory_or_percent(value).map_err(&bad)?;
+            if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
+                *v = value.to_string();
+            }
+        }
+        // Fixed when the server starts, as in Redis.
+        _ if super::config_compat::is_immutable(name) || name == "databases" || name == "aclfile" => {
+            return Err(bad(super::config_compat::IMMUTABLE_ERROR));
+        }
+        "port" if value != cx.st.cfg.port.to_string() => {
+            // Redis moves to a new port at once; Tembo keeps its listener,
+            // but says first why the new port would not do.
+            let host = cx.st.cfg.bind.split_whitespace().next().unwrap_or("127.0.0.1").to_string();
+            let port: u16 = value.parse().map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+            if let Err(e) = std::net::TcpListener::bind((host.as_str(), port)) {
+                return Err(bad(&format!("Unable to listen on this port: {e}")));
+            }
+            return Err(bad("'port' cannot be changed while the server runs; restart tembo serve with the new value"));
+        }
         // Fixed for the life of the process: setting the value they have
         // is accepted (clients and tools write back what CONFIG GET gave).
-        "bind" | "port" | "protected-mode" | "dir" | "dbfilename" | "databases" | "aclfile" => {
+        "bind" | "port" | "protected-mode" | "dir" | "dbfilename" => {
             let current = params(cx).into_iter().find(|(k, _)| k == name).map(|(_, v)| v).unwrap_or_default();
             if value != current {
                 return Err(bad(&format!(
