@@ -884,3 +884,57 @@ def test_info_latencystats_follows_its_settings(r):
         assert "between [0.0,100.0]" in err(e)
     finally:
         r.config_set("latency-tracking-info-percentiles", "50 99 99.9")
+
+
+def test_swapdb_exchanges_databases_durably(r):
+    r.set("a", "in0")
+    one = make_client(db=1)
+    try:
+        one.set("a", "in1")
+        one.hset("h", "f", "v")
+        watcher = make_client()
+        p = watcher.pipeline()
+        p.watch("a")
+        assert r.swapdb(0, 1)
+        assert r.get("a") == "in1" and r.hget("h", "f") == "v"
+        assert one.get("a") == "in0" and one.exists("h") == 0
+        # The watched key changed under the watcher: its EXEC fails.
+        p.multi()
+        p.set("a", "x")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+        watcher.close()
+        keyspace = r.info("keyspace")
+        assert keyspace["db0"]["keys"] == 2 and keyspace["db1"]["keys"] == 1
+        assert r.swapdb(1, 0) and r.get("a") == "in0"
+        with pytest.raises(redis.ResponseError) as e:
+            r.swapdb(0, 10000)
+        assert "DB index is out of range" in err(e)
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("SWAPDB", "x", 1)
+        assert "invalid first DB index" in err(e)
+    finally:
+        one.flushdb()
+        one.close()
+
+
+def test_swapdb_serves_a_client_blocked_on_the_other_database(r):
+    one = make_client(db=1)
+    blocked = make_client()
+    try:
+        one.rpush("q", "job")
+        got = []
+        t = threading.Thread(target=lambda: got.append(blocked.blpop("q", timeout=10)))
+        t.start()
+        deadline = time.time() + 5
+        while int(r.info("clients")["blocked_clients"]) < 1:
+            assert time.time() < deadline
+            time.sleep(0.02)
+        r.swapdb(0, 1)
+        t.join(10)
+        assert got == [("q", "job")]
+    finally:
+        r.swapdb(0, 1)
+        one.flushdb()
+        one.close()
+        blocked.close()

@@ -54,9 +54,10 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
             }
             st.pending_counts[db as usize].0 -= 1;
             st.pending_counts[db as usize].1 -= 1;
-            st.touch(db, key, None);
+            let seen = st.logical(db);
+            st.touch(seen, key, None);
             st.notes.clear();
-            crate::notify::send_from(st, None, crate::notify::EXPIRED, "expired", db, key);
+            crate::notify::send_from(st, None, crate::notify::EXPIRED, "expired", seen, key);
             n += 1;
         }
     }

@@ -10,7 +10,8 @@
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
 //! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
 //! F db                                      -> the database's flush generation (u16)
-//! G name                                    -> server globals (version high-water mark, key layout)
+//! G name                                    -> server globals (version high-water mark, key layout,
+//!                                              the SWAPDB map from selected to stored database)
 //! L name                                    -> a function library's code (FUNCTION LOAD), by lower-case name
 //! ```
 //!
@@ -127,6 +128,14 @@ pub const LAYOUT: u32 = 2;
 pub fn layout_key() -> Vec<u8> {
     let mut k = vec![GLOBAL];
     k.extend_from_slice(b"layout");
+    k
+}
+
+/// Where the map from the databases clients SELECT to the databases keys
+/// are stored under is kept (SWAPDB changes it; absent: each is itself).
+pub fn db_map_key() -> Vec<u8> {
+    let mut k = vec![GLOBAL];
+    k.extend_from_slice(b"db-map");
     k
 }
 

@@ -83,6 +83,13 @@ pub struct State {
     pub gens: Vec<u16>,
     /// Generations started by the pending writes (FLUSHDB/FLUSHALL).
     pub pending_gens: Vec<Option<u16>>,
+    /// Committed map from the database a client selects (logical) to the
+    /// one its keys are stored under (physical); SWAPDB swaps two entries.
+    /// Storage uses physical numbers; what clients see (WATCH, blocking,
+    /// notifications, INFO keyspace) uses logical ones.
+    db_map: Vec<u8>,
+    /// The map as the pending writes leave it (SWAPDB in this group).
+    pending_db_map: Option<Vec<u8>>,
     /// Databases whose older generations may still hold keys for the sweep.
     pub sweeping: Vec<bool>,
     /// WATCHed keys and who watches them.
@@ -217,6 +224,8 @@ impl State {
             pending_counts: vec![(0, 0); n],
             gens: vec![0; n],
             pending_gens: vec![None; n],
+            db_map: (0..MAX_DATABASES).map(|d| d as u8).collect(),
+            pending_db_map: None,
             sweeping: vec![false; n],
             watchers: HashMap::new(),
             stats: Stats::new(),
@@ -256,6 +265,7 @@ impl State {
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.check_layout()?;
+        st.load_db_map()?;
         st.load_gens()?;
         st.count_keys()?;
         st.lazyfree_pending = st.store.scan_prefix(&[encoding::GARBAGE], false).count() as u64;
@@ -289,6 +299,44 @@ impl State {
                 Ok(self.store.commit()?)
             }
         }
+    }
+
+    /// Reads the logical-to-physical database map SWAPDB keeps.
+    fn load_db_map(&mut self) -> Result<(), OpenError> {
+        if let Some(map) = self.store.get(&encoding::db_map_key())? {
+            let mut seen = [false; MAX_DATABASES];
+            let valid =
+                map.len() == MAX_DATABASES && map.iter().all(|&p| !std::mem::replace(&mut seen[p as usize], true));
+            if !valid {
+                return Err(OpenError::Layout(
+                    "the pool's database map (SWAPDB) is damaged: it does not name each database once".into(),
+                ));
+            }
+            self.db_map = map;
+        }
+        Ok(())
+    }
+
+    /// The physical database (where keys are stored) of logical database `db`.
+    #[inline]
+    pub fn phys(&self, db: u8) -> u8 {
+        self.pending_db_map.as_deref().unwrap_or(&self.db_map)[db as usize]
+    }
+
+    /// The logical database (what clients select) stored as physical `db`.
+    pub fn logical(&self, db: u8) -> u8 {
+        let map = self.pending_db_map.as_deref().unwrap_or(&self.db_map);
+        map.iter().position(|&p| p == db).map_or(db, |l| l as u8)
+    }
+
+    /// SWAPDB: logical databases `a` and `b` exchange their keys (staged
+    /// with the pending writes, durable with their commit).
+    pub fn swap_dbs(&mut self, a: u8, b: u8) -> Result<(), crate::store::StoreError> {
+        let mut map = self.pending_db_map.clone().unwrap_or_else(|| self.db_map.clone());
+        map.swap(a as usize, b as usize);
+        self.store.put(encoding::db_map_key(), map.clone())?;
+        self.pending_db_map = Some(map);
+        Ok(())
     }
 
     /// Reads each database's flush generation; a database with one may
@@ -713,6 +761,9 @@ impl State {
                 self.sweeping[i] = true;
             }
         }
+        if let Some(map) = self.pending_db_map.take() {
+            self.db_map = map;
+        }
         self.stats.commits += 1;
         self.stats.committed_writes += n as u64;
         self.functions_changed = false;
@@ -725,6 +776,7 @@ impl State {
         self.store.discard();
         self.pending_counts.iter_mut().for_each(|c| *c = (0, 0));
         self.pending_gens.iter_mut().for_each(|g| *g = None);
+        self.pending_db_map = None;
         if std::mem::take(&mut self.functions_changed) {
             crate::cmd::functions::reload_after_discard(self);
         }
@@ -742,13 +794,20 @@ impl State {
 
     /// Marks every client watching `key` of `db`; `current` is the client
     /// running a command (not in `clients` meanwhile), if any.
-    pub fn touch(&mut self, db: u8, key: &[u8], mut current: Option<&mut Client>) {
+    pub fn touch(&mut self, db: u8, key: &[u8], current: Option<&mut Client>) {
         if self.notify_flags != 0 {
             crate::notify::note(self, db, key, false, false);
         }
         if !self.tracking.is_idle() {
             crate::tracking::modified(self, key, current.as_deref());
         }
+        self.mark_watchers(db, key, current);
+    }
+
+    /// Breaks the WATCH of every client watching `key` of `db` (the
+    /// database as clients number it); `current` is the client running a
+    /// command, if any.
+    pub fn mark_watchers(&mut self, db: u8, key: &[u8], mut current: Option<&mut Client>) {
         if self.watchers.is_empty() {
             return;
         }

@@ -281,10 +281,12 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
         }
         "cluster" => kv("cluster_enabled", &0),
         "keyspace" => {
+            // Numbered as clients select them (SWAPDB may have exchanged two).
             for db in 0..st.keys.len() {
-                let n = st.key_count(db);
+                let stored = st.phys(db as u8) as usize;
+                let n = st.key_count(stored);
                 if n > 0 {
-                    kv(&format!("db{db}"), &format!("keys={n},expires={},avg_ttl=0", st.expire_count(db)));
+                    kv(&format!("db{db}"), &format!("keys={n},expires={},avg_ttl=0", st.expire_count(stored)));
                 }
             }
         }

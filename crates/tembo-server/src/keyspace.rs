@@ -12,9 +12,10 @@ use crate::exec::Ctx;
 pub type Res<T> = Result<T, CmdError>;
 
 impl Ctx<'_> {
-    /// The selected database.
+    /// The database the selected one's keys are stored under (SWAPDB may
+    /// have exchanged them); `client.db` is the one the client selected.
     pub fn db(&self) -> u8 {
-        self.client.db
+        self.st.phys(self.client.db)
     }
 
     /// The metadata of `key`, or `None` if it does not exist or has expired
@@ -33,7 +34,7 @@ impl Ctx<'_> {
             self.st.stats.expired_keys += 1;
             if self.st.notify_flags != 0 {
                 // The expiry is its own event, not part of the command's.
-                let db = self.db();
+                let db = self.client.db;
                 self.st.notes.retain(|n| !(n.db == db && n.key == key));
                 crate::notify::send_from(self.st, Some(&mut *self.client), crate::notify::EXPIRED, "expired", db, key);
             }
@@ -83,14 +84,17 @@ impl Ctx<'_> {
         let mk = meta_key(db, self.st.gen(db), key);
         self.st.access.touch_hashed(db, encoding::meta_key_hash(&mk), self.now);
         self.st.store.put(mk, new.encode())?;
-        self.st.touch(db, key, Some(&mut *self.client));
+        // Watchers, notifications and blocked clients know the database
+        // by the number clients select.
+        let seen = self.client.db;
+        self.st.touch(seen, key, Some(&mut *self.client));
         if old.is_none() && self.st.notify_flags != 0 {
-            crate::notify::note(self.st, db, key, true, false);
+            crate::notify::note(self.st, seen, key, true, false);
         }
         // Clients blocked on this key (BLPOP, BZPOPMIN, XREAD…) are served
         // after this command; a client whose key now holds another type
         // waits on (XREADGROUP's get an error).
-        self.st.blocking.signal(db, key);
+        self.st.blocking.signal(seen, key);
         Ok(())
     }
 
@@ -104,15 +108,16 @@ impl Ctx<'_> {
             self.st.pending_counts[db as usize].1 -= 1;
         }
         self.st.pending_counts[db as usize].0 -= 1;
-        // XREADGROUP clients blocked on a deleted stream get an error.
-        self.st.blocking.signal(db, key);
         if old.kind != Kind::String {
             // Cannot fail: the record is no longer than the collection's element keys.
             let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
         }
-        self.st.touch(db, key, Some(&mut *self.client));
+        let seen = self.client.db;
+        // XREADGROUP clients blocked on a deleted stream get an error.
+        self.st.blocking.signal(seen, key);
+        self.st.touch(seen, key, Some(&mut *self.client));
         if self.st.notify_flags != 0 {
-            crate::notify::note(self.st, db, key, false, true);
+            crate::notify::note(self.st, seen, key, false, true);
         }
     }
 

@@ -26,7 +26,7 @@
 //!   error reply) and loses nothing acknowledged.
 //!
 //! ## What it does not do (yet)
-//! MIGRATE, DUMP/RESTORE of streams, SWAPDB, replication, cluster.
+//! MIGRATE, DUMP/RESTORE of streams, replication, cluster.
 
 #![forbid(unsafe_code)]
 

@@ -419,15 +419,17 @@ pub fn trim(cx: &mut Ctx, key: &[u8], s: &mut Stream, how: Trim, approx: bool, l
     Ok(deleted)
 }
 
-/// Copies every auxiliary record of stream `src` (database `src_db`) to
-/// `dst` under `version` in the current database (COPY, RENAME, MOVE).
+/// Copies every auxiliary record of stream `src` (database `src_db`, as
+/// the client numbers it) to `dst` under `version` in the current database
+/// (COPY, RENAME, MOVE).
 pub fn copy_aux(cx: &mut Ctx, src_db: u8, src: &[u8], meta: &Meta, dst: &[u8], version: u64) -> Res<()> {
-    let dst_db = cx.db();
+    let dst_db = cx.client.db;
+    let dst_stored = cx.db();
     cx.client.db = src_db;
     let rows = cx.sub_range(STREAM_AUX, src, meta, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
     cx.client.db = dst_db;
     for (f, v) in rows? {
-        let mut k = sub_prefix(STREAM_AUX, dst_db, dst, version);
+        let mut k = sub_prefix(STREAM_AUX, dst_stored, dst, version);
         k.extend_from_slice(&f);
         cx.st.store.put(k, v)?;
     }

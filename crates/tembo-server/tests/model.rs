@@ -52,6 +52,12 @@ enum Op {
     BZPopMin(u8, u8),
     Background,
     FlushDb,
+    /// SELECT db (of three).
+    Select(u8),
+    /// SWAPDB a b.
+    SwapDb(u8, u8),
+    /// MOVE key db.
+    Move(u8, u8),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -80,9 +86,12 @@ fn op() -> impl Strategy<Value = Op> {
         (k.clone(), k.clone(), any::<bool>(), 1u8..4).prop_map(|(a, b, x, n)| Op::ZMPop(a, b, x, n)),
         (k.clone(), k.clone(), -4i8..4, -4i8..4).prop_map(|(d, a, x, y)| Op::ZRangeStore(d, a, x, y)),
         (k.clone(), k.clone()).prop_map(|(a, b)| Op::BZPopMin(a, b)),
-        (k.clone(), k).prop_map(|(a, b)| Op::Rename(a, b)),
+        (k.clone(), k.clone()).prop_map(|(a, b)| Op::Rename(a, b)),
         Just(Op::Background),
         Just(Op::FlushDb),
+        (0u8..3).prop_map(Op::Select),
+        (0u8..3, 0u8..3).prop_map(|(a, b)| Op::SwapDb(a, b)),
+        (k, 0u8..3).prop_map(|(k, d)| Op::Move(k, d)),
     ]
 }
 
@@ -164,10 +173,39 @@ fn sorted_pairs(v: Vec<Reply>) -> Vec<(String, String)> {
 fn run(ops: Vec<Op>, engine: Engine) {
     let db = Arc::new(Db::in_memory(&Options { engine, ..Options::with_size(64 << 20) }).unwrap());
     let mut s = Session::new(db.clone()).unwrap();
-    let mut model: HashMap<Vec<u8>, Val> = HashMap::new();
+    // Three databases; `cur` is the one selected.
+    let mut dbs: Vec<HashMap<Vec<u8>, Val>> = vec![HashMap::new(); 3];
+    let mut cur = 0usize;
     for op in ops {
-        apply(&mut s, &mut model, &op);
-        check_state(&mut s, &model);
+        match op {
+            Op::Select(d) => {
+                assert_eq!(s.call(&["SELECT", &d.to_string()]), Reply::Simple("OK".into()));
+                cur = d as usize;
+            }
+            Op::SwapDb(a, b) => {
+                assert_eq!(s.call(&["SWAPDB", &a.to_string(), &b.to_string()]), Reply::Simple("OK".into()));
+                dbs.swap(a as usize, b as usize);
+            }
+            Op::Move(k, d) => {
+                let r = s.call(&["MOVE", &String::from_utf8(key(k)).unwrap(), &d.to_string()]);
+                if d as usize == cur {
+                    assert!(matches!(r, Reply::Error(_)), "MOVE to the same database: {r:?}");
+                } else if dbs[cur].contains_key(&key(k)) && !dbs[d as usize].contains_key(&key(k)) {
+                    assert_eq!(r, Reply::Int(1));
+                    let v = dbs[cur].remove(&key(k)).unwrap();
+                    dbs[d as usize].insert(key(k), v);
+                } else {
+                    assert_eq!(r, Reply::Int(0));
+                }
+            }
+            _ => apply(&mut s, &mut dbs[cur], &op),
+        }
+        check_state(&mut s, &dbs[cur]);
+    }
+    // Every database holds what the model says.
+    for (d, model) in dbs.iter().enumerate() {
+        assert_eq!(s.call(&["SELECT", &d.to_string()]), Reply::Simple("OK".into()));
+        check_state(&mut s, model);
     }
     // Everything deleted: after enough background steps no element remains.
     s.call(&["FLUSHALL"]);
@@ -196,6 +234,7 @@ fn apply(s: &mut Session, model: &mut HashMap<Vec<u8>, Val>, op: &Op) {
             assert_eq!(s.call(&["FLUSHDB"]), Reply::Simple("OK".into()));
             model.clear();
         }
+        Op::Select(_) | Op::SwapDb(..) | Op::Move(..) => unreachable!("handled by `run`, which knows every database"),
         Op::Rename(a, b) => {
             let r = s.call(&["RENAME", &name(a), &name(b)]);
             match model.remove(&key(a)) {

@@ -113,12 +113,69 @@ const HARMLESS_SUBS: &[&str] = &[
     "object|idletime",
     "object|freq",
     "object|help",
+    "latency|help",
+    "cluster|countkeysinslot",
+    "cluster|getkeysinslot",
+    "cluster|help",
+    "cluster|info",
+    "cluster|keyslot",
+    "cluster|links",
+    "cluster|myid",
+    "cluster|nodes",
+    "cluster|shards",
+    "cluster|slots",
 ];
 
 /// Subcommands of containers that are not admin as a whole which Redis
 /// marks `@admin @dangerous`.
-const ADMIN_SUBS: &[&str] =
-    &["client|kill", "client|list", "client|no-evict", "client|pause", "client|unpause", "client|unblock"];
+const ADMIN_SUBS: &[&str] = &[
+    "client|kill",
+    "client|list",
+    "client|no-evict",
+    "client|pause",
+    "client|unpause",
+    "client|unblock",
+    "cluster|addslots",
+    "cluster|addslotsrange",
+    "cluster|bumpepoch",
+    "cluster|count-failure-reports",
+    "cluster|delslots",
+    "cluster|delslotsrange",
+    "cluster|failover",
+    "cluster|flushslots",
+    "cluster|forget",
+    "cluster|meet",
+    "cluster|replicas",
+    "cluster|replicate",
+    "cluster|reset",
+    "cluster|saveconfig",
+    "cluster|set-config-epoch",
+    "cluster|setslot",
+    "cluster|slaves",
+];
+
+/// Commands whose categories in Redis 7.0 differ from what their flags and
+/// group give: (command, categories added, categories removed). Checked
+/// against redis-server 7.0.15's COMMAND output.
+const OVERRIDES: &[(&str, &[&str], &[&str])] = &[
+    ("dbsize", &["keyspace"], &[]),
+    ("flushdb", &["keyspace"], &[]),
+    ("flushall", &["keyspace"], &[]),
+    ("swapdb", &["keyspace"], &[]),
+    ("asking", &["connection"], &[]),
+    ("command", &["connection"], &[]),
+    ("readonly", &["connection"], &[]),
+    ("readwrite", &["connection"], &[]),
+    ("wait", &["connection"], &["keyspace"]),
+    ("lastsave", &["admin"], &[]),
+    ("role", &["admin"], &[]),
+    ("sort", &["list", "set", "sortedset"], &["keyspace"]),
+    ("sort_ro", &["list", "set", "sortedset", "dangerous"], &["keyspace"]),
+    // Read-only scripts read through the commands they call.
+    ("eval_ro", &[], &["read"]),
+    ("evalsha_ro", &[], &["read"]),
+    ("fcall_ro", &[], &["read"]),
+];
 
 /// The category bits of a command's group.
 fn group_bits(group: &str) -> u32 {
@@ -176,6 +233,17 @@ fn derive(spec: &Spec, sub: Option<&str>) -> u32 {
         }
         if spec.name == "function" && matches!(sub, "load" | "delete" | "flush" | "restore") {
             bits |= b("write");
+        }
+        if sub == "help" || (spec.name == "memory" && sub != "usage") {
+            // A container's HELP (and MEMORY's reports) only describe:
+            // the family's own category and @slow, as Redis lists them.
+            bits = (group_bits(spec.group) & !b("pubsub")) | b("slow");
+        }
+    }
+    for (name, add, remove) in OVERRIDES {
+        if *name == spec.name {
+            add.iter().for_each(|c| bits |= b(c));
+            remove.iter().for_each(|c| bits &= !b(c));
         }
     }
     bits

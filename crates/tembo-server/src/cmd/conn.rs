@@ -10,7 +10,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "ping",
         arity: -1,
-        flags: &["fast", "stale"],
+        flags: &["fast"],
         keys: (0, 0, 0),
         group: "connection",
         summary: "Returns the server's liveliness response.",
@@ -19,7 +19,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "echo",
         arity: 2,
-        flags: &["fast"],
+        flags: &["fast", "loading", "stale"],
         keys: (0, 0, 0),
         group: "connection",
         summary: "Returns the given string.",
@@ -28,7 +28,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "hello",
         arity: -1,
-        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        flags: &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"],
         keys: (0, 0, 0),
         group: "connection",
         summary: "Handshakes with the server: protocol version, authentication, client name.",
@@ -37,7 +37,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "auth",
         arity: -2,
-        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        flags: &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"],
         keys: (0, 0, 0),
         group: "connection",
         summary: "Authenticates the connection.",
@@ -55,7 +55,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "quit",
         arity: -1,
-        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        flags: &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"],
         keys: (0, 0, 0),
         group: "connection",
         summary: "Closes the connection.",
@@ -64,7 +64,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "reset",
         arity: 1,
-        flags: &["noscript", "loading", "stale", "fast", "no_auth"],
+        flags: &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"],
         keys: (0, 0, 0),
         group: "connection",
         summary:

@@ -325,7 +325,7 @@ fn rename_impl(cx: &mut Ctx, a: &[Vec<u8>], nx: bool) -> CmdResult {
         new.version = cx.st.store.new_version();
         copy_elements(cx, &a[1], &src, &a[2], new.version)?;
         if src.kind == Kind::Stream {
-            crate::stream::copy_aux(cx, cx.db(), &a[1], &src, &a[2], new.version)?;
+            crate::stream::copy_aux(cx, cx.client.db, &a[1], &src, &a[2], new.version)?;
         }
     }
     cx.remove(&a[1], &src);

@@ -72,7 +72,8 @@ fn pexpiretime(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn copy(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let src_db = cx.db();
+    // Databases as clients number them; `cx.db()` maps to where keys are stored.
+    let src_db = cx.client.db;
     let (mut dst_db, mut replace) = (src_db, false);
     let mut j = 3;
     while j < a.len() {
@@ -103,7 +104,7 @@ fn copy(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn move_key(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let src_db = cx.db();
+    let src_db = cx.client.db;
     let n = int(&a[2]).map_err(|_| CmdError::err("value is not an integer or out of range"))?;
     if n < 0 || n as usize >= cx.st.cfg.databases {
         return Err(CmdError::err("DB index is out of range"));
@@ -123,7 +124,8 @@ fn move_key(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     result
 }
 
-/// The second half of COPY, run with the destination database selected.
+/// The second half of COPY, run with the destination database selected
+/// (`src_db` as the client numbers it).
 fn copy_into(
     cx: &mut Ctx,
     src_db: u8,
@@ -132,7 +134,8 @@ fn copy_into(
     dst: &[u8],
     replace: bool,
 ) -> CmdResult {
-    let dst_db = cx.db();
+    let dst_db = cx.client.db;
+    let dst_stored = cx.db();
     let old = cx.lookup(dst)?;
     if old.is_some() && !replace {
         return Ok(Reply::Int(0));
@@ -147,9 +150,9 @@ fn copy_into(
         for (field, value) in elems? {
             if meta.kind == Kind::ZSet {
                 let score = score_of_value(&value).ok_or_else(|| CmdError::corrupt(src))?;
-                cx.st.store.put(zidx_key(dst_db, dst, new.version, score, &field), Vec::new())?;
+                cx.st.store.put(zidx_key(dst_stored, dst, new.version, score, &field), Vec::new())?;
             }
-            cx.st.store.put(sub_key(dst_db, dst, new.version, &field), value)?;
+            cx.st.store.put(sub_key(dst_stored, dst, new.version, &field), value)?;
         }
         if meta.kind == Kind::Stream {
             // Nodes, consumer groups, PELs and consumers go with the entries.

@@ -47,6 +47,15 @@ pub const COMMANDS: &[Spec] = &[
         run: flushdb,
     },
     Spec {
+        name: "swapdb",
+        arity: 3,
+        flags: &["write", "fast"],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "SWAPDB index1 index2: two databases exchange their keys, at once and durably.",
+        run: swapdb,
+    },
+    Spec {
         name: "flushall",
         arity: -1,
         flags: &["write"],
@@ -76,7 +85,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "shutdown",
         arity: -1,
-        flags: &["admin", "noscript", "loading", "stale"],
+        flags: &["admin", "noscript", "loading", "stale", "no_multi", "allow_busy"],
         keys: (0, 0, 0),
         group: "server",
         summary: "Closes the pool cleanly and stops the server.",
@@ -85,7 +94,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "save",
         arity: 1,
-        flags: &["admin", "noscript"],
+        flags: &["admin", "noscript", "no_async_loading", "no_multi"],
         keys: (0, 0, 0),
         group: "server",
         summary: "Returns once every write is durable (they always are before their reply).",
@@ -94,7 +103,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "bgsave",
         arity: -1,
-        flags: &["admin", "noscript"],
+        flags: &["admin", "noscript", "no_async_loading"],
         keys: (0, 0, 0),
         group: "server",
         summary: "Every write is already durable: nothing to do in the background.",
@@ -214,7 +223,8 @@ fn info_of(s: &Spec) -> Reply {
     Reply::Array(vec![
         Reply::bulk(s.name),
         Reply::Int(s.arity as i64),
-        Reply::Set(s.flags.iter().map(|f| Reply::Simple(f.to_string())).collect()),
+        // `may_replicate` is internal (CLIENT PAUSE reads it); Redis does not list it.
+        Reply::Set(s.flags.iter().filter(|f| **f != "may_replicate").map(|f| Reply::Simple(f.to_string())).collect()),
         Reply::Int(s.keys.0 as i64),
         Reply::Int(s.keys.1 as i64),
         Reply::Int(s.keys.2 as i64),
@@ -245,6 +255,8 @@ fn dbsize(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
 /// to the reclaimer), a bounded amount per cron tick. Stale expiry-index
 /// entries are dropped by the expire cycle when their time comes.
 fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
+    // Databases as clients number them (watches and blocked clients know
+    // them so); their keys are stored under `phys`.
     let dbs: Vec<u8> = match db {
         Some(d) => vec![d],
         None => (0..cx.st.gens.len()).map(|d| d as u8).collect(),
@@ -254,12 +266,12 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
     let watched: Vec<(u8, Vec<u8>)> = cx.st.watchers.keys().filter(|(d, _)| dbs.contains(d)).cloned().collect();
     let mut flushed_watched = Vec::new();
     for (d, key) in watched {
-        let raw = cx.st.store.get(&encoding::meta_key(d, cx.st.gen(d), &key))?;
-        if raw.and_then(|r| encoding::Meta::decode(&r)).is_some_and(|m| !m.expired(cx.now)) {
+        if live_in(cx, cx.st.phys(d), &key)? {
             flushed_watched.push((d, key));
         }
     }
-    for d in dbs {
+    for seen in dbs {
+        let d = cx.st.phys(seen);
         let i = d as usize;
         if cx.st.key_count(i) == 0 && !cx.st.sweeping[i] {
             continue; // nothing to hide: keep the generation
@@ -276,7 +288,7 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
         let (dk, de) = (cx.st.key_count(i), cx.st.expire_count(i));
         cx.st.pending_counts[i].0 -= dk;
         cx.st.pending_counts[i].1 -= de;
-        cx.st.blocking.signal_db(d);
+        cx.st.blocking.signal_db(seen);
     }
     for (d, key) in flushed_watched {
         cx.st.touch(d, &key, Some(&mut *cx.client));
@@ -302,10 +314,51 @@ fn flush_mode(a: &[Vec<u8>]) -> Result<(), CmdError> {
     }
 }
 
+/// Whether `key` exists, unexpired, in physical database `db` (read
+/// without side effects: no lazy expiry, no access time).
+fn live_in(cx: &Ctx, db: u8, key: &[u8]) -> crate::keyspace::Res<bool> {
+    let raw = cx.st.store.get(&encoding::meta_key(db, cx.st.gen(db), key))?;
+    Ok(raw.and_then(|r| encoding::Meta::decode(&r)).is_some_and(|m| !m.expired(cx.now)))
+}
+
 fn flushdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     flush_mode(a)?;
-    let db = cx.db();
+    let db = cx.client.db;
     flush(cx, Some(db))
+}
+
+/// SWAPDB index1 index2: the two databases exchange their keys at once
+/// (O(1): a map from the numbers clients select to where keys are stored,
+/// persisted with the command's commit). As in Redis, a WATCH on a key
+/// that exists, unexpired, in either database is broken, and clients
+/// blocked on keys of either are served if their keys now have elements.
+fn swapdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let index = |v: &[u8], which: &str| -> Result<u8, CmdError> {
+        let n = super::args::int(v).map_err(|_| CmdError::err(format!("invalid {which} DB index")))?;
+        if n < 0 || n as usize >= cx.st.cfg.databases {
+            return Err(CmdError::err("DB index is out of range"));
+        }
+        Ok(n as u8)
+    };
+    let (x, y) = (index(&a[1], "first")?, index(&a[2], "second")?);
+    if x == y {
+        return Ok(Reply::ok());
+    }
+    let (px, py) = (cx.st.phys(x), cx.st.phys(y));
+    let watched: Vec<(u8, Vec<u8>)> = cx.st.watchers.keys().filter(|(d, _)| *d == x || *d == y).cloned().collect();
+    let mut broken = Vec::new();
+    for (d, key) in watched {
+        if live_in(cx, px, &key)? || live_in(cx, py, &key)? {
+            broken.push((d, key));
+        }
+    }
+    cx.st.swap_dbs(x, y)?;
+    for (d, key) in broken {
+        cx.st.mark_watchers(d, &key, Some(&mut *cx.client));
+    }
+    cx.st.blocking.signal_db(x);
+    cx.st.blocking.signal_db(y);
+    Ok(Reply::ok())
 }
 
 fn flushall(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

@@ -173,7 +173,7 @@ fn xgroup(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             cg::group_destroy(cx, key, &s, name)?;
             stream_event(cx, "xgroup-destroy", key);
             // Its blocked XREADGROUP clients get an error.
-            let db = cx.db();
+            let db = cx.client.db;
             cx.st.blocking.signal(db, key);
             Ok(Reply::Int(1))
         }
@@ -348,7 +348,7 @@ fn xack(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 /// not go through the key-level write paths that note the others).
 pub(crate) fn stream_event(cx: &mut Ctx, event: &str, key: &[u8]) {
     if cx.st.notify_flags != 0 {
-        let db = cx.db();
+        let db = cx.client.db;
         crate::notify::send_from(cx.st, Some(&mut *cx.client), crate::notify::STREAM, event, db, key);
     }
 }

@@ -13,7 +13,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "multi",
         arity: 1,
-        flags: &["noscript", "loading", "stale", "fast"],
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
         keys: (0, 0, 0),
         group: "transactions",
         summary: "Starts a transaction.",
@@ -22,7 +22,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "exec",
         arity: 1,
-        flags: &["noscript", "loading", "stale"],
+        flags: &["noscript", "loading", "stale", "skip_slowlog"],
         keys: (0, 0, 0),
         group: "transactions",
         summary: "Runs the queued commands atomically; durable as one batch.",
@@ -31,7 +31,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "discard",
         arity: 1,
-        flags: &["noscript", "loading", "stale", "fast"],
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
         keys: (0, 0, 0),
         group: "transactions",
         summary: "Discards the queued commands.",
@@ -40,7 +40,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "watch",
         arity: -2,
-        flags: &["noscript", "loading", "stale", "fast"],
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
         keys: (1, -1, 1),
         group: "transactions",
         summary: "Makes the next EXEC fail if any of the keys changes.",
@@ -49,7 +49,7 @@ pub const COMMANDS: &[Spec] = &[
     Spec {
         name: "unwatch",
         arity: 1,
-        flags: &["noscript", "loading", "stale", "fast"],
+        flags: &["noscript", "loading", "stale", "fast", "allow_busy"],
         keys: (0, 0, 0),
         group: "transactions",
         summary: "Forgets the watched keys.",
@@ -124,7 +124,8 @@ fn watch(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if cx.client.multi.is_some() {
         return Err(CmdError::err("WATCH inside MULTI is not allowed"));
     }
-    let db = cx.db();
+    // Watches follow the database the client selected (SWAPDB may move its keys).
+    let db = cx.client.db;
     for key in &a[1..] {
         let entry = (db, key.clone());
         if cx.client.watching.contains(&entry) {
