@@ -13,7 +13,7 @@ import time
 import pytest
 import redis
 
-from test_commands import PASSWORD, PORT, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
+from test_commands import PASSWORD, PORT, Raw, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -938,3 +938,45 @@ def test_swapdb_serves_a_client_blocked_on_the_other_database(r):
         one.flushdb()
         one.close()
         blocked.close()
+
+
+def test_client_pause_ending_in_a_failed_group_still_answers(r):
+    """A held client whose release falls in a group that cannot commit (a
+    command in it stops midway) is answered one command per commit, not
+    left waiting."""
+    if is_reference_redis():
+        pytest.skip("DEBUG PANIC crashes Redis itself")
+    raw = Raw(timeout=10)
+    try:
+        r.execute_command("CLIENT", "PAUSE", 300, "WRITE")
+        raw.send(Raw.encode("SET", "k", "v") + Raw.encode("DEBUG", "PANIC"))
+        assert raw.read() == ("+", "OK")
+        kind, _ = raw.read()
+        assert kind == "-"
+        assert r.get("k") == "v"
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+        raw.close()
+
+
+def test_client_pause_write_holds_function_load_but_not_help(r):
+    r.execute_command("CLIENT", "PAUSE", 60000, "WRITE")
+    loader = make_client()
+    try:
+        assert r.execute_command("FUNCTION", "HELP")
+        done = []
+        code = "#!lua name=pausedlib\nredis.register_function('pf', function() return 1 end)"
+        t = threading.Thread(target=lambda: done.append(loader.function_load(code)))
+        t.start()
+        deadline = time.time() + 5
+        while int(r.info("clients")["blocked_clients"]) < 1:
+            assert time.time() < deadline, "FUNCTION LOAD was not held"
+            time.sleep(0.02)
+        assert not done
+        r.execute_command("CLIENT", "UNPAUSE")
+        t.join(5)
+        assert done == ["pausedlib"]
+    finally:
+        r.execute_command("CLIENT", "UNPAUSE")
+        r.function_delete("pausedlib")
+        loader.close()

@@ -112,14 +112,15 @@ pub fn drop_metas(
 
 /// Deletes up to `budget` elements of dropped collections (those recorded
 /// under `R`), and each `R` record once its collection has no element left;
-/// returns how many elements.
-pub fn reclaim_step(st: &mut State, budget: usize) -> Result<u64, DbError> {
+/// returns how many elements, and how many records.
+pub fn reclaim_step(st: &mut State, budget: usize) -> Result<(u64, u64), DbError> {
     let records: Vec<Vec<u8>> =
         st.store.scan_prefix(&[GARBAGE], false).take(64).map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
-    let mut deleted = 0u64;
+    let (mut deleted, mut records_done) = (0u64, 0u64);
     for rec in records {
         let Some((db, key, version, _)) = split_sub(&rec) else {
             st.store.delete(rec);
+            records_done += 1;
             continue;
         };
         let mut done = true;
@@ -144,6 +145,7 @@ pub fn reclaim_step(st: &mut State, budget: usize) -> Result<u64, DbError> {
             break;
         }
         st.store.delete(rec);
+        records_done += 1;
     }
-    Ok(deleted)
+    Ok((deleted, records_done))
 }

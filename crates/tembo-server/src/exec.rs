@@ -312,6 +312,14 @@ impl State {
                     "the pool's database map (SWAPDB) is damaged: it does not name each database once".into(),
                 ));
             }
+            let n = self.cfg.databases;
+            if let Some((l, p)) = map.iter().enumerate().take(n).find(|(_, &p)| p as usize >= n) {
+                return Err(OpenError::Layout(format!(
+                    "SWAPDB left database {l}'s keys in database {p}, past `databases` {n}: \
+                     start with `databases` {} or more",
+                    p + 1
+                )));
+            }
             self.db_map = map;
         }
         Ok(())
@@ -472,6 +480,9 @@ impl State {
             log::warn!("group commit of {requests} requests failed ({e}); running them one command per commit");
             self.rollback();
             self.expire_blocked();
+            // The rollback put back a pause that may have ended: its held
+            // clients are released again, to run one command per commit.
+            self.pause_now();
             for msg in &group {
                 if let Msg::Requests { id, reqs, .. } = msg {
                     self.process(*id, reqs, Vec::new(), true);
@@ -852,15 +863,22 @@ impl State {
     /// step and a commit at a time, until nothing is left or `until`.
     fn reclaim(&mut self, until: Instant) {
         loop {
-            let step = crate::background::sweep_flushed(self, RECLAIM_STEP)
-                .and_then(|swept| Ok(swept + crate::background::reclaim_step(self, RECLAIM_STEP)?));
+            let step = crate::background::sweep_flushed(self, RECLAIM_STEP).and_then(|swept| {
+                let (elements, records) = crate::background::reclaim_step(self, RECLAIM_STEP)?;
+                Ok((swept + elements, records))
+            });
             match step {
-                Ok(n) => {
+                Ok((n, records)) => {
                     if !self.background_commit() {
+                        // The sweep's progress flags ran ahead of the
+                        // discarded writes: sweep every database again.
+                        self.sweeping.iter_mut().for_each(|s| *s = true);
                         return;
                     }
                     self.stats.reclaimed += n;
-                    if n == 0 || Instant::now() >= until {
+                    // Records alone are progress too (emptied collections
+                    // leave a record and no element).
+                    if (n == 0 && records == 0) || Instant::now() >= until {
                         return;
                     }
                 }

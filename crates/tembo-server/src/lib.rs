@@ -55,6 +55,7 @@ mod rdb_value;
 pub mod resp;
 mod script;
 mod script_libs;
+mod script_msgpack;
 mod session;
 mod size;
 mod stats;

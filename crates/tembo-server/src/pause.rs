@@ -74,9 +74,11 @@ impl State {
         Some(p.kind)
     }
 
-    /// Whether a key past its expiry must be left in place (clients are paused).
-    pub fn expiry_paused(&mut self) -> bool {
-        self.pause_now().is_some()
+    /// Whether a key past its expiry must be left in place (clients are
+    /// paused). Ends no pause: only a commit group does that, so that the
+    /// clients it releases run in that group.
+    pub fn expiry_paused(&self) -> bool {
+        self.pause.is_some_and(|p| p.until > Instant::now())
     }
 
     /// Whether the pause in force holds `client`'s call `args` of `spec`.
@@ -97,6 +99,14 @@ impl State {
     /// Whether a call may change data or be propagated to replicas (Redis's
     /// `write` and `may-replicate` flags, scripts by their declared flags).
     fn may_write(&self, spec: &Spec, args: &[Vec<u8>]) -> bool {
+        if let Some(sub) = cmd::subcommand(spec, args) {
+            // A container's flags are not its subcommands'.
+            return match (spec.name, sub) {
+                ("function", "load" | "delete" | "flush" | "restore") => true,
+                (_, "help") => false,
+                _ => spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate"),
+            };
+        }
         if spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate") {
             return true;
         }

@@ -1,4 +1,5 @@
-//! The libraries Redis gives scripts beyond Lua's own, written in Rust:
+//! The libraries Redis gives scripts beyond Lua's own, written in Rust
+//! (`cmsgpack` has a module of its own, `crate::script_msgpack`):
 //! `cjson` (encode, decode, null) on serde_json, and `bit` (LuaBitOp's
 //! 32-bit operations: tobit, tohex, bnot, band, bor, bxor, lshift, rshift,
 //! arshift, rol, ror, bswap). `redis.*` helpers that need no command
@@ -316,6 +317,7 @@ pub fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("redis", redis_lib(lua)?)?;
     g.raw_set("cjson", cjson_lib(lua)?)?;
+    g.raw_set("cmsgpack", crate::script_msgpack::lib(lua)?)?;
     g.raw_set("bit", bit_lib(lua)?)?;
     Ok(())
 }

@@ -222,7 +222,8 @@ pub fn command_keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]
         "georadius" | "georadiusbymember" => {
             // The source, then a STORE or STOREDIST destination (the last one named wins).
             let mut keys = vec![args.get(1)?.as_slice()];
-            let dest = (2..args.len().saturating_sub(1))
+            // Options start after the position and radius (argument 5, as Redis reads them).
+            let dest = (5..args.len().saturating_sub(1))
                 .rev()
                 .find(|&i| args::is(&args[i], "store") || args::is(&args[i], "storedist"));
             keys.extend(dest.map(|i| args[i + 1].as_slice()));

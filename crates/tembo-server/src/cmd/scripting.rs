@@ -195,8 +195,8 @@ fn script(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                     return Err(CmdError::err("SCRIPT FLUSH only support SYNC|ASYNC option"));
                 }
             }
-            if let Some(e) = cx.st.scripts.as_mut() {
-                e.flush();
+            if let Some(e) = cx.st.scripts.as_ref() {
+                cx.st.scripts = Some(e.flushed()?);
             }
             Ok(Reply::ok())
         }
