@@ -28,7 +28,7 @@ if [ ${#UNITS[@]} -eq 0 ]; then
     unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/dump unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
     unit/protocol unit/quit unit/tracking unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog
-    unit/other unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor unit/pause unit/introspection unit/introspection-2 unit/lazyfree)
+    unit/other unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor unit/pause unit/introspection unit/introspection-2 unit/lazyfree unit/tembo-info)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
@@ -73,6 +73,9 @@ acl_copy() { # source, last line of its first server block, copy
 }
 acl_copy acl.tcl "$(grep -n '^}' "$SRC/tests/unit/acl.tcl" | head -1 | cut -d: -f1)" tembo-acl.tcl
 acl_copy acl-v2.tcl "$(grep -n '^}' "$SRC/tests/unit/acl-v2.tcl" | head -1 | cut -d: -f1)" tembo-acl-v2.tcl
+# unit/info (INFO latencystats and errorstats) is tagged external:skip only
+# because it nests a second start_server, which an external run shares.
+sed 's/tags {"info" "external:skip"}/tags {"info"}/' "$SRC/tests/unit/info.tcl" >"$SRC/tests/unit/tembo-info.tcl"
 
 # --- a server on a fresh pool per unit (units change settings and leave keys) -------
 POOLDIR=$(mktemp -d /dev/shm/tembo-redis-suite.XXXXXX 2>/dev/null || mktemp -d)
