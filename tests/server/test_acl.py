@@ -464,3 +464,43 @@ def test_acl_load_keeps_requirepass_for_default(own_server):
         redis.Redis(port=port, retry=Retry(NoBackoff(), 0)).ping()  # still needs the password
     assert login("default", "sesame", port=port).ping()
     admin.close()
+
+
+def test_unauthenticated_requests_are_kept_small(own_server):
+    """As Redis: before a client logs in, a request may have at most 10
+    arguments of at most 16 KiB (nobody without the password can make the
+    server buffer a big request); AUTH pipelined before a big write lifts
+    the limits for what follows it."""
+    start, _ = own_server
+    _, port = start("--requirepass", "pw")
+    assert port
+
+    def send(payload):
+        s = socket.create_connection(("127.0.0.1", port), timeout=5)
+        s.sendall(payload)
+        data = b""
+        s.settimeout(2)
+        try:
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                if data.count(b"\r\n") >= 3:
+                    break
+        except socket.timeout:
+            pass
+        s.close()
+        return data
+
+    def enc(*args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else a.encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    assert send(b"*100\r\n").startswith(b"-ERR Protocol error: unauthenticated multibulk length")
+    assert send(b"*1\r\n$100000000\r\n").startswith(b"-ERR Protocol error: unauthenticated bulk length")
+    got = send(enc("AUTH", "pw") + enc("SET", "big", "x" * 100000) + enc("STRLEN", "big"))
+    assert got == b"+OK\r\n+OK\r\n:100000\r\n"

@@ -23,6 +23,9 @@ pub struct ConnShared {
     pub kill: Notify,
     /// Room left in the connection's read buffer (CLIENT LIST qbuf-free).
     pub qbuf_free: AtomicUsize,
+    /// The client has yet to authenticate: its requests are held to
+    /// `resp::ParseLimits::unauthenticated` (set by the executor).
+    pub auth_required: AtomicBool,
 }
 
 impl ConnShared {

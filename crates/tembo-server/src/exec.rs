@@ -264,6 +264,7 @@ impl State {
             pause_before: None,
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
+        st.shared.set_default_auth_required(!st.acl.default_authenticates());
         st.check_layout()?;
         st.load_db_map()?;
         st.load_gens()?;
@@ -457,6 +458,7 @@ impl State {
                     self.stats.connections += 1;
                     let mut c = (**c).clone();
                     c.authed = self.acl.default_authenticates();
+                    c.conn.auth_required.store(!c.authed, std::sync::atomic::Ordering::Relaxed);
                     self.clients.insert(c.id, c);
                 }
                 Msg::Disconnect(id) => self.disconnect(*id),
@@ -491,6 +493,8 @@ impl State {
             self.drain_resume(true);
         }
         self.flush_outbox();
+        // ACL and CONFIG changes decide whether the next clients must log in.
+        self.shared.set_default_auth_required(!self.acl.default_authenticates());
     }
 
     /// Undoes what the current group did to the clients and the executor's
@@ -746,6 +750,8 @@ impl State {
         let close = client.close;
         // The read is done with: its bytes left the query buffer.
         client.qbuf = 0;
+        // Read before the connection parses more (the replies go after this).
+        client.conn.auth_required.store(!client.authed, std::sync::atomic::Ordering::Relaxed);
         self.clients.insert(id, client);
         self.outbox.push((id, Out::Replies { bytes: out, close }));
     }

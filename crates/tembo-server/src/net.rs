@@ -8,7 +8,7 @@
 //! closes that connection only.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -30,6 +30,10 @@ pub struct Shared {
     /// Traffic counters for INFO stats: bytes read, bytes written, reads,
     /// writes, connections refused at maxclients.
     net: [AtomicU64; 5],
+    /// New clients must authenticate (the default user needs a password
+    /// or is off): their first requests are parsed with the limits for
+    /// unauthenticated clients even before the executor has seen them.
+    default_auth_required: AtomicBool,
 }
 
 /// Which traffic counter (INFO stats).
@@ -57,6 +61,7 @@ impl Shared {
             connected: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             net: Default::default(),
+            default_auth_required: AtomicBool::new(!cfg.requirepass.is_empty()),
         }
     }
     /// maxclients.
@@ -82,6 +87,10 @@ impl Shared {
     /// Sets client-query-buffer-limit.
     pub fn set_query_limit(&self, n: usize) {
         self.query_limit.store(n, Ordering::Relaxed)
+    }
+    /// Sets whether new clients must authenticate.
+    pub fn set_default_auth_required(&self, yes: bool) {
+        self.default_auth_required.store(yes, Ordering::Relaxed)
     }
     /// A traffic counter.
     pub fn net(&self, which: Net) -> u64 {
@@ -143,8 +152,9 @@ type Parsed = (Vec<Vec<Vec<u8>>>, usize, Option<Vec<u8>>);
 
 /// Parses every complete request in `buf` (removing them); a malformed or
 /// oversized one ends the list and gives the error to answer with.
-fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr) -> Parsed {
-    let limits = ParseLimits { max_bulk: shared.max_bulk() };
+fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr, conn: &ConnShared) -> Parsed {
+    let unauthenticated = conn.auth_required.load(Ordering::Relaxed);
+    let limits = ParseLimits { max_bulk: shared.max_bulk(), unauthenticated };
     let mut reqs = Vec::new();
     let mut fatal = None;
     let mut used = 0;
@@ -152,8 +162,17 @@ fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr)
         match resp::parse(&buf[used..], &limits) {
             Ok(Some((args, n))) => {
                 used += n;
+                // What follows AUTH or HELLO is read once they have run:
+                // they may lift the limits on unauthenticated requests.
+                let logs_in = unauthenticated
+                    && args
+                        .first()
+                        .is_some_and(|c| c.eq_ignore_ascii_case(b"auth") || c.eq_ignore_ascii_case(b"hello"));
                 if !args.is_empty() {
                     reqs.push(args);
+                }
+                if logs_in {
+                    break;
                 }
             }
             Ok(None) => break,
@@ -202,7 +221,7 @@ fn forward(
     fatal: &mut Option<Vec<u8>>,
     conn: &ConnShared,
 ) -> Forwarded {
-    let (reqs, used, err) = parse_requests(buf, shared, id, peer);
+    let (reqs, used, err) = parse_requests(buf, shared, id, peer, conn);
     conn.qbuf_free.store(buf.capacity() - buf.len(), Ordering::Relaxed);
     *fatal = err;
     if !reqs.is_empty() {
@@ -240,6 +259,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
     let (tx, mut rx) = unbounded_channel();
     let client = Client::new(id, peer.to_string(), local, false, tx);
     let conn = client.conn.clone();
+    conn.auth_required.store(shared.default_auth_required.load(Ordering::Relaxed), Ordering::Relaxed);
     if inbox.send(Msg::Connect(Box::new(client))).is_err() {
         return;
     }

@@ -20,11 +20,21 @@ pub const MAX_MULTIBULK: i64 = 1024 * 1024;
 pub struct ParseLimits {
     /// Largest bulk argument (`proto-max-bulk-len`, default 512 MiB).
     pub max_bulk: usize,
+    /// The client must still authenticate: as Redis, at most
+    /// [`UNAUTH_MAX_ARGS`] arguments of at most [`UNAUTH_MAX_BULK`] bytes,
+    /// so that nobody without the password can make the server buffer
+    /// a large request.
+    pub unauthenticated: bool,
 }
+
+/// Most arguments a request may have before its client authenticates.
+pub const UNAUTH_MAX_ARGS: i64 = 10;
+/// Largest argument before the client authenticates.
+pub const UNAUTH_MAX_BULK: i64 = 16384;
 
 impl Default for ParseLimits {
     fn default() -> Self {
-        ParseLimits { max_bulk: 512 * 1024 * 1024 }
+        ParseLimits { max_bulk: 512 * 1024 * 1024, unauthenticated: false }
     }
 }
 
@@ -92,6 +102,9 @@ fn parse_multibulk(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, Pr
     if count > MAX_MULTIBULK {
         return Err(ProtocolError("invalid multibulk length".into()));
     }
+    if limits.unauthenticated && count > UNAUTH_MAX_ARGS {
+        return Err(ProtocolError("unauthenticated multibulk length".into()));
+    }
     if count <= 0 {
         return Ok(Some((Vec::new(), at)));
     }
@@ -106,6 +119,9 @@ fn parse_multibulk(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, Pr
         let Some((len, start)) = header(buf, at, "bulk")? else { return Ok(None) };
         if len < 0 || len as u64 > limits.max_bulk as u64 {
             return Err(ProtocolError("invalid bulk length".into()));
+        }
+        if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+            return Err(ProtocolError("unauthenticated bulk length".into()));
         }
         let end = start + len as usize;
         if buf.len() < end + 2 {
@@ -485,7 +501,7 @@ mod tests {
 
     #[test]
     fn limits_and_errors() {
-        let small = ParseLimits { max_bulk: 10 };
+        let small = ParseLimits { max_bulk: 10, unauthenticated: false };
         assert_eq!(parse(b"*1\r\n$11\r\n", &small).unwrap_err().0, "invalid bulk length");
         assert_eq!(p(b"*1\r\n$abc\r\n").unwrap_err().0, "invalid bulk length");
         assert_eq!(p(b"*x\r\n").unwrap_err().0, "invalid multibulk length");
