@@ -9,7 +9,9 @@ use tembo_server::resp::{parse, ParseLimits, Reply};
 /// multibulk parse back to the same args; and feeding the stream in two
 /// pieces (at `split`) gives the same frames as feeding it whole.
 pub fn resp_parse(data: &[u8]) {
-    let limits = ParseLimits { max_bulk: 1 << 20 };
+    // The first byte's top bit picks the limits of a client yet to log in.
+    let unauthenticated = data.first().is_some_and(|b| b & 0x80 != 0);
+    let limits = ParseLimits { max_bulk: 1 << 20, unauthenticated };
     let whole = frames(data, &limits, data.len());
     let split = if data.is_empty() { 0 } else { data[0] as usize % (data.len() + 1) };
     let pieces = frames(data, &limits, split);
