@@ -3033,21 +3033,28 @@ def test_pubsub_disconnect_cleans_up():
         r.close()
 
 
+def _subscriber_that_does_not_read(r, channel):
+    """A raw connection subscribed to `channel` with a tiny receive buffer,
+    which never reads what it is sent."""
+    sub = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sub.connect((HOST, PORT))
+    if PASSWORD:
+        sub.sendall(Raw.encode("AUTH", PASSWORD))
+    sub.sendall(Raw.encode("SUBSCRIBE", channel))
+    deadline = time.time() + 5
+    while r.pubsub_numsub(channel) != [(channel, 1)] and time.time() < deadline:
+        time.sleep(0.01)
+    return sub
+
+
 def test_slow_subscriber_is_disconnected():
     """A subscriber that does not read is closed past the pub/sub output
     buffer hard limit (32 MB), as Redis's client-output-buffer-limit does."""
     _flushall()
     r = make_client()
-    sub = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sub.connect((HOST, PORT))
+    sub = _subscriber_that_does_not_read(r, "slow")
     try:
-        if PASSWORD:
-            sub.sendall(Raw.encode("AUTH", PASSWORD))
-        sub.sendall(Raw.encode("SUBSCRIBE", "slow"))
-        deadline = time.time() + 5
-        while r.pubsub_numsub("slow") != [("slow", 1)] and time.time() < deadline:
-            time.sleep(0.01)
         msg = b"x" * (1 << 20)
         delivered = 0
         for _ in range(200):
@@ -3069,17 +3076,9 @@ def test_pubsub_output_limit_follows_config():
     r = make_client()
     before = r.config_get("client-output-buffer-limit")["client-output-buffer-limit"]
     r.config_set("client-output-buffer-limit", "pubsub 1mb 0 0")
-    sub = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sub.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sub.connect((HOST, PORT))
+    sub = _subscriber_that_does_not_read(r, "slow1")
     try:
         assert r.config_get("client-output-buffer-limit")["client-output-buffer-limit"].endswith("pubsub 1048576 0 0")
-        if PASSWORD:
-            sub.sendall(Raw.encode("AUTH", PASSWORD))
-        sub.sendall(Raw.encode("SUBSCRIBE", "slow1"))
-        deadline = time.time() + 5
-        while r.pubsub_numsub("slow1") != [("slow1", 1)] and time.time() < deadline:
-            time.sleep(0.01)
         msg = b"x" * (64 << 10)
         delivered = 0
         for _ in range(2000):

@@ -173,16 +173,10 @@ impl<'a> Reader<'a> {
             0xc0 => Value::Nil,
             0xc2 => Value::Boolean(false),
             0xc3 => Value::Boolean(true),
-            0xc4 | 0xd9 => {
-                let n = self.uint(1)? as usize;
-                self.string(lua, n)?
-            }
-            0xc5 | 0xda => {
-                let n = self.uint(2)? as usize;
-                self.string(lua, n)?
-            }
-            0xc6 | 0xdb => {
-                let n = self.uint(4)? as usize;
+            // str8/16/32 and bin8/16/32: a 1-, 2- or 4-byte length.
+            0xc4..=0xc6 | 0xd9..=0xdb => {
+                let width = [1, 2, 4][usize::from((tag & 0x0f) - if tag < 0xd0 { 4 } else { 9 })];
+                let n = self.uint(width)? as usize;
                 self.string(lua, n)?
             }
             0xca => Value::Number(f32::from_bits(self.uint(4)? as u32) as f64),
@@ -195,21 +189,14 @@ impl<'a> Reader<'a> {
             0xd1 => int(self.uint(2)? as u16 as i16 as i64),
             0xd2 => int(self.uint(4)? as u32 as i32 as i64),
             0xd3 => int(self.uint(8)? as i64),
-            0xdc => {
-                let n = self.uint(2)? as usize;
-                self.array(lua, n)?
-            }
-            0xdd => {
-                let n = self.uint(4)? as usize;
-                self.array(lua, n)?
-            }
-            0xde => {
-                let n = self.uint(2)? as usize;
-                self.map(lua, n)?
-            }
-            0xdf => {
-                let n = self.uint(4)? as usize;
-                self.map(lua, n)?
+            // array16/32 and map16/32: a 2- or 4-byte count.
+            0xdc..=0xdf => {
+                let n = self.uint(if tag & 1 == 0 { 2 } else { 4 })? as usize;
+                if tag < 0xde {
+                    self.array(lua, n)?
+                } else {
+                    self.map(lua, n)?
+                }
             }
             0xe0..=0xff => int(tag as i8 as i64),
             _ => return Err(err("Bad data format in input.")),
@@ -261,6 +248,14 @@ fn unpack_from(lua: &Lua, s: &[u8], limit: usize, offset: i64) -> mlua::Result<(
     Ok((next, out))
 }
 
+/// `unpack_one` and `unpack_limit`'s results: the offset after the
+/// objects (-1 at the end), then the objects.
+fn unpack_with_offset(lua: &Lua, s: &[u8], limit: usize, offset: i64) -> mlua::Result<MultiValue> {
+    let (next, mut values) = unpack_from(lua, s, limit, offset)?;
+    values.insert(0, Value::Number(next as f64));
+    Ok(MultiValue::from_vec(values))
+}
+
 /// The `cmsgpack` table.
 pub fn lib(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
@@ -287,17 +282,13 @@ pub fn lib(lua: &Lua) -> mlua::Result<Table> {
     t.set(
         "unpack_one",
         lua.create_function(|lua, (s, offset): (mlua::String, Option<i64>)| {
-            let (next, mut values) = unpack_from(lua, &s.as_bytes(), 1, offset.unwrap_or(0))?;
-            values.insert(0, Value::Number(next as f64));
-            Ok(MultiValue::from_vec(values))
+            unpack_with_offset(lua, &s.as_bytes(), 1, offset.unwrap_or(0))
         })?,
     )?;
     t.set(
         "unpack_limit",
         lua.create_function(|lua, (s, limit, offset): (mlua::String, i64, Option<i64>)| {
-            let (next, mut values) = unpack_from(lua, &s.as_bytes(), limit.max(0) as usize, offset.unwrap_or(0))?;
-            values.insert(0, Value::Number(next as f64));
-            Ok(MultiValue::from_vec(values))
+            unpack_with_offset(lua, &s.as_bytes(), limit.max(0) as usize, offset.unwrap_or(0))
         })?,
     )?;
     Ok(t)
@@ -338,9 +329,10 @@ mod tests {
         let ok: bool = lua
             .load(
                 r#"
-                local t = {s = string.rep("x", 70000), n = -3147483648, f = 0.25, a = {1, 2, {3}}, m = {k = "v"}, b = true}
+                local t = {s = string.rep("x", 70000), s1 = string.rep("y", 250), s2 = string.rep("z", 65530),
+                           n = -3147483648, f = 0.25, a = {1, 2, {3}}, m = {k = "v"}, b = true}
                 local u = cmsgpack.unpack(cmsgpack.pack(t))
-                assert(u.s == t.s and u.n == t.n and u.f == t.f and u.b == true)
+                assert(u.s == t.s and u.s1 == t.s1 and u.s2 == t.s2 and u.n == t.n and u.f == t.f and u.b == true)
                 assert(u.a[3][1] == 3 and u.m.k == "v")
                 local packed = cmsgpack.pack("one", "two", "three")
                 local off, v = cmsgpack.unpack_one(packed)

@@ -128,31 +128,8 @@ const HARMLESS_SUBS: &[&str] = &[
 
 /// Subcommands of containers that are not admin as a whole which Redis
 /// marks `@admin @dangerous`.
-const ADMIN_SUBS: &[&str] = &[
-    "client|kill",
-    "client|list",
-    "client|no-evict",
-    "client|pause",
-    "client|unpause",
-    "client|unblock",
-    "cluster|addslots",
-    "cluster|addslotsrange",
-    "cluster|bumpepoch",
-    "cluster|count-failure-reports",
-    "cluster|delslots",
-    "cluster|delslotsrange",
-    "cluster|failover",
-    "cluster|flushslots",
-    "cluster|forget",
-    "cluster|meet",
-    "cluster|replicas",
-    "cluster|replicate",
-    "cluster|reset",
-    "cluster|saveconfig",
-    "cluster|set-config-epoch",
-    "cluster|setslot",
-    "cluster|slaves",
-];
+const ADMIN_SUBS: &[&str] =
+    &["client|kill", "client|list", "client|no-evict", "client|pause", "client|unpause", "client|unblock"];
 
 /// Commands whose categories in Redis 7.0 differ from what their flags and
 /// group give: (command, categories added, categories removed). Checked
@@ -222,7 +199,8 @@ fn derive(spec: &Spec, sub: Option<&str>) -> u32 {
     }
     if let Some(sub) = sub {
         let full = format!("{}|{sub}", spec.name);
-        if ADMIN_SUBS.contains(&full.as_str()) {
+        // CLUSTER's subcommands are admin but for those that only describe.
+        if ADMIN_SUBS.contains(&full.as_str()) || spec.name == "cluster" {
             bits |= b("admin") | b("dangerous");
         }
         if HARMLESS_SUBS.contains(&full.as_str()) {
