@@ -980,3 +980,13 @@ def test_client_pause_write_holds_function_load_but_not_help(r):
         r.execute_command("CLIENT", "UNPAUSE")
         r.function_delete("pausedlib")
         loader.close()
+
+
+def test_module_list_is_empty_and_loading_is_refused(r):
+    assert r.execute_command("MODULE", "LIST") == []
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("MODULE", "LOAD", "/nonexistent.so")
+    assert "MODULE command not allowed" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("MODULE", "LIST", "extra")
+    assert "wrong number of arguments for 'module|list' command" in err(e)

@@ -128,8 +128,18 @@ const HARMLESS_SUBS: &[&str] = &[
 
 /// Subcommands of containers that are not admin as a whole which Redis
 /// marks `@admin @dangerous`.
-const ADMIN_SUBS: &[&str] =
-    &["client|kill", "client|list", "client|no-evict", "client|pause", "client|unpause", "client|unblock"];
+const ADMIN_SUBS: &[&str] = &[
+    "client|kill",
+    "client|list",
+    "client|no-evict",
+    "client|pause",
+    "client|unpause",
+    "client|unblock",
+    "module|list",
+    "module|load",
+    "module|loadex",
+    "module|unload",
+];
 
 /// Commands whose categories in Redis 7.0 differ from what their flags and
 /// group give: (command, categories added, categories removed). Checked

@@ -400,6 +400,11 @@ const SUB_ARITY: &[(&str, &str, i32)] = &[
     ("acl", "setuser", -3),
     ("acl", "users", 2),
     ("acl", "whoami", 2),
+    ("module", "help", 2),
+    ("module", "list", 2),
+    ("module", "load", -3),
+    ("module", "loadex", -3),
+    ("module", "unload", 3),
     ("xgroup", "create", -5),
     ("xgroup", "setid", -5),
     ("xgroup", "destroy", 4),
@@ -570,6 +575,11 @@ const SUBCOMMANDS: &[&str] = &[
     "object|idletime",
     "object|freq",
     "object|help",
+    "module|help",
+    "module|list",
+    "module|load",
+    "module|loadex",
+    "module|unload",
     "memory|usage",
     "memory|doctor",
     "memory|stats",
@@ -604,8 +614,8 @@ const SUBCOMMANDS: &[&str] = &[
 
 /// Commands whose first argument names a subcommand.
 const CONTAINERS: &[&str] = &[
-    "acl", "client", "cluster", "config", "command", "latency", "object", "memory", "function", "pubsub", "script",
-    "slowlog", "xgroup", "xinfo",
+    "acl", "client", "cluster", "config", "module", "command", "latency", "object", "memory", "function", "pubsub",
+    "script", "slowlog", "xgroup", "xinfo",
 ];
 
 /// Whether `name` is a container command (its first argument a subcommand).

@@ -51,6 +51,15 @@ pub const COMMANDS: &[Spec] = &[
         run: wait,
     },
     Spec {
+        name: "module",
+        arity: -2,
+        flags: &[],
+        keys: (0, 0, 0),
+        group: "server",
+        summary: "MODULE LIST: no modules (Tembo loads none; LOAD, LOADEX and UNLOAD are refused).",
+        run: module,
+    },
+    Spec {
         name: "cluster",
         arity: -2,
         flags: &["stale"],
@@ -136,6 +145,30 @@ fn no_cluster(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     Err(CmdError::err("This instance has cluster support disabled"))
 }
+
+/// MODULE: Tembo runs no Redis modules. LIST answers (clients probe it for
+/// RedisJSON and the like); loading is refused with Redis's words for a
+/// server whose `enable-module-command` is `no`, which CONFIG GET shows.
+fn module(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
+    match (sub.as_str(), a.len()) {
+        ("list", 2) => Ok(Reply::Array(Vec::new())),
+        ("load" | "loadex", n) if n >= 3 => Err(CmdError::err(MODULE_REFUSED)),
+        ("unload", 3) => Err(CmdError::err(MODULE_REFUSED)),
+        ("help", 2) => Ok(super::help(&[
+            "MODULE <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "LIST",
+            "    Return a list of loaded modules (Tembo loads none).",
+            "LOAD <path> [<arg> ...]",
+            "LOADEX <path> [[CONFIG NAME VALUE] [CONFIG NAME VALUE]] [ARGS ...]",
+            "UNLOAD <name>",
+            "    Refused: Tembo does not run Redis modules.",
+        ])),
+        _ => Err(CmdError::err(format!("unknown subcommand '{sub:.128}'. Try MODULE HELP."))),
+    }
+}
+
+const MODULE_REFUSED: &str = "MODULE command not allowed. If the enable-module-command option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server.";
 
 fn bgrewriteaof(_: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Simple(
