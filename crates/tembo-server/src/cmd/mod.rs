@@ -325,6 +325,8 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     // Redis); the executor keeps the client waiting (`pause`).
     if st.pause.is_some() && st.pause_holds(client, spec, args) {
         client.postpone_now = true;
+        // CLIENT LIST shows the held command, as Redis does.
+        client.last_cmd = full_name(spec, args);
         return Reply::Nil;
     }
     if let Some(queue) = client.multi.as_mut() {
