@@ -99,15 +99,12 @@ impl State {
     /// Whether a call may change data or be propagated to replicas (Redis's
     /// `write` and `may-replicate` flags, scripts by their declared flags).
     fn may_write(&self, spec: &Spec, args: &[Vec<u8>]) -> bool {
+        let flagged = spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate");
         if let Some(sub) = cmd::subcommand(spec, args) {
             // A container's flags are not its subcommands'.
-            return match (spec.name, sub) {
-                ("function", "load" | "delete" | "flush" | "restore") => true,
-                (_, "help") => false,
-                _ => spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate"),
-            };
+            return cmd::writing_subcommand(spec.name, sub) || (flagged && sub != "help");
         }
-        if spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate") {
+        if flagged {
             return true;
         }
         let engine = self.scripts.as_ref();

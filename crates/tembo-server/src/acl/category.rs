@@ -219,7 +219,7 @@ fn derive(spec: &Spec, sub: Option<&str>) -> u32 {
                 bits |= b("read");
             }
         }
-        if spec.name == "function" && matches!(sub, "load" | "delete" | "flush" | "restore") {
+        if cmd::writing_subcommand(spec.name, sub) {
             bits |= b("write");
         }
         if sub == "help" || (spec.name == "memory" && sub != "usage") {

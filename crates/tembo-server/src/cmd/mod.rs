@@ -630,6 +630,13 @@ pub fn subcommands_of(name: &str) -> Vec<&'static str> {
     SUBCOMMANDS.iter().filter_map(|full| full.strip_prefix(name).and_then(|rest| rest.strip_prefix('|'))).collect()
 }
 
+/// Whether subcommand `sub` of `container` writes though the container is
+/// not flagged `write` (FUNCTION LOAD, DELETE, FLUSH and RESTORE store
+/// libraries in the pool): ACL categories and CLIENT PAUSE both ask.
+pub fn writing_subcommand(container: &str, sub: &str) -> bool {
+    container == "function" && matches!(sub, "load" | "delete" | "flush" | "restore")
+}
+
 /// The subcommand of a call of container `spec`, when it is a known one.
 pub fn subcommand(spec: &Spec, args: &[Vec<u8>]) -> Option<&'static str> {
     full_name(spec, args).split_once('|').map(|(_, sub)| sub)
