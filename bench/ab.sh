@@ -4,6 +4,7 @@
 #
 #   bench/ab.sh BEFORE_BIN AFTER_BIN [ROUNDS]
 #   AB_PARTS="server" bench/ab.sh ...        (a subset of: ycsb micro server)
+#   AB_PIPELINES="1 16" bench/ab.sh ...      (redis-benchmark -P values; default 16)
 #
 # Runs, per round and binary: `tembo bench ycsb` (cdds only, 100k records
 # of 1,000 B, 100k operations, workloads A-F), `tembo bench micro` (1M
@@ -20,7 +21,11 @@ serve_bench() { # BIN OUTFILE
   "$1" serve --port "$port" --pool "$dir/p.pool" --loglevel warn >"$dir/log" 2>&1 &
   local pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-benchmark -p "$port" -t set,get,incr,lpush,hset,zadd -n 200000 -r 200000 -d 256 -c 50 -P 16 --csv >"$2" 2>/dev/null
+  : >"$2"
+  for p in ${AB_PIPELINES:-16}; do
+    redis-benchmark -p "$port" -t set,get,incr,lpush,hset,zadd -n 200000 -r 200000 -d 256 -c 50 -P "$p" --csv 2>/dev/null |
+      awk -v p="$p" -F, 'NR > 1 { gsub(/"/, "", $1); printf "\"%s -P %s\",%s\n", $1, p, $2 }' >>"$2"
+  done
   kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
 }
 PARTS=${AB_PARTS:-ycsb micro server}

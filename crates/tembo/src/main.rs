@@ -23,6 +23,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of glibc's malloc: the server allocates and frees a few
+/// small buffers per request (arguments, replies, keys), and glibc's
+/// `malloc`/`free` were ~10% of its time under pipelined writes; the
+/// benchmark's targets share the same allocator, so ratios stay fair.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Tembo: a key-value store for persistent memory.
 #[derive(Debug, Parser)]
 #[command(
