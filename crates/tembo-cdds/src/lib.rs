@@ -5,9 +5,10 @@
 //! in an 8-byte commit word, and a batch of any size becomes durable with
 //! one persisted store of the next version. Readers take no locks: they pin
 //! a version, copy nodes under per-node version words (Persistent Masstree)
-//! and never see a torn or half-shifted node. Leaves record the key prefix
-//! their range shares, and their slots' prefix words hold the bytes after
-//! it (tree layout 3). See `docs/design/cdds.md`.
+//! and never see a torn or half-shifted node. Every node records the key
+//! prefix its range shares, and its slots' prefix words hold the bytes
+//! after it (leaves since tree layout 3, inner nodes since layout 4). See
+//! `docs/design/cdds.md`.
 //!
 //! Map: [`entry`] (self-checking slots), [`record`] (immutable key/value
 //! blocks), [`node`] (layout, seqlock copies, ordered shifts), `search`,
@@ -23,6 +24,7 @@ mod gc;
 mod meta;
 pub mod node;
 mod pins;
+mod prefetch;
 pub mod record;
 mod recover;
 mod scan;

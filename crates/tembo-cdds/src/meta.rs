@@ -23,12 +23,16 @@ pub const ROOT_NAME: &str = "cdds";
 /// Bytes of the metadata block (two lines).
 pub const META_BYTES: u64 = 128;
 const MAGIC: u64 = u64::from_le_bytes(*b"CDDSTREE");
-/// 2: nodes with an order line and unsorted slots (1: sorted, shifted slots).
-const LAYOUT: u64 = 3;
-/// The layout before leaves recorded a shared key prefix (every node's
-/// prefix length reads as 0, which layout 3 means the same way): opened and
-/// upgraded in place.
-const LAYOUT_WITHOUT_PREFIXES: u64 = 2;
+/// 2: nodes with an order line and unsorted slots (1: sorted, shifted
+/// slots); 3: leaves record the prefix their key range shares; 4: inner
+/// nodes do too.
+const LAYOUT: u64 = 4;
+/// Layouts this build opens and upgrades in place: every node of layout 2
+/// and every inner node of layout 3 reads prefix length 0, which layout 4
+/// means the same way. (A layout-3 build would insert whole-key prefix
+/// words into an inner node that records a prefix, so it must refuse the
+/// upgraded pool: the recorded number is what makes it.)
+const LAYOUTS_UPGRADED: [u64; 2] = [2, 3];
 const W_VERSION: u64 = 16;
 const W_ROOT: u64 = 24;
 const W_SESSION: u64 = 32;
@@ -63,9 +67,9 @@ impl Meta {
             return Err(CddsError::NotATree(format!("bad magic in the metadata block at {off:#x}")));
         }
         let layout = pool.load_u64(off + 8)?;
-        if layout == LAYOUT_WITHOUT_PREFIXES {
+        if LAYOUTS_UPGRADED.contains(&layout) {
             // One persisted store: either value opens with this build, and
-            // from here on leaves may record prefixes older builds misread.
+            // from here on nodes may record prefixes older builds misread.
             pool.store_u64(off + 8, LAYOUT)?;
             pool.persist(off + 8, 8);
         } else if layout != LAYOUT {

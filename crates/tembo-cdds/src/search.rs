@@ -117,6 +117,23 @@ pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool)
     Ok(lo + partition(ties, strict, |i| record::cmp_entry(pool, &raw.entry(lo + i), key, pfx))?)
 }
 
+/// Prefetches the records of a raw leaf's entries whose prefix word is
+/// `pfx` (the candidates a lookup of the key compares against): their
+/// first lines, which hold the header, the key and the start of the value.
+/// For [`crate::prefetch`]: reads nothing it relies on.
+pub fn prefetch_ties(pool: &Pool, raw: &RawNode, pfx: u64) {
+    let n = raw.used();
+    let lo = partition_by(n, |i| raw.prefix(i) < pfx);
+    // A key has one entry per retained version; more ties than that are
+    // distinct keys sharing 8 bytes, which the real lookup sorts out.
+    for i in (lo..n).take(4) {
+        if raw.prefix(i) != pfx {
+            break;
+        }
+        pool.prefetch(raw.entry(i).rec, 192);
+    }
+}
+
 /// The first of `len` positions where `left` is false (`left` must be
 /// true on a prefix of the positions and false after it).
 fn partition_by(len: usize, mut left: impl FnMut(usize) -> bool) -> usize {

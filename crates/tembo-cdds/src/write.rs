@@ -424,6 +424,16 @@ impl<'t> Batch<'t> {
             Some(c) => c,
             None => self.read(n)?,
         };
+        // Entries for new children come with prefix words of whole keys
+        // (`parent_entries`); an inner node with a shared prefix holds the
+        // bytes after it. (A leaf's caller builds its entry at the leaf's.)
+        let rebased;
+        let adds = if copy.level > 0 && copy.plen > 0 {
+            rebased = self.rebase(adds, 0, copy.plen)?;
+            &rebased[..]
+        } else {
+            adds
+        };
         if copy.dirty {
             self.compact(n)?;
             copy = self.read(n)?;
@@ -520,7 +530,7 @@ impl<'t> Batch<'t> {
                 None
             };
             let g_hi = if bound.is_some() { bound.clone() } else { hi.clone() };
-            let shared = if level == 0 { common_prefix(g_lo.as_deref(), g_hi.as_deref()) } else { 0 };
+            let shared = common_prefix(g_lo.as_deref(), g_hi.as_deref());
             // A short shared prefix leaves enough varying bytes in the
             // prefix words: recording it would only cost rebases.
             let plen = if shared >= MIN_PLEN { shared } else { 0 };
@@ -542,9 +552,11 @@ impl<'t> Batch<'t> {
         entries
             .iter()
             .map(|e| {
-                let h = record::header(self.pool, e.rec)?;
-                let k = record::key(self.pool, e.rec, &h)?;
-                Ok(Entry { prefix: key_prefix_at(k, to), ..*e })
+                Ok(match search::entry_key_ref(self.pool, e)? {
+                    Some(k) => Entry { prefix: key_prefix_at(k, to), ..*e },
+                    // The sentinel's prefix word is u64::MAX at any plen.
+                    None => *e,
+                })
             })
             .collect()
     }
@@ -591,7 +603,7 @@ impl<'t> Batch<'t> {
     /// are — their records now belong to the copies (see [`is_owner`]).
     fn split(&mut self, path: &[Step], depth: usize, level: u8, list: Vec<Entry>, src_plen: usize) -> Result<()> {
         let n = path[depth].node;
-        let (lo, hi) = if level == 0 { self.range_of(path, depth)? } else { (None, None) };
+        let (lo, hi) = self.range_of(path, depth)?;
         let built = self.build(level, list, src_plen, lo, hi)?;
         match path[depth].via {
             Some(via) => {
@@ -644,7 +656,7 @@ impl<'t> Batch<'t> {
         let slive = live_slots(&scopy, self.w);
         let slist = self.rebase(&self.restart(&slive), scopy.plen, plen)?;
         let level = scopy.level;
-        let (lo, hi) = if level == 0 {
+        let (lo, hi) = {
             let (n_lo, n_hi) = self.range_of(path, depth)?;
             let (s_lo, s_hi) = self.range_of_child(path, depth - 1, &sib_via)?;
             if sib_right {
@@ -652,8 +664,6 @@ impl<'t> Batch<'t> {
             } else {
                 (s_lo, n_hi)
             }
-        } else {
-            (None, None)
         };
         let combined = if sib_right { [list, slist].concat() } else { [slist, list].concat() };
         let built = self.build(level, combined, plen, lo, hi)?;

@@ -264,6 +264,12 @@ impl Reader<'_> {
     }
 
     fn get(&mut self) -> R<()> {
+        if self.rng.gen_bool(0.25) {
+            // Prefetching walks nodes the writer and GC are changing: it
+            // must neither hang, nor fail, nor change what reads see.
+            let ahead: Vec<Vec<u8>> = (0..8).map(|_| self.random_key()).collect();
+            self.tree.prefetch_keys(ahead.iter().map(Vec::as_slice));
+        }
         let k = self.random_key();
         let lo = self.tree.current_version().map_err(e2s)?;
         let got = self.tree.get(&k).map_err(e2s)?;

@@ -72,7 +72,7 @@ fn sequential_then_delete_all() {
 /// splits and merges leaves of every range; `check` verifies each leaf's
 /// prefix length against its bounds and every prefix word against its key.
 #[test]
-fn leaves_record_shared_prefixes() {
+fn nodes_record_shared_prefixes() {
     let t = tree();
     let mut m = Model::new();
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -97,6 +97,7 @@ fn leaves_record_shared_prefixes() {
         check(&t, &m);
         let s = t.stats().unwrap();
         assert!(s.prefixed_leaves > 0, "round {round}: no leaf recorded a prefix ({s:?})");
+        assert!(s.height >= 3 && s.prefixed_inner_nodes > 0, "round {round}: no inner node recorded a prefix ({s:?})");
         for i in 0..5000 {
             assert_eq!(t.get(&k(i)).unwrap(), m.get(&k(i)).cloned());
         }
@@ -104,6 +105,18 @@ fn leaves_record_shared_prefixes() {
         assert_eq!(t.get(b"S").unwrap(), None);
         assert_eq!(t.get(b"S\x01\x06myhash\x00\x00\x00\x07element:").unwrap(), None);
         assert_eq!(t.get(b"T").unwrap(), None);
+    }
+    // Emptying the tree merges inner nodes with shared prefixes and
+    // collapses the root through them.
+    for i in 0..5000 {
+        if i % 50 != 0 {
+            t.write(&[Op::Delete(&k(i))]).unwrap();
+            m.remove(&k(i));
+        }
+    }
+    check(&t, &m);
+    for i in 0..5000 {
+        assert_eq!(t.get(&k(i)).unwrap(), m.get(&k(i)).cloned());
     }
 }
 
@@ -155,6 +168,9 @@ proptest! {
                 Some(v) => Op::Put(k, v),
                 None => Op::Delete(k),
             }).collect();
+            // A hint for the next batch's keys (present, absent, empty):
+            // it must change nothing, as `check` and the model below tell.
+            t.prefetch_keys(owned.iter().map(|(k, _)| k.as_slice()).chain([&b""[..], &[0xFF; 70][..]]));
             let out = t.write(&ops).unwrap();
             for (i, (k, v)) in owned.into_iter().enumerate() {
                 prop_assert_eq!(out.existed[i], m.contains_key(&k));
@@ -209,4 +225,32 @@ fn space_stays_bounded_under_churn() {
     assert!(peak_ratio < 20.0, "owned/data ratio {peak_ratio:.1} keeps growing under churn");
     let c = t.check().unwrap();
     assert!(c.is_ok(), "{:?}", c.violations);
+}
+
+/// A pool of an older tree layout (2: no prefixes; 3: leaf prefixes only)
+/// opens with its contents and is upgraded to layout 4, so that a build
+/// that would misread inner prefixes refuses it; an unknown layout is
+/// refused with an error that says what to do.
+#[test]
+fn older_layouts_upgrade_and_unknown_ones_are_refused() {
+    for old in [2u64, 3] {
+        let t = tree();
+        let mut m = Model::new();
+        for i in 0..2000u32 {
+            t.write(&[Op::Put(&key(i, true), b"v")]).unwrap();
+            m.insert(key(i, true), b"v".to_vec());
+        }
+        let pool = t.pool().clone();
+        drop(t);
+        let meta = pool.root(tembo_cdds::ROOT_NAME).unwrap();
+        pool.store_u64(meta + 8, old).unwrap();
+        let t = Tree::open(pool.clone(), Limits::default()).unwrap();
+        assert_eq!(pool.load_u64(meta + 8).unwrap(), 4, "layout {old} is recorded as 4 once opened");
+        check(&t, &m);
+        drop(t);
+        pool.store_u64(meta + 8, 5).unwrap();
+        let Err(err) = Tree::open(pool.clone(), Limits::default()) else { panic!("layout 5 must be refused") };
+        let err = err.to_string();
+        assert!(err.contains("tree layout 5") && err.contains("copy the data out"), "{err}");
+    }
 }

@@ -452,7 +452,11 @@ impl State {
         // Ends a pause whose time has passed: its clients run in this group.
         self.pause_now();
         let mut requests = 0;
-        for msg in &group {
+        let mut prefetched = 0;
+        for (i, msg) in group.iter().enumerate() {
+            if i >= prefetched {
+                prefetched = self.prefetch_ahead(&group, i);
+            }
             match msg {
                 Msg::Connect(c) => {
                     self.stats.connections += 1;

@@ -48,6 +48,7 @@ mod latency;
 mod net;
 mod notify;
 mod pause;
+mod prefetch;
 mod proc_stats;
 mod pubsub;
 mod rdb;
