@@ -20,12 +20,19 @@ use crate::exec::{Msg, State};
 /// Keys per prefetch: enough for the misses to overlap, few enough that
 /// the first key's lines are still cached when its request runs.
 const KEYS_AHEAD: usize = 32;
+/// Most keys taken from one message: a client that pipelines thousands of
+/// requests at once (`redis-cli --pipe`) runs them in one go, and walking
+/// all of their paths first would only evict the first ones again.
+const KEYS_PER_MESSAGE: usize = 4 * KEYS_AHEAD;
 
 impl State {
     /// Prefetches the metadata keys of the requests in `group[from..]`,
     /// stopping after the message that brings the count to
     /// [`KEYS_AHEAD`]; returns the index of the first message not covered.
     pub(crate) fn prefetch_ahead(&self, group: &[Msg], from: usize) -> usize {
+        if self.store.db().engine() != tembo_store::Engine::Cdds {
+            return group.len(); // the in-place engines ignore the hint
+        }
         let mut keys = Vec::with_capacity(KEYS_AHEAD);
         let mut next = from;
         while next < group.len() && keys.len() < KEYS_AHEAD {
@@ -33,7 +40,7 @@ impl State {
                 if let Some(c) = self.clients.get(id) {
                     let db = self.phys(c.db);
                     let gen = self.gen(db);
-                    for req in reqs {
+                    for req in reqs.iter().take(KEYS_PER_MESSAGE) {
                         if let Some(key) = first_key(req) {
                             keys.push(encoding::meta_key(db, gen, key));
                         }
