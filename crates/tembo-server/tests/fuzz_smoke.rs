@@ -49,3 +49,13 @@ proptest! {
         logic::resp_parse(&data);
     }
 }
+
+/// Found by the random-bytes property in CI: an unauthenticated client's
+/// inline line with eleven tab-separated args parses (Redis limits inline
+/// requests by length only), and its re-encoding is a multibulk that only a
+/// logged-in client may send.
+#[test]
+fn inline_line_with_more_args_than_an_unauthenticated_multibulk_may_hold() {
+    let data = [128, 12, 14, 9, 0, 9, 0, 12, 35, 9, 14, 9, 0, 12, 14, 9, 14, 9, 14, 9, 40, 10];
+    logic::resp_parse(&data);
+}
