@@ -42,7 +42,9 @@ Not compared, on purpose: the commands Tembo does not implement (README,
 "The server": scripting, streams, ...), pub/sub and the blocking commands
 (BLPOP, BZPOPMIN...: their waiting is timing; tests/server/test_commands.py
 covers them), and INFO, OBJECT ENCODING/FREQ/IDLETIME, DEBUG, CLIENT, CONFIG,
-COMMAND, TIME, HELLO's server map, whose contents are documented to differ.
+COMMAND DOCS, TIME, HELLO's server map, whose contents are documented to
+differ. COMMAND INFO and COMMAND GETKEYSANDFLAGS are compared once, before
+the sequences (`command_table_check`).
 
 Exit status: 0 when nothing differed, 1 on a mismatch, 2 when a server could
 not be started.
@@ -1770,6 +1772,77 @@ def encodings_check(redis, tembo):
     return failed
 
 
+def command_table_check(redis, tembo):
+    """COMMAND INFO of every command Tembo lists, compared whole with
+    redis-server's in RESP2 and RESP3 (flag and category sets compared as
+    sets; a container's subcommands that Tembo does not implement are left
+    out), and COMMAND GETKEYSANDFLAGS on calls that exercise each kind of key
+    spec. Returns a list of what differed."""
+    failed = []
+    getkeys = [
+        ["LMOVE", "a", "b", "LEFT", "RIGHT"], ["SET", "k", "v"], ["SET", "k", "v", "GET"], ["MSET", "a", "1", "b", "2"],
+        ["ZUNIONSTORE", "d", "2", "x", "y", "WEIGHTS", "1", "2"], ["EVAL", "return 1", "2", "a", "b", "c"],
+        ["XREAD", "COUNT", "2", "STREAMS", "s1", "s2", "0", "0"], ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"],
+        ["SORT", "src", "BY", "w_*", "STORE", "dst"], ["SORT_RO", "src"], ["BITFIELD", "k", "GET", "u8", "0"],
+        ["BITFIELD", "k", "INCRBY", "u8", "0", "1"], ["GEORADIUS", "g", "0", "0", "1", "km", "STORE", "d"],
+        ["LMPOP", "2", "a", "b", "LEFT"], ["BLMPOP", "0", "1", "a", "RIGHT"], ["RENAME", "a", "b"], ["COPY", "a", "b"],
+        ["XGROUP", "CREATE", "s", "g", "$"], ["OBJECT", "ENCODING", "k"], ["MEMORY", "USAGE", "k"], ["GET", "k"],
+        ["SINTERCARD", "2", "a", "b"], ["EVAL", "return 1", "5", "a"], ["DEL", "a", "b", "c"], ["PING"],
+    ]
+    for proto in (2, 3):
+        r, t = Conn(redis.port), Conn(tembo.port)
+        try:
+            if proto == 3:
+                r.call(["HELLO", "3"])
+                t.call(["HELLO", "3"])
+            names = [n[1].decode() for n in t.call(["COMMAND", "LIST"])[1] if b"|" not in n[1]]
+            for name in names:
+                want, got = r.call(["COMMAND", "INFO", name]), t.call(["COMMAND", "INFO", name])
+                if command_info_key(want, got) != command_info_key(got, got):
+                    failed.append("COMMAND INFO %s (RESP%d): %s, Redis: %s" % (name, proto, show(got), show(want)))
+            for call in getkeys:
+                want, got = r.call(["COMMAND", "GETKEYSANDFLAGS"] + call), t.call(["COMMAND", "GETKEYSANDFLAGS"] + call)
+                if sets_sorted(want) != sets_sorted(got):
+                    failed.append("COMMAND GETKEYSANDFLAGS %s (RESP%d): %s, Redis: %s" % (
+                        cmdline(call), proto, show(got), show(want)))
+        finally:
+            r.close()
+            t.close()
+    return failed
+
+
+def sets_sorted(reply):
+    """A reply with every RESP3 set sorted (sets carry no order)."""
+    if reply[0] in ("*", "~", ">"):
+        items = tuple(sets_sorted(x) for x in reply[1])
+        return (reply[0], tuple(sorted(items, key=repr)) if reply[0] == "~" else items)
+    if reply[0] == "%":
+        return ("%", tuple((sets_sorted(k), sets_sorted(v)) for k, v in reply[1]))
+    return reply
+
+
+def command_info_key(reply, only_of):
+    """A COMMAND INFO reply made comparable: flags (element 3) and ACL
+    categories (element 7) of the command and of each subcommand sorted, as
+    RESP2 sends them as arrays in whatever order; subcommands kept only
+    where `only_of` lists them too."""
+    def entry(e):
+        if e[0] != "*" or len(e[1]) < 10:
+            return sets_sorted(e)
+        f = list(e[1])
+        for i in (2, 6):
+            f[i] = ("~", tuple(sorted((sets_sorted(x) for x in f[i][1]), key=repr)))
+        keep = {s[1][0] for s in only_of_subs} if only_of_subs is not None else None
+        f[9] = ("~", tuple(sorted((entry(s) for s in f[9][1] if keep is None or s[1][0] in keep), key=repr)))
+        return ("*", tuple(sets_sorted(x) if i not in (2, 6, 9) else x for i, x in enumerate(f)))
+    only_of_subs = None
+    if only_of[0] == "*" and only_of[1] and only_of[1][0][0] == "*" and len(only_of[1][0][1]) >= 10:
+        only_of_subs = only_of[1][0][1][9][1]
+    if reply[0] != "*":
+        return sets_sorted(reply)
+    return ("*", tuple(entry(e) for e in reply[1]))
+
+
 def run_sequence(redis, tembo, seed, proto, nops, verbose=False, replay=None):
     """Runs one seeded sequence (or replays a history). Returns (the
     Mismatch or None, the history)."""
@@ -1887,6 +1960,9 @@ def main():
     try:
         for failure in encodings_check(redis, tembo):
             print("differential: DUMP / RESTORE mismatch: %s" % failure)
+            mismatches += 1
+        for failure in command_table_check(redis, tembo):
+            print("differential: command table mismatch: %s" % failure)
             mismatches += 1
         for seed in seeds:
             proto = args.proto or (3 if seed % 3 == 0 else 2)

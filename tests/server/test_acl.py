@@ -504,3 +504,23 @@ def test_unauthenticated_requests_are_kept_small(own_server):
     assert send(b"*1\r\n$100000000\r\n").startswith(b"-ERR Protocol error: unauthenticated bulk length")
     got = send(enc("AUTH", "pw") + enc("SET", "big", "x" * 100000) + enc("STRLEN", "big"))
     assert got == b"+OK\r\n+OK\r\n:100000\r\n"
+
+
+def test_unknown_subcommands_are_refused_before_acl_checks(r):
+    # redis-py 8 sends CLIENT MAINT_NOTIFICATIONS at connect: Redis's command
+    # table refuses the unknown subcommand before any permission check, so it
+    # is never an ACL LOG entry.
+    r.acl_log_reset()
+    r.acl_setuser("t_sub", enabled=True, passwords=["+pw"], commands=["+get"], keys=["*"])
+    c = login("t_sub", "pw")
+    try:
+        with pytest.raises(redis.ResponseError) as e:
+            c.execute_command("CLIENT", "MAINT_NOTIFICATIONS", "ON")
+        assert err(e) == "unknown subcommand 'MAINT_NOTIFICATIONS'. Try CLIENT HELP."
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            c.execute_command("CLIENT", "ID")
+    finally:
+        c.close()
+    objects = [e["object"] for e in r.acl_log() if e["username"] == "t_sub"]
+    assert "client|id" in objects
+    assert "client" not in objects

@@ -990,3 +990,48 @@ def test_module_list_is_empty_and_loading_is_refused(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("MODULE", "LIST", "extra")
     assert "wrong number of arguments for 'module|list' command" in err(e)
+
+
+def test_client_list_by_id_and_type(r):
+    others = [make_client() for _ in range(3)]
+    try:
+        ids = [c.client_id() for c in others]
+        listed = r.client_list(client_id=[str(i) for i in reversed(ids)])
+        assert [int(c["id"]) for c in listed] == list(reversed(ids))
+        assert r.execute_command("CLIENT", "LIST", "ID", str(ids[0]), "999999999").count("\n") == 1
+        everyone = [int(c["id"]) for c in r.client_list()]
+        assert everyone == sorted(everyone) and set(ids) <= set(everyone)
+        assert {int(c["id"]) for c in r.client_list(_type="normal")} == set(everyone)
+        assert r.client_list(_type="pubsub") == []
+        assert r.client_list(_type="replica") == []
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("CLIENT", "LIST", "ID", "x")
+        assert err(e) == "Invalid client ID"
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("CLIENT", "LIST", "TYPE", "bogus")
+        assert err(e) == "Unknown client type 'bogus'"
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("CLIENT", "LIST", "FOO")
+        assert "syntax error" in err(e)
+    finally:
+        for c in others:
+            c.close()
+
+
+def test_command_getkeysandflags_and_key_specs(r):
+    got = r.command_getkeysandflags("LMOVE", "a", "b", "LEFT", "LEFT")
+    assert [[k, sorted(f)] for k, f in got] == [["a", ["RW", "access", "delete"]], ["b", ["RW", "insert"]]]
+    got = r.command_getkeysandflags("SET", "k", "v", "GET")
+    assert [[k, sorted(f)] for k, f in got] == [["k", ["RW", "access", "update"]]]
+    with pytest.raises(redis.ResponseError) as e:
+        r.command_getkeysandflags("PING", "x")
+    assert err(e) == "The command has no key arguments"
+    # COMMAND INFO's key specs and subcommands are compared whole with
+    # redis-server's by tests/server/differential.py.
+
+
+def test_memory_malloc_stats_and_lolwut(r):
+    stats = r.execute_command("MEMORY", "MALLOC-STATS")
+    assert stats.startswith("___ Begin jemalloc") if is_reference_redis() else (
+        stats == "Stats not supported for the current allocator")
+    assert "Redis ver." in r.lolwut()

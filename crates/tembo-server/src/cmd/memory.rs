@@ -24,7 +24,7 @@ pub const COMMANDS: &[Spec] = &[Spec {
     flags: &["readonly"],
     keys: (2, 2, 1),
     group: "server",
-    summary: "MEMORY USAGE key [SAMPLES count] | DOCTOR | STATS | PURGE | HELP.",
+    summary: "MEMORY USAGE key [SAMPLES count] | DOCTOR | STATS | PURGE | MALLOC-STATS | HELP.",
     run: memory,
 }];
 
@@ -65,6 +65,8 @@ fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             ]))
         }
         "purge" if a.len() == 2 => Ok(Reply::ok()),
+        // Redis's answer when its allocator is not jemalloc.
+        "malloc-stats" if a.len() == 2 => Ok(Reply::bulk("Stats not supported for the current allocator")),
         "help" if a.len() == 2 => Ok(super::help(&[
             "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "DOCTOR",
@@ -76,6 +78,8 @@ fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             "    sampled up to <count> times (default: 5, 0 means sample all).",
             "PURGE",
             "    Nothing to purge: the pool reclaims space in the background.",
+            "MALLOC-STATS",
+            "    Return internal statistics report from the memory allocator.",
         ])),
         _ => Err(super::subcommand_error(a, "MEMORY")),
     }

@@ -190,18 +190,42 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             };
             Ok(Reply::Map(wanted.into_iter().map(|s| (Reply::bulk(s.name), docs_of(s))).collect()))
         }
-        Some("getkeys") => getkeys(a),
+        Some("getkeys") => getkeys(a, false),
+        Some("getkeysandflags") => getkeys(a, true),
+        Some("help") if a.len() == 2 => Ok(super::help(&[
+            "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "(no subcommand)",
+            "    Return details about all Redis commands.",
+            "COUNT",
+            "    Return the total number of commands in this Redis server.",
+            "LIST",
+            "    Return a list of all commands in this Redis server.",
+            "INFO [<command-name> ...]",
+            "    Return details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "DOCS [<command-name> ...]",
+            "    Return documentation details about multiple Redis commands.",
+            "    If no command names are given, documentation details for all",
+            "    commands are returned.",
+            "GETKEYS <full-command>",
+            "    Return the keys from a full Redis command.",
+            "GETKEYSANDFLAGS <full-command>",
+            "    Return the keys and the access flags from a full Redis command.",
+        ])),
         Some(_) => {
             let _ = cx;
-            Err(CmdError::err(format!("unknown subcommand '{}'. Try COMMAND HELP.", String::from_utf8_lossy(&a[1]))))
+            Err(super::subcommand_error(a, "COMMAND"))
         }
     }
 }
 
-/// COMMAND GETKEYS command [arg ...], with Redis 7.0's checks in its order.
-fn getkeys(a: &[Vec<u8>]) -> CmdResult {
+/// COMMAND GETKEYS / GETKEYSANDFLAGS command [arg ...], with Redis 7.0's
+/// checks in its order; with flags, each key comes with what the command
+/// does to it (its key spec's flags).
+fn getkeys(a: &[Vec<u8>], with_flags: bool) -> CmdResult {
     if a.len() < 4 {
-        return Err(CmdError::arity("command|getkeys"));
+        return Err(CmdError::arity(if with_flags { "command|getkeysandflags" } else { "command|getkeys" }));
     }
     let args = &a[2..];
     let spec = super::spec(&args[0]).ok_or_else(|| CmdError::err("Invalid command specified"))?;
@@ -211,15 +235,81 @@ fn getkeys(a: &[Vec<u8>]) -> CmdResult {
     if !super::arity_ok(spec.arity, args.len()) {
         return Err(CmdError::err("Invalid number of arguments specified for command"));
     }
-    match super::command_keys(spec, args) {
-        Some(keys) if !keys.is_empty() => Ok(Reply::bulks(keys)),
+    let found = if with_flags {
+        super::key_spec::keys_and_flags(spec, super::full_name(spec, args), args)
+    } else {
+        super::command_keys(spec, args).map(|keys| keys.into_iter().map(|k| (k, 0)).collect())
+    };
+    match found {
+        Some(keys) if !keys.is_empty() => Ok(Reply::Array(
+            keys.into_iter()
+                .map(|(key, flags)| {
+                    if with_flags {
+                        Reply::Array(vec![Reply::bulk(key), super::key_spec::flags_reply(flags)])
+                    } else {
+                        Reply::bulk(key)
+                    }
+                })
+                .collect(),
+        )),
         // Scripts may be called without keys (a bad count finds none either).
         _ if spec.flags.contains(&"no_mandatory_keys") => Ok(Reply::Array(Vec::new())),
         _ => Err(CmdError::err("Invalid arguments specified for command")),
     }
 }
 
+/// COMMAND INFO's entry for a command. A container (CLIENT, XGROUP, ...)
+/// is listed as redis-server lists it: no flags or keys of its own, and an
+/// entry per subcommand with that subcommand's arity, flags, keys,
+/// categories, tips and key specs.
 fn info_of(s: &Spec) -> Reply {
+    if super::is_container(s.name) {
+        let subs = super::subcommands_of(s.name)
+            .into_iter()
+            .filter_map(|sub| {
+                let full = format!("{}|{sub}", s.name);
+                let (_, arity, flags) = super::key_spec::subcommand_info(&full)?;
+                let (first, last, step) = super::key_spec::legacy_range(&full);
+                Some(Reply::Array(vec![
+                    Reply::bulk(&full),
+                    Reply::Int(arity.into()),
+                    Reply::Set(flags.iter().map(|f| Reply::Simple(f.to_string())).collect()),
+                    Reply::Int(first),
+                    Reply::Int(last),
+                    Reply::Int(step),
+                    Reply::Set(
+                        crate::acl::category::names(crate::acl::category::of(s, Some(sub)))
+                            .into_iter()
+                            .map(Reply::Simple)
+                            .collect(),
+                    ),
+                    super::key_spec::tips_reply(&full),
+                    super::key_spec::specs_reply(&full),
+                    Reply::Set(vec![]),
+                ]))
+            })
+            .collect();
+        // COMMAND runs without a subcommand too, so it keeps its own flags.
+        if s.name != "command" {
+            return Reply::Array(vec![
+                Reply::bulk(s.name),
+                Reply::Int(s.arity as i64),
+                Reply::Set(vec![]),
+                Reply::Int(0),
+                Reply::Int(0),
+                Reply::Int(0),
+                Reply::Set(vec![Reply::Simple("@slow".into())]),
+                super::key_spec::tips_reply(s.name),
+                Reply::Set(vec![]),
+                Reply::Set(subs),
+            ]);
+        }
+        return own_info(s, subs);
+    }
+    own_info(s, Vec::new())
+}
+
+fn own_info(s: &Spec, subcommands: Vec<Reply>) -> Reply {
     Reply::Array(vec![
         Reply::bulk(s.name),
         Reply::Int(s.arity as i64),
@@ -231,9 +321,9 @@ fn info_of(s: &Spec) -> Reply {
         Reply::Set(
             crate::acl::category::names(crate::acl::category::of(s, None)).into_iter().map(Reply::Simple).collect(),
         ),
-        Reply::Set(vec![]),
-        Reply::Array(vec![]),
-        Reply::Array(vec![]),
+        super::key_spec::tips_reply(s.name),
+        super::key_spec::specs_reply(s.name),
+        Reply::Set(subcommands),
     ])
 }
 
