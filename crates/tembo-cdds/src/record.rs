@@ -45,7 +45,7 @@ impl RecordHeader {
     pub fn is_sentinel(&self) -> bool {
         self.flags & FLAG_SENTINEL != 0
     }
-    fn body_len(&self) -> u64 {
+    pub(crate) fn body_len(&self) -> u64 {
         if self.flags & FLAG_INNER != 0 {
             self.key_len
         } else {

@@ -9,7 +9,10 @@
 //! A leaf visit keeps only the *records* of the matching entries; each
 //! pair is copied out when the caller asks for it. A short scan (YCSB E
 //! takes 1–100 pairs) so pays for the pairs it reads, not for the whole
-//! leaf's values and their checksums. The records stay valid in between:
+//! leaf's values and their checksums. The matching entries are found by
+//! binary search on the slots' prefix words (no record is read to decide
+//! that an entry is in range), their records' first lines are prefetched
+//! together, and each value is prefetched while the one before it is copied. The records stay valid in between:
 //! a record visible at a retained version is never reclaimed (the version
 //! is pinned by the iterator, or retained by the caller of `scan_at`), and
 //! node copies share records rather than move them.
@@ -142,13 +145,32 @@ impl Iter<'_> {
             }
             n = search::child_of(pool, &e)?;
         };
-        let mut got = Vec::new();
-        for e in copy.entries().iter().filter(|e| e.visible_at(v, ab)) {
-            let h = record::header(pool, e.rec)?;
-            let k = record::key(pool, e.rec, &h)?;
-            if above_lo(k, &self.lo) && below_hi(k, &self.hi) {
-                got.push(e.rec);
-            }
+        // The leaf's keys lie in [lower, upper): the bounds' positions are
+        // found by binary search on the slots' prefix words, so only the
+        // records the scan returns are read, and those are prefetched
+        // together (their misses overlap instead of queueing one by one).
+        let upper = edge.clone().flatten();
+        let range = LeafRange { lower: lower.as_deref(), upper: upper.as_deref(), plen: copy.plen };
+        let entries = copy.entries();
+        let start = match &self.lo {
+            Bound::Unbounded => 0,
+            Bound::Included(l) => range.position(pool, entries, l, false)?,
+            Bound::Excluded(l) => range.position(pool, entries, l, true)?,
+        };
+        let end = match &self.hi {
+            Bound::Unbounded => entries.len(),
+            Bound::Included(h) => range.position(pool, entries, h, true)?,
+            Bound::Excluded(h) => range.position(pool, entries, h, false)?,
+        };
+        let mut got: Vec<u64> = entries
+            .get(start..end.max(start))
+            .unwrap_or(&[])
+            .iter()
+            .filter(|e| e.visible_at(v, ab))
+            .map(|e| e.rec)
+            .collect();
+        for &rec in &got {
+            pool.prefetch(rec, RECORD_PREFETCH);
         }
         if self.reverse {
             got.reverse();
@@ -164,6 +186,43 @@ impl Iter<'_> {
         }
         self.buf.extend(got);
         Ok(())
+    }
+}
+
+/// Bytes of each returned record prefetched when its leaf is visited: the
+/// header, the key and the start of the value.
+const RECORD_PREFETCH: u64 = 128;
+/// Most bytes of the next record's value prefetched while one is copied.
+const VALUE_PREFETCH: u64 = 4096;
+
+/// Where a leaf's key range lies, for placing scan bounds among its entries.
+struct LeafRange<'a> {
+    /// Smallest key the leaf may hold (`None`: no lower limit).
+    lower: Option<&'a [u8]>,
+    /// The leaf holds keys below this (`None`: no upper limit).
+    upper: Option<&'a [u8]>,
+    /// Bytes every key of the range shares (the slots' prefix words start after them).
+    plen: usize,
+}
+
+impl LeafRange<'_> {
+    /// The first entry whose key is `>= key` (`strict`: `> key`). A key
+    /// outside the leaf's range is below or above every entry; one inside
+    /// shares the range's prefix, so the slots' prefix words order it.
+    fn position(
+        &self,
+        pool: &tembo_pmem::Pool,
+        entries: &[crate::entry::Entry],
+        key: &[u8],
+        strict: bool,
+    ) -> Result<usize> {
+        if self.lower.is_some_and(|low| key < low) {
+            return Ok(0);
+        }
+        if self.upper.is_some_and(|up| key >= up) {
+            return Ok(entries.len());
+        }
+        search::bound(pool, entries, key, key_prefix_at(key, self.plen), strict)
     }
 }
 
@@ -187,6 +246,14 @@ impl Iterator for Iter<'_> {
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             if let Some(rec) = self.buf.pop_front() {
+                // The next record's header is in cache (prefetched by
+                // `fill`): fetch its value while this one is copied.
+                if let Some(&next) = self.buf.front() {
+                    let pool = &**self.tree.pool();
+                    if let Ok(h) = record::header(pool, next) {
+                        pool.prefetch(next, h.body_len().min(VALUE_PREFETCH));
+                    }
+                }
                 return Some(self.pair(rec));
             }
             if self.done {
