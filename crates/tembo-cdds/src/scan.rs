@@ -1,10 +1,13 @@
 //! Range scans at a version, forward and reverse.
 //!
-//! An iterator holds no node references between leaves: it keeps the
-//! version it reads and the bound where the next leaf starts, and descends
-//! again from the root for each leaf. A version never changes once
-//! committed, so re-descending is exact however the writer reshapes the
-//! tree meanwhile; the cost is one descent per leaf (≈ 20 keys).
+//! An iterator keeps the version it reads, the bound where the next leaf
+//! starts and, going forward, a copy of the last leaf's parent: the next
+//! leaf is the child of the parent's next entry visible at the version, and
+//! only when the parent has none does the scan descend from the root again.
+//! A version never changes once committed and what it sees is neither
+//! overwritten nor freed while it is retained, so both ways are exact
+//! however the writer reshapes the tree meanwhile. Reverse scans descend
+//! for every leaf (≈ 20 keys).
 //!
 //! A leaf visit keeps only the *records* of the matching entries; each
 //! pair is copied out when the caller asks for it. A short scan (YCSB E
@@ -22,7 +25,7 @@ use std::ops::Bound;
 
 use crate::entry::{key_prefix_at, ReadAt};
 use crate::error::{CddsError, Result};
-use crate::node;
+use crate::node::{self, NodeCopy};
 use crate::pins::PinGuard;
 use crate::record;
 use crate::search;
@@ -43,6 +46,10 @@ pub struct Iter<'t> {
     /// Records of the matching entries of the last leaf visited, in order.
     buf: VecDeque<u64>,
     done: bool,
+    /// Forward scans: the last leaf's parent (a copy) and the index of the
+    /// entry that led to the leaf, so the next leaf is found from there
+    /// instead of by a descent from the root.
+    parent: Option<(Box<NodeCopy>, usize)>,
 }
 
 impl TreeCore {
@@ -50,12 +57,22 @@ impl TreeCore {
     pub fn scan(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Result<Iter<'_>> {
         let pin = self.pin()?;
         let version = pin.version;
-        Ok(Iter { tree: self, version, _pin: Some(pin), lo, hi, reverse, buf: VecDeque::new(), done: false })
+        Ok(Iter {
+            tree: self,
+            version,
+            _pin: Some(pin),
+            lo,
+            hi,
+            reverse,
+            buf: VecDeque::new(),
+            done: false,
+            parent: None,
+        })
     }
 
     /// Iterates `range` at version `v`, which the caller keeps retained.
     pub fn scan_at(&self, v: u64, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Iter<'_> {
-        Iter { tree: self, version: v, _pin: None, lo, hi, reverse, buf: VecDeque::new(), done: false }
+        Iter { tree: self, version: v, _pin: None, lo, hi, reverse, buf: VecDeque::new(), done: false, parent: None }
     }
 }
 
@@ -86,11 +103,81 @@ impl Iter<'_> {
         let _op = self.tree.pin()?; // keeps blocks this fill touches from being freed
         let pool = &**self.tree.pool();
         let v = self.version;
-        let session = self.tree.session;
         // While a lazy recovery runs, slots are verified and aborted
         // versions honoured (see `recover`).
         let lazy = self.tree.lazy_aborted();
         let ab: &[u64] = lazy.as_deref().map_or(&[], |a| a.as_slice());
+        let at = ReadAt { version: v, aborted: ab };
+        let (copy, edge, lower) = match self.next_sibling(pool, at, lazy.is_some())? {
+            Some(found) => found,
+            None => self.descend(pool, at, lazy.is_some())?,
+        };
+        self.take_leaf(pool, &copy, edge, lower)?;
+        self.prefetch_next_leaf(pool, at);
+        Ok(())
+    }
+
+    /// Going forward, starts fetching the next leaf (1 KiB) while the
+    /// caller consumes this one: its parent entry's record was prefetched
+    /// when this leaf was found, so reading the child pointer rarely waits.
+    fn prefetch_next_leaf(&self, pool: &tembo_pmem::Pool, at: ReadAt<'_>) {
+        if self.done {
+            return;
+        }
+        let Some((parent, i)) = &self.parent else { return };
+        let entries = parent.entries();
+        if let Some(e) = entries.iter().skip(i + 1).find(|e| at.sees(e)) {
+            if let Ok(child) = search::child_of(pool, e) {
+                pool.prefetch(child, node::NODE_BYTES);
+            }
+        }
+    }
+
+    /// Reads node `n`, trusting nothing while a lazy recovery runs.
+    fn read_node(&self, pool: &tembo_pmem::Pool, n: u64, at: ReadAt<'_>, lazy: bool) -> Result<Box<NodeCopy>> {
+        if lazy {
+            node::read_checked(pool, n, self.tree.session, at)
+        } else {
+            node::read(pool, n, self.tree.session)
+        }
+    }
+
+    /// Forward scans: the leaf after the last one, found in the last leaf's
+    /// parent (`None` when the parent has no later entry visible at the
+    /// scan's version, or none is known): with its upper and lower bounds.
+    ///
+    /// The parent's copy stays exact for the scan's version: entries
+    /// visible at a version are never overwritten while it is retained
+    /// (the scan pins it, or its caller retains it), and neither is a node
+    /// reachable at it freed, so its child pointers still lead to what
+    /// that version holds.
+    fn next_sibling(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: bool) -> Result<Option<Found>> {
+        if self.reverse {
+            return Ok(None);
+        }
+        let Some((parent, i)) = self.parent.take() else { return Ok(None) };
+        let entries = parent.entries();
+        let Some(j) = (i + 1..entries.len()).find(|&j| at.sees(&entries[j])) else { return Ok(None) };
+        let e = entries[j];
+        let upper = search::entry_key(pool, &e)?;
+        let lower = search::entry_key(pool, &entries[i])?;
+        let child = search::child_of(pool, &e)?;
+        // The entry after it leads to the next leaf: fetch its record now.
+        if let Some(k) = (j + 1..entries.len()).find(|&k| at.sees(&entries[k])) {
+            pool.prefetch(entries[k].rec, 64);
+        }
+        let copy = self.read_node(pool, child, at, lazy)?;
+        if copy.level != 0 {
+            return Err(CddsError::invariant("a level-1 node's child is not a leaf", child));
+        }
+        self.parent = Some((parent, j));
+        Ok(Some((copy, Some(upper), lower)))
+    }
+
+    /// Descends from the root to the leaf where the scan goes on, with its
+    /// upper and lower bounds; remembers the leaf's parent for forward scans.
+    fn descend(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: bool) -> Result<Found> {
+        let (v, ab) = (at.version, at.aborted);
         let mut n = self.tree.meta.root(pool)?;
         // Forward: the leaf holding the smallest key >= lo; its upper bound
         // is the deepest chosen entry's key. Reverse: the leaf holding the
@@ -115,11 +202,7 @@ impl Iter<'_> {
             if depth > 64 {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
             }
-            let copy = if lazy.is_some() {
-                node::read_checked(pool, n, session, ReadAt { version: v, aborted: ab })?
-            } else {
-                node::read(pool, n, session)?
-            };
+            let copy = self.read_node(pool, n, at, lazy)?;
             if copy.level == 0 {
                 break copy;
             }
@@ -144,7 +227,25 @@ impl Iter<'_> {
                 lower = search::entry_key(pool, &copy.entries()[p])?;
             }
             n = search::child_of(pool, &e)?;
+            if copy.level == 1 && !self.reverse {
+                self.parent = Some((copy, i));
+            }
         };
+        Ok((copy, edge, lower))
+    }
+
+    /// Keeps the records of `copy`'s entries in range, and moves the scan's
+    /// bound past the leaf (or ends it).
+    fn take_leaf(
+        &mut self,
+        pool: &tembo_pmem::Pool,
+        copy: &NodeCopy,
+        edge: Option<Option<Vec<u8>>>,
+        lower: Option<Vec<u8>>,
+    ) -> Result<()> {
+        let v = self.version;
+        let lazy = self.tree.lazy_aborted();
+        let ab: &[u64] = lazy.as_deref().map_or(&[], |a| a.as_slice());
         // The leaf's keys lie in [lower, upper): the bounds' positions are
         // found by binary search on the slots' prefix words, so only the
         // records the scan returns are read, and those are prefetched
@@ -188,6 +289,9 @@ impl Iter<'_> {
         Ok(())
     }
 }
+
+/// A leaf, its upper bound (`Some(None)`: none) and its lower bound.
+type Found = (Box<NodeCopy>, Option<Option<Vec<u8>>>, Option<Vec<u8>>);
 
 /// Bytes of each returned record prefetched when its leaf is visited: the
 /// header, the key and the start of the value.
