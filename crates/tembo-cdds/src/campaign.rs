@@ -282,9 +282,20 @@ fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, S
 /// contents, read before any repair (checked reads, aborted versions
 /// honoured); then writes made before the repair walk (the writer repairs
 /// what it touches) must read back; then the rest of recovery, `check`,
-/// and the contents once more.
+/// and the contents once more — and a scan begun before the writes and
+/// finished after the recovery must have read the judged contents.
 fn judge(tree: &Tree, states: &Model, acked: usize) -> Result<(), String> {
     let state = judge_contents(tree, states, acked)?;
+    // A scan begun in the lazy phase and finished after the recovery: what
+    // it keeps between leaves (a copy of a leaf's parent, read with the
+    // aborted versions honoured) must still lead to the judged contents.
+    let mut straddling =
+        tree.scan(Bound::Unbounded, Bound::Unbounded, false).map_err(|e| format!("inconsistent: {e}"))?;
+    let mut seen = BTreeMap::new();
+    for r in straddling.by_ref().take(3) {
+        let (k, v) = r.map_err(|e| format!("inconsistent: scan during recovery: {e}"))?;
+        seen.insert(k, v);
+    }
     let mut kv = (*state.kv).clone();
     let writes = writes_during_recovery(&kv);
     for batch in &writes {
@@ -302,6 +313,13 @@ fn judge(tree: &Tree, states: &Model, acked: usize) -> Result<(), String> {
     let r = tree.recovery_report();
     if let Some(e) = &r.sweep_error {
         return Err(format!("inconsistent: background recovery: {e}"));
+    }
+    for r in straddling {
+        let (k, v) = r.map_err(|e| format!("inconsistent: scan across the end of recovery: {e}"))?;
+        seen.insert(k, v);
+    }
+    if seen != *state.kv {
+        return Err("lost: a scan begun during recovery and ended after it differs from the contents".into());
     }
     let c = tree.check().map_err(|e| format!("inconsistent: check failed: {e}"))?;
     if !c.is_ok() {

@@ -22,8 +22,9 @@
 
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::sync::Arc;
 
-use crate::entry::{key_prefix_at, ReadAt};
+use crate::entry::{key_prefix_at, Entry, ReadAt};
 use crate::error::{CddsError, Result};
 use crate::node::{self, NodeCopy};
 use crate::pins::PinGuard;
@@ -46,10 +47,27 @@ pub struct Iter<'t> {
     /// Records of the matching entries of the last leaf visited, in order.
     buf: VecDeque<u64>,
     done: bool,
-    /// Forward scans: the last leaf's parent (a copy) and the index of the
-    /// entry that led to the leaf, so the next leaf is found from there
-    /// instead of by a descent from the root.
-    parent: Option<(Box<NodeCopy>, usize)>,
+    /// Forward scans: the last leaf's parent, so the next leaf is found
+    /// from there instead of by a descent from the root.
+    parent: Option<Parent>,
+}
+
+/// A copy of a leaf's parent, the index of the entry that led to the leaf,
+/// and the aborted versions of a lazy recovery it was read under: a copy
+/// read while one ran holds entries as the crash left them (an entry ended
+/// by the aborted batch still carries that end), so its entries are judged
+/// with that list, even once the recovery has finished.
+#[derive(Debug)]
+struct Parent {
+    copy: Box<NodeCopy>,
+    index: usize,
+    aborted: Option<Arc<Vec<u64>>>,
+}
+
+impl Parent {
+    fn sees(&self, v: u64, e: &Entry) -> bool {
+        e.visible_at(v, self.aborted.as_deref().map_or(&[], |a| a.as_slice()))
+    }
 }
 
 impl TreeCore {
@@ -110,32 +128,32 @@ impl Iter<'_> {
         let at = ReadAt { version: v, aborted: ab };
         let (copy, edge, lower) = match self.next_sibling(pool, at, lazy.is_some())? {
             Some(found) => found,
-            None => self.descend(pool, at, lazy.is_some())?,
+            None => self.descend(pool, at, &lazy)?,
         };
-        self.take_leaf(pool, &copy, edge, lower)?;
-        self.prefetch_next_leaf(pool, at);
+        self.take_leaf(pool, &copy, edge, lower, at)?;
+        self.prefetch_next_leaf(pool);
         Ok(())
     }
 
     /// Going forward, starts fetching the next leaf (1 KiB) while the
     /// caller consumes this one: its parent entry's record was prefetched
     /// when this leaf was found, so reading the child pointer rarely waits.
-    fn prefetch_next_leaf(&self, pool: &tembo_pmem::Pool, at: ReadAt<'_>) {
+    fn prefetch_next_leaf(&self, pool: &tembo_pmem::Pool) {
         if self.done {
             return;
         }
-        let Some((parent, i)) = &self.parent else { return };
-        let entries = parent.entries();
-        if let Some(e) = entries.iter().skip(i + 1).find(|e| at.sees(e)) {
+        let Some(parent) = &self.parent else { return };
+        let entries = parent.copy.entries();
+        if let Some(e) = entries.iter().skip(parent.index + 1).find(|e| parent.sees(self.version, e)) {
             if let Ok(child) = search::child_of(pool, e) {
                 pool.prefetch(child, node::NODE_BYTES);
             }
         }
     }
 
-    /// Reads node `n`, trusting nothing while a lazy recovery runs.
-    fn read_node(&self, pool: &tembo_pmem::Pool, n: u64, at: ReadAt<'_>, lazy: bool) -> Result<Box<NodeCopy>> {
-        if lazy {
+    /// Reads node `n`; `checked` while a lazy recovery runs (trusting nothing).
+    fn read_node(&self, pool: &tembo_pmem::Pool, n: u64, at: ReadAt<'_>, checked: bool) -> Result<Box<NodeCopy>> {
+        if checked {
             node::read_checked(pool, n, self.tree.session, at)
         } else {
             node::read(pool, n, self.tree.session)
@@ -151,32 +169,33 @@ impl Iter<'_> {
     /// (the scan pins it, or its caller retains it), and neither is a node
     /// reachable at it freed, so its child pointers still lead to what
     /// that version holds.
-    fn next_sibling(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: bool) -> Result<Option<Found>> {
+    fn next_sibling(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, checked: bool) -> Result<Option<Found>> {
         if self.reverse {
             return Ok(None);
         }
-        let Some((parent, i)) = self.parent.take() else { return Ok(None) };
-        let entries = parent.entries();
-        let Some(j) = (i + 1..entries.len()).find(|&j| at.sees(&entries[j])) else { return Ok(None) };
+        let Some(parent) = self.parent.take() else { return Ok(None) };
+        let (v, i) = (at.version, parent.index);
+        let entries = parent.copy.entries();
+        let Some(j) = (i + 1..entries.len()).find(|&j| parent.sees(v, &entries[j])) else { return Ok(None) };
         let e = entries[j];
         let upper = search::entry_key(pool, &e)?;
         let lower = search::entry_key(pool, &entries[i])?;
         let child = search::child_of(pool, &e)?;
         // The entry after it leads to the next leaf: fetch its record now.
-        if let Some(k) = (j + 1..entries.len()).find(|&k| at.sees(&entries[k])) {
+        if let Some(k) = (j + 1..entries.len()).find(|&k| parent.sees(v, &entries[k])) {
             pool.prefetch(entries[k].rec, 64);
         }
-        let copy = self.read_node(pool, child, at, lazy)?;
+        let copy = self.read_node(pool, child, at, checked)?;
         if copy.level != 0 {
             return Err(CddsError::invariant("a level-1 node's child is not a leaf", child));
         }
-        self.parent = Some((parent, j));
+        self.parent = Some(Parent { index: j, ..parent });
         Ok(Some((copy, Some(upper), lower)))
     }
 
     /// Descends from the root to the leaf where the scan goes on, with its
     /// upper and lower bounds; remembers the leaf's parent for forward scans.
-    fn descend(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: bool) -> Result<Found> {
+    fn descend(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: &Option<Arc<Vec<u64>>>) -> Result<Found> {
         let (v, ab) = (at.version, at.aborted);
         let mut n = self.tree.meta.root(pool)?;
         // Forward: the leaf holding the smallest key >= lo; its upper bound
@@ -202,7 +221,7 @@ impl Iter<'_> {
             if depth > 64 {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
             }
-            let copy = self.read_node(pool, n, at, lazy)?;
+            let copy = self.read_node(pool, n, at, lazy.is_some())?;
             if copy.level == 0 {
                 break copy;
             }
@@ -228,7 +247,7 @@ impl Iter<'_> {
             }
             n = search::child_of(pool, &e)?;
             if copy.level == 1 && !self.reverse {
-                self.parent = Some((copy, i));
+                self.parent = Some(Parent { copy, index: i, aborted: lazy.clone() });
             }
         };
         Ok((copy, edge, lower))
@@ -242,10 +261,10 @@ impl Iter<'_> {
         copy: &NodeCopy,
         edge: Option<Option<Vec<u8>>>,
         lower: Option<Vec<u8>>,
+        at: ReadAt<'_>,
     ) -> Result<()> {
-        let v = self.version;
-        let lazy = self.tree.lazy_aborted();
-        let ab: &[u64] = lazy.as_deref().map_or(&[], |a| a.as_slice());
+        // The leaf was read under `at`'s aborted list; judge it by the same.
+        let (v, ab) = (at.version, at.aborted);
         // The leaf's keys lie in [lower, upper): the bounds' positions are
         // found by binary search on the slots' prefix words, so only the
         // records the scan returns are read, and those are prefetched
