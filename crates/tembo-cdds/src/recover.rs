@@ -595,9 +595,7 @@ impl TreeCore {
         // all at once in some writer's commit.
         for chunk in deferred.chunks(1024) {
             self.between_steps()?;
-            for &b in chunk {
-                let _ = pool.free(b);
-            }
+            let _ = pool.free_many(chunk);
         }
         // What is unmarked now nobody can reach again: free it in steps that
         // hold only the allocator lock, while writers go on.

@@ -304,9 +304,7 @@ impl Drop for TreeCore {
         }
         let mut ws = self.writer.lock();
         for (_, blocks) in ws.limbo.drain(..) {
-            for b in blocks {
-                let _ = self.pool.free(b);
-            }
+            let _ = self.pool.free_many(&blocks);
         }
     }
 }

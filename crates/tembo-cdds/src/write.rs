@@ -172,11 +172,10 @@ impl TreeCore {
         if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
             return; // the leak sweep needs every block it may reach to stay put
         }
-        for b in self.take_freeable(ws) {
-            // A failed free leaves a leak for the next recovery's sweep,
-            // never a double use: nothing references these blocks.
-            let _ = self.pool.free(b);
-        }
+        // One fence for the batch. A failed (or, in a crash, unfenced)
+        // free leaves a leak for the next recovery's sweep, never a double
+        // use: nothing references these blocks.
+        let _ = self.pool.free_many(&self.take_freeable(ws));
     }
 
     /// Removes from the limbo the blocks no running read op can still

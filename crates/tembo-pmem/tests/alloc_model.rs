@@ -527,3 +527,25 @@ fn minimum_size_pool_that_may_not_grow_holds_a_small_block() {
     let small = pool.alloc(16);
     assert!(small.is_ok(), "alloc(16) in an empty minimum-size pool with {free} free bytes: {small:?}");
 }
+
+/// `free_many` frees every block it can with one fence for all of them,
+/// skips what is not an allocated block and reports the first such error.
+#[test]
+fn free_many_frees_all_with_one_fence_and_reports_a_bad_block() {
+    let pool = Pool::simulated(&PoolOptions { size: 4 * MIB, max_size: Some(4 * MIB), ..PoolOptions::default() })
+        .expect("pool");
+    let fences_now = || pool.simulator().expect("simulated").fence_count();
+    let blocks: Vec<PoolOffset> = (0..8).map(|i| pool.alloc(64 + i * 40).expect("alloc")).collect();
+    let before = pool.allocated_blocks().expect("blocks").len();
+    let fences = fences_now();
+    let mut batch = blocks.clone();
+    batch.insert(3, blocks[0] + 8); // not a block's start
+    let err = pool.free_many(&batch).expect_err("a bad block is reported");
+    assert!(matches!(err, tembo_pmem::PmemError::InvalidFree { .. }), "{err}");
+    assert_eq!(fences_now(), fences + 1, "one fence for the batch");
+    assert_eq!(pool.allocated_blocks().expect("blocks").len(), before - 8, "every real block was freed");
+    for b in &blocks {
+        assert!(pool.usable_size(*b).is_err(), "{b:#x} is still allocated");
+    }
+    assert!(pool.free_many(&[]).is_ok());
+}

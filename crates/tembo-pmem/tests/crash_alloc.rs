@@ -3,7 +3,8 @@
 //!
 //! A seeded workload allocates blocks (writing and persisting their contents),
 //! links them into a persistent link table (a block registered as the root
-//! `links`, one 8-byte slot per link), unlinks them and frees them. At every
+//! `links`, one 8-byte slot per link), unlinks them and frees them (one at a
+//! time, or several with one fence). At every
 //! fence, under every crash policy, the crashed image is reopened and checked:
 //! the pool passes `check`; the link table equals the model after the
 //! acknowledged operations or after the one in flight (exact oracle); every
@@ -202,6 +203,8 @@ enum Op {
     Unlink { slot: u64, off: PoolOffset },
     /// Free a block.
     Free { off: PoolOffset },
+    /// Free the first `n` blocks of `offs` with one fence (`Pool::free_many`).
+    FreeMany { offs: [PoolOffset; 3], n: usize },
 }
 
 /// A deliberately broken engine, for the negative controls.
@@ -245,6 +248,11 @@ impl ModelState {
             }
             Op::Free { off } => {
                 self.live.remove(&off);
+            }
+            Op::FreeMany { offs, n } => {
+                for off in &offs[..n] {
+                    self.live.remove(off);
+                }
             }
         }
     }
@@ -297,6 +305,10 @@ fn exec(
         }
         Op::Free { off } => {
             pool.free(off).map_err(|e| format!("free({off:#x}): {e}"))?;
+            None
+        }
+        Op::FreeMany { offs, n } => {
+            pool.free_many(&offs[..n]).map_err(|e| format!("free_many({:x?}): {e}", &offs[..n]))?;
             None
         }
     };
@@ -371,6 +383,14 @@ fn workload(
                     unlinked.push(off);
                 }
             }
+            Some(3) if unlinked.len() >= 2 && rng.gen_bool(0.5) => {
+                let mut offs = [0; 3];
+                let n = unlinked.len().min(3);
+                for o in offs.iter_mut().take(n) {
+                    *o = unlinked.swap_remove(rng.gen_range(0..unlinked.len()));
+                }
+                exec(pool, acks, journal, Op::FreeMany { offs, n }, bug)?;
+            }
             Some(3) => {
                 let off = unlinked.swap_remove(rng.gen_range(0..unlinked.len()));
                 exec(pool, acks, journal, Op::Free { off }, bug)?;
@@ -433,6 +453,10 @@ fn check_workload_state(state: &CrashState, journal: &Mutex<Journal>) -> Result<
                 let mut less = before.live.clone();
                 less.remove(&off);
                 got == less
+            }
+            // Before its one fence, any subset of the frees may have persisted.
+            Some(Op::FreeMany { offs, n }) => {
+                got.is_subset(&before.live) && before.live.difference(&got).all(|off| offs[..n].contains(off))
             }
             _ => false,
         };

@@ -512,12 +512,18 @@ impl AllocState {
         }
     }
 
-    fn free(&mut self, pool: &Pool, offset: PoolOffset) -> Result<()> {
+    fn free(&mut self, pool: &Pool, offset: PoolOffset, fence: bool) -> Result<()> {
         let at = self.locate(pool, offset).map_err(|why| PmemError::InvalidFree { offset, why })?;
-        self.free_located(pool, at)
+        self.free_located_with(pool, at, fence)
     }
 
     fn free_located(&mut self, pool: &Pool, at: BlockAt) -> Result<()> {
+        self.free_located_with(pool, at, true)
+    }
+
+    /// Frees a located block; a slab block's bitmap word is flushed, and
+    /// fenced too with `fence` (without, the caller fences once for many).
+    fn free_located_with(&mut self, pool: &Pool, at: BlockAt, fence: bool) -> Result<()> {
         self.used_bytes -= at.usable;
         self.blocks -= 1;
         let Some((class, word_off, bit)) = at.slot else {
@@ -525,7 +531,11 @@ impl AllocState {
         };
         let word = pool.atomic_u64(word_off)?;
         word.store(word.load(Ordering::Relaxed) & !(1 << bit), Ordering::Release);
-        pool.persist(word_off, 8);
+        if fence {
+            pool.persist(word_off, 8);
+        } else {
+            pool.flush(word_off, 8);
+        }
         let g = geometry(class);
         let slab = self.slabs.get_mut(&at.page).ok_or_else(|| PmemError::Invariant {
             name: "alloc.free_index",
@@ -762,7 +772,32 @@ impl Pool {
     /// [`PmemError::InvalidFree`] for anything that is not an allocated
     /// block's start (including a double free); the pool is unchanged then.
     pub fn free(&self, offset: PoolOffset) -> Result<()> {
-        self.alloc.lock().free(self, offset)
+        self.alloc.lock().free(self, offset, true)
+    }
+
+    /// Frees several blocks, each as [`Pool::free`] would, with one fence
+    /// for them all instead of one each (a batch of retired blocks). A free
+    /// that a crash undoes before that fence leaves its block allocated and
+    /// unreachable — a leak the recovery's sweep reclaims — never a block
+    /// in use twice. Blocks that cannot be freed are skipped.
+    ///
+    /// # Errors
+    /// The first block that could not be freed, as [`Pool::free`] reports
+    /// it; every other block is freed all the same.
+    pub fn free_many(&self, offsets: &[PoolOffset]) -> Result<()> {
+        let mut first = Ok(());
+        {
+            let mut a = self.alloc.lock();
+            for &offset in offsets {
+                if let Err(e) = a.free(self, offset, false) {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+            }
+        }
+        self.fence();
+        first
     }
 
     /// The usable size of an allocated block.
