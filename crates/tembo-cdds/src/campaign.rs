@@ -282,19 +282,24 @@ fn contents(tree: &Tree, v: Option<u64>) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, S
 /// contents, read before any repair (checked reads, aborted versions
 /// honoured); then writes made before the repair walk (the writer repairs
 /// what it touches) must read back; then the rest of recovery, `check`,
-/// and the contents once more — and a scan begun before the writes and
-/// finished after the recovery must have read the judged contents.
+/// and the contents once more — and scans (forward and reverse) begun
+/// before the writes and finished after the recovery must have read the
+/// judged contents.
 fn judge(tree: &Tree, states: &Model, acked: usize) -> Result<(), String> {
     let state = judge_contents(tree, states, acked)?;
     // A scan begun in the lazy phase and finished after the recovery: what
     // it keeps between leaves (a copy of a leaf's parent, read with the
     // aborted versions honoured) must still lead to the judged contents.
-    let mut straddling =
-        tree.scan(Bound::Unbounded, Bound::Unbounded, false).map_err(|e| format!("inconsistent: {e}"))?;
-    let mut seen = BTreeMap::new();
-    for r in straddling.by_ref().take(3) {
-        let (k, v) = r.map_err(|e| format!("inconsistent: scan during recovery: {e}"))?;
-        seen.insert(k, v);
+    let mut straddling = Vec::new();
+    let mut seen = [BTreeMap::new(), BTreeMap::new()];
+    for (reverse, seen) in [false, true].into_iter().zip(seen.iter_mut()) {
+        let mut it =
+            tree.scan(Bound::Unbounded, Bound::Unbounded, reverse).map_err(|e| format!("inconsistent: {e}"))?;
+        for r in it.by_ref().take(3) {
+            let (k, v) = r.map_err(|e| format!("inconsistent: scan during recovery: {e}"))?;
+            seen.insert(k, v);
+        }
+        straddling.push(it);
     }
     let mut kv = (*state.kv).clone();
     let writes = writes_during_recovery(&kv);
@@ -314,12 +319,14 @@ fn judge(tree: &Tree, states: &Model, acked: usize) -> Result<(), String> {
     if let Some(e) = &r.sweep_error {
         return Err(format!("inconsistent: background recovery: {e}"));
     }
-    for r in straddling {
-        let (k, v) = r.map_err(|e| format!("inconsistent: scan across the end of recovery: {e}"))?;
-        seen.insert(k, v);
-    }
-    if seen != *state.kv {
-        return Err("lost: a scan begun during recovery and ended after it differs from the contents".into());
+    for (it, seen) in straddling.into_iter().zip(seen.iter_mut()) {
+        for r in it {
+            let (k, v) = r.map_err(|e| format!("inconsistent: scan across the end of recovery: {e}"))?;
+            seen.insert(k, v);
+        }
+        if *seen != *state.kv {
+            return Err("lost: a scan begun during recovery and ended after it differs from the contents".into());
+        }
     }
     let c = tree.check().map_err(|e| format!("inconsistent: check failed: {e}"))?;
     if !c.is_ok() {

@@ -1,13 +1,12 @@
 //! Range scans at a version, forward and reverse.
 //!
 //! An iterator keeps the version it reads, the bound where the next leaf
-//! starts and, going forward, a copy of the last leaf's parent: the next
-//! leaf is the child of the parent's next entry visible at the version, and
-//! only when the parent has none does the scan descend from the root again.
-//! A version never changes once committed and what it sees is neither
-//! overwritten nor freed while it is retained, so both ways are exact
-//! however the writer reshapes the tree meanwhile. Reverse scans descend
-//! for every leaf (≈ 20 keys).
+//! starts and a copy of the last leaf's parent: the next leaf is the child
+//! of the parent's next (reverse: previous) entry visible at the version,
+//! and only when the parent has none does the scan descend from the root
+//! again. A version never changes once committed and what it sees is
+//! neither overwritten nor freed while it is retained, so both ways are
+//! exact however the writer reshapes the tree meanwhile.
 //!
 //! A leaf visit keeps only the *records* of the matching entries; each
 //! pair is copied out when the caller asks for it. A short scan (YCSB E
@@ -47,8 +46,8 @@ pub struct Iter<'t> {
     /// Records of the matching entries of the last leaf visited, in order.
     buf: VecDeque<u64>,
     done: bool,
-    /// Forward scans: the last leaf's parent, so the next leaf is found
-    /// from there instead of by a descent from the root.
+    /// The last leaf's parent, so the next leaf is found from there
+    /// instead of by a descent from the root.
     parent: Option<Parent>,
 }
 
@@ -62,11 +61,23 @@ struct Parent {
     copy: Box<NodeCopy>,
     index: usize,
     aborted: Option<Arc<Vec<u64>>>,
+    /// The parent's own lower bound (the lower bound of its first child).
+    lower: Option<Vec<u8>>,
 }
 
 impl Parent {
     fn sees(&self, v: u64, e: &Entry) -> bool {
         e.visible_at(v, self.aborted.as_deref().map_or(&[], |a| a.as_slice()))
+    }
+
+    /// The entry visible at `v` after entry `i` (`reverse`: before it).
+    fn step(&self, v: u64, i: usize, reverse: bool) -> Option<usize> {
+        let entries = self.copy.entries();
+        if reverse {
+            (0..i).rev().find(|&j| self.sees(v, &entries[j]))
+        } else {
+            (i + 1..entries.len()).find(|&j| self.sees(v, &entries[j]))
+        }
     }
 }
 
@@ -135,17 +146,16 @@ impl Iter<'_> {
         Ok(())
     }
 
-    /// Going forward, starts fetching the next leaf (1 KiB) while the
-    /// caller consumes this one: its parent entry's record was prefetched
-    /// when this leaf was found, so reading the child pointer rarely waits.
+    /// Starts fetching the next leaf (1 KiB) while the caller consumes
+    /// this one: its parent entry's record was prefetched when this leaf
+    /// was found, so reading the child pointer rarely waits.
     fn prefetch_next_leaf(&self, pool: &tembo_pmem::Pool) {
         if self.done {
             return;
         }
         let Some(parent) = &self.parent else { return };
-        let entries = parent.copy.entries();
-        if let Some(e) = entries.iter().skip(parent.index + 1).find(|e| parent.sees(self.version, e)) {
-            if let Ok(child) = search::child_of(pool, e) {
+        if let Some(j) = parent.step(self.version, parent.index, self.reverse) {
+            if let Ok(child) = search::child_of(pool, &parent.copy.entries()[j]) {
                 pool.prefetch(child, node::NODE_BYTES);
             }
         }
@@ -160,9 +170,10 @@ impl Iter<'_> {
         }
     }
 
-    /// Forward scans: the leaf after the last one, found in the last leaf's
-    /// parent (`None` when the parent has no later entry visible at the
-    /// scan's version, or none is known): with its upper and lower bounds.
+    /// The leaf after the last one (`reverse`: before it), found in the
+    /// last leaf's parent (`None` when the parent has no further entry
+    /// visible at the scan's version, or none is known): with its upper and
+    /// lower bounds.
     ///
     /// The parent's copy stays exact for the scan's version: entries
     /// visible at a version are never overwritten while it is retained
@@ -170,19 +181,25 @@ impl Iter<'_> {
     /// reachable at it freed, so its child pointers still lead to what
     /// that version holds.
     fn next_sibling(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, checked: bool) -> Result<Option<Found>> {
-        if self.reverse {
-            return Ok(None);
-        }
         let Some(parent) = self.parent.take() else { return Ok(None) };
         let (v, i) = (at.version, parent.index);
         let entries = parent.copy.entries();
-        let Some(j) = (i + 1..entries.len()).find(|&j| parent.sees(v, &entries[j])) else { return Ok(None) };
+        let Some(j) = parent.step(v, i, self.reverse) else { return Ok(None) };
         let e = entries[j];
+        // A child's range: from the previous visible entry's key (or the
+        // parent's own lower bound) up to its entry's key.
         let upper = search::entry_key(pool, &e)?;
-        let lower = search::entry_key(pool, &entries[i])?;
+        let lower = if self.reverse {
+            match parent.step(v, j, true) {
+                Some(q) => search::entry_key(pool, &entries[q])?,
+                None => parent.lower.clone(),
+            }
+        } else {
+            search::entry_key(pool, &entries[i])?
+        };
         let child = search::child_of(pool, &e)?;
         // The entry after it leads to the next leaf: fetch its record now.
-        if let Some(k) = (j + 1..entries.len()).find(|&k| parent.sees(v, &entries[k])) {
+        if let Some(k) = parent.step(v, j, self.reverse) {
             pool.prefetch(entries[k].rec, 64);
         }
         let copy = self.read_node(pool, child, at, checked)?;
@@ -194,7 +211,7 @@ impl Iter<'_> {
     }
 
     /// Descends from the root to the leaf where the scan goes on, with its
-    /// upper and lower bounds; remembers the leaf's parent for forward scans.
+    /// upper and lower bounds; remembers the leaf's parent.
     fn descend(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: &Option<Arc<Vec<u64>>>) -> Result<Found> {
         let (v, ab) = (at.version, at.aborted);
         let mut n = self.tree.meta.root(pool)?;
@@ -242,12 +259,13 @@ impl Iter<'_> {
             };
             let e = copy.entries()[i];
             edge = Some(search::entry_key(pool, &e)?);
+            let node_lower = lower.clone();
             if let Some(p) = (0..i).rev().find(|&j| copy.entries()[j].visible_at(v, ab)) {
                 lower = search::entry_key(pool, &copy.entries()[p])?;
             }
             n = search::child_of(pool, &e)?;
-            if copy.level == 1 && !self.reverse {
-                self.parent = Some(Parent { copy, index: i, aborted: lazy.clone() });
+            if copy.level == 1 {
+                self.parent = Some(Parent { copy, index: i, aborted: lazy.clone(), lower: node_lower });
             }
         };
         Ok((copy, edge, lower))
