@@ -52,7 +52,7 @@ impl Pool {
                     unsafe { persist::flush_range(self.instr, self.region.base().add(offset as usize), len as usize) };
                 self.counters.add_flush_lines(lines);
             }
-            Backend::Msync { dirty } => {
+            Backend::Msync { dirty, .. } => {
                 let first = offset / CACHE_LINE_BYTES;
                 let last = (end - 1) / CACHE_LINE_BYTES;
                 self.counters.add_flush_lines(last - first + 1);
@@ -73,7 +73,10 @@ impl Pool {
                 persist::fence(self.instr);
                 self.counters.add_fence();
             }
-            Backend::Msync { dirty } => {
+            Backend::Msync { dirty, fencing } => {
+                // A thread whose flushed ranges another thread's fence took
+                // must wait for that fence's msyncs before it may go on.
+                let _fencing = fencing.lock();
                 let ranges = std::mem::take(&mut *dirty.lock());
                 self.counters.add_fence();
                 for (off, len) in coalesce_pages(ranges) {

@@ -52,7 +52,14 @@ enum Backend {
     /// Flush instructions on a DAX or emulated mapping.
     Hardware,
     /// Pages flushed since the last fence, `msync`ed by the fence.
-    Msync { dirty: Mutex<Vec<(u64, u64)>> },
+    Msync {
+        /// Ranges flushed since the last fence.
+        dirty: Mutex<Vec<(u64, u64)>>,
+        /// Held by a fence from taking `dirty` to the end of its msyncs,
+        /// so that a fence never returns while another thread's msync of
+        /// ranges flushed before it is still running.
+        fencing: Mutex<()>,
+    },
     /// Nothing to do.
     Volatile,
     /// The crash simulator.
@@ -364,7 +371,7 @@ impl Pool {
 
     fn backend_for(mode: Mode) -> Backend {
         match mode {
-            Mode::Msync => Backend::Msync { dirty: Mutex::new(Vec::new()) },
+            Mode::Msync => Backend::Msync { dirty: Mutex::new(Vec::new()), fencing: Mutex::new(()) },
             _ => Backend::Hardware,
         }
     }
