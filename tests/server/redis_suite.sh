@@ -64,11 +64,10 @@ sed -i 's/^foreach is_eval {1} {/foreach is_eval {0 1} {/' "$SRC/tests/unit/scri
 
 # Redis tags its ACL units external:skip, though their first server block
 # needs nothing an external server lacks. Copies of that block run here
-# as unit/tembo-acl and unit/tembo-acl-v2, with the tag removed and the
-# lines that call MIGRATE (not implemented) left out; the later blocks
-# restart Redis with config files and stay out.
+# as unit/tembo-acl and unit/tembo-acl-v2, with the tag removed; the
+# later blocks restart Redis with config files and stay out.
 acl_copy() { # source, last line of its first server block, copy
-  sed -n "1,${2}p" "$SRC/tests/unit/$1" | sed 's/tags {"acl external:skip"}/tags {"acl"}/' | grep -v MIGRATE \
+  sed -n "1,${2}p" "$SRC/tests/unit/$1" | sed 's/tags {"acl external:skip"}/tags {"acl"}/' \
     >"$SRC/tests/unit/$3"
 }
 acl_copy acl.tcl "$(grep -n '^}' "$SRC/tests/unit/acl.tcl" | head -1 | cut -d: -f1)" tembo-acl.tcl

@@ -1035,3 +1035,78 @@ def test_memory_malloc_stats_and_lolwut(r):
     assert stats.startswith("___ Begin jemalloc") if is_reference_redis() else (
         stats == "Stats not supported for the current allocator")
     assert "Redis ver." in r.lolwut()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def target_redis(tmp_path):
+    """A real redis-server on a free loopback port, as MIGRATE's target."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("redis-server")
+    if not exe:
+        pytest.skip("redis-server is not installed")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port, decode_responses=True, protocol=2)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    yield port
+    client.close()
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_migrate_moves_and_copies_keys_to_another_server(r, target_redis):
+    port = target_redis
+    t0 = redis.Redis(port=port, decode_responses=True, protocol=2)
+    t3 = redis.Redis(port=port, db=3, decode_responses=True, protocol=2)
+    r.set("s", "v", px=100000)
+    r.hset("h", mapping={"a": "1", "b": "2"})
+    r.rpush("l", "x", "y")
+    r.zadd("z", {"m": 1.5})
+    r.sadd("st", "p")
+    assert r.execute_command("MIGRATE", "127.0.0.1", port, "s", 0, 5000) == "OK"
+    assert r.exists("s") == 0 and t0.get("s") == "v" and 0 < t0.pttl("s") <= 100000
+    reply = r.execute_command("MIGRATE", "127.0.0.1", port, "", 3, 5000, "COPY", "KEYS", "h", "l", "z", "st", "nokey")
+    assert reply == "OK"
+    assert t3.hgetall("h") == {"a": "1", "b": "2"} and t3.lrange("l", 0, -1) == ["x", "y"]
+    assert t3.zscore("z", "m") == 1.5 and t3.smembers("st") == {"p"}
+    assert r.exists("h", "l", "z", "st") == 4  # COPY keeps them here
+    # Without REPLACE the target refuses a key it has, and the key stays.
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("MIGRATE", "127.0.0.1", port, "h", 3, 5000)
+    assert err(e).startswith("Target instance replied with error: BUSYKEY")
+    assert r.exists("h") == 1
+    r.hset("h", "c", "3")
+    assert r.execute_command("MIGRATE", "127.0.0.1", port, "h", 3, 5000, "REPLACE") == "OK"
+    assert t3.hlen("h") == 3 and r.exists("h") == 0
+    assert r.execute_command("MIGRATE", "127.0.0.1", port, "nokey", 0, 5000) == "NOKEY"
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("MIGRATE", "127.0.0.1", port, "l", 0, 5000, "KEYS", "z")
+    assert "the key argument must be set to the empty string" in err(e)
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("MIGRATE", "127.0.0.1", port, "l", 0, 5000, "AUTH", "wrong")
+    assert err(e).startswith("Target instance replied with error:")
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("MIGRATE", "127.0.0.1", _free_port(), "l", 0, 300)
+    assert err(e).startswith("IOERR")
+    assert r.exists("l") == 1
+    t0.close()
+    t3.close()

@@ -65,6 +65,7 @@ const EXISTENCE: &[&str] = &[
 
 /// Writing commands that also return or use the data they change.
 const READ_WRITE: &[&str] = &[
+    "migrate",
     "incr",
     "decr",
     "incrby",

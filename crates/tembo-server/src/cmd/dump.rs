@@ -43,7 +43,12 @@ pub const COMMANDS: &[Spec] = &[
 fn dump(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
     let Some(m) = cx.lookup(key)? else { return Ok(Reply::Nil) };
-    let all = |cx: &mut Ctx| cx.sub_range(SUB, key, &m, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
+    Ok(Reply::Bulk(payload(cx, key, &m)?))
+}
+
+/// A key's value serialized as DUMP gives it (RESTORE's payload; MIGRATE sends it).
+pub(super) fn payload(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<u8>, CmdError> {
+    let all = |cx: &mut Ctx| cx.sub_range(SUB, key, m, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
     let value = match m.kind {
         Kind::String => Value::String(m.value.clone()),
         Kind::List => Value::List(all(cx)?.into_iter().map(|(_, v)| v).collect()),
@@ -57,7 +62,7 @@ fn dump(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         ),
         Kind::Stream => return Err(CmdError::err("DUMP of a stream is not supported by Tembo")),
     };
-    Ok(Reply::Bulk(rdb::seal(rdb_value::encode(&value))))
+    Ok(rdb::seal(rdb_value::encode(&value)))
 }
 
 fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

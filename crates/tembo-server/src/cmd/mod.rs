@@ -38,6 +38,7 @@ mod lists;
 mod lists_extra;
 mod longdouble;
 mod memory;
+mod migrate;
 pub mod pubsub;
 pub(crate) mod scripting;
 mod server;
@@ -147,12 +148,13 @@ pub struct Spec {
 pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 33] = [
+        let families: [&'static [Spec]; 34] = [
             acl::COMMANDS,
             latency::COMMANDS,
             conn::COMMANDS,
             server::COMMANDS,
             keys::COMMANDS,
+            migrate::COMMANDS,
             strings::COMMANDS,
             hashes::COMMANDS,
             lists::COMMANDS,
@@ -197,6 +199,7 @@ pub fn command_keys<'a>(spec: &Spec, args: &'a [Vec<u8>]) -> Option<Vec<&'a [u8]
     };
     match spec.name {
         "sort" | "sort_ro" => Some(sort::keys_of(args)),
+        "migrate" => migrate::keys_of(args),
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => counted(2),
         "sintercard" | "zintercard" | "zunion" | "zinter" | "zdiff" | "lmpop" | "zmpop" => counted(1),
         "blmpop" | "bzmpop" => counted(2),
