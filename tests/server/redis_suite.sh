@@ -24,7 +24,7 @@ DIR=${REDIS_SUITE_DIR:-$ROOT/target/redis-suite}
 SKIPS=$ROOT/tests/server/redis-suite-skips.txt
 UNITS=("$@")
 if [ ${#UNITS[@]} -eq 0 ]; then
-  UNITS=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/set unit/type/zset
+  UNITS=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/list-2 unit/type/list-3 unit/type/set unit/type/zset
     unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/dump unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
     unit/protocol unit/quit unit/tracking unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog
