@@ -1108,5 +1108,22 @@ def test_migrate_moves_and_copies_keys_to_another_server(r, target_redis):
         r.execute_command("MIGRATE", "127.0.0.1", _free_port(), "l", 0, 300)
     assert err(e).startswith("IOERR")
     assert r.exists("l") == 1
+    # A key named twice moves once (the key count stays right).
+    r.set("dup", "1")
+    assert r.execute_command("MIGRATE", "127.0.0.1", port, "", 0, 5000, "REPLACE", "KEYS", "dup", "dup") == "OK"
+    assert r.exists("dup") == 0 and r.dbsize() == 3 and t0.get("dup") == "1"
+    # Passwords are not shown by SLOWLOG (nor MONITOR).
+    r.config_set("slowlog-log-slower-than", 0)
+    try:
+        r.slowlog_reset()
+        with pytest.raises(redis.ResponseError):
+            r.execute_command("MIGRATE", "127.0.0.1", port, "l", 0, 5000, "AUTH2", "someone", "s3cret")
+        logged = []
+        for entry in r.slowlog_get(5):
+            command = entry["command"]
+            logged += (command.decode() if isinstance(command, bytes) else command).split()
+        assert "s3cret" not in logged and "someone" not in logged and "(redacted)" in logged
+    finally:
+        r.config_set("slowlog-log-slower-than", 10000)
     t0.close()
     t3.close()

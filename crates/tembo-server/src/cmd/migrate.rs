@@ -7,8 +7,15 @@
 //! target has acknowledged their RESTORE; a key the target refused stays,
 //! and the target's error is the reply. Unlike Redis, connections are not
 //! cached between calls (each MIGRATE connects anew).
+//!
+//! The target is told before the command's commit here. Should that commit
+//! fail (a full pool), the executor runs the group's requests again one
+//! commit each, so MIGRATE talks to the target a second time: the keys are
+//! there already, and without REPLACE the reply is the target's BUSYKEY
+//! error while the keys stay here too — nothing is lost, a key may be left
+//! on both servers.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
@@ -30,8 +37,30 @@ pub const COMMANDS: &[Spec] = &[Spec {
 /// The keys a MIGRATE call names: its key argument, or with KEYS (the key
 /// argument then empty) the arguments after it. `None`: a syntax error.
 pub fn keys_of(a: &[Vec<u8>]) -> Option<Vec<&[u8]>> {
+    let key = a.get(3)?;
     let opts = parse(a).ok()?;
-    Some(if opts.keys_option { a[opts.first_key..].iter().map(Vec::as_slice).collect() } else { vec![&a[3][..]] })
+    Some(if opts.keys_option { a[opts.first_key..].iter().map(Vec::as_slice).collect() } else { vec![&key[..]] })
+}
+
+/// The arguments MONITOR and SLOWLOG must not show: AUTH's password,
+/// AUTH2's user name and password (Redis redacts the same).
+pub fn secret_args(a: &[Vec<u8>]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut j = 6;
+    while j < a.len() {
+        let more = a.len() - j - 1;
+        if is(&a[j], "auth") && more >= 1 {
+            out.push(j + 1);
+            j += 1;
+        } else if is(&a[j], "auth2") && more >= 2 {
+            out.extend([j + 1, j + 2]);
+            j += 2;
+        } else if !is(&a[j], "copy") && !is(&a[j], "replace") {
+            break;
+        }
+        j += 1;
+    }
+    out
 }
 
 struct Options {
@@ -82,8 +111,12 @@ fn migrate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let db = int(&a[4])?;
     let keys: Vec<Vec<u8>> = if o.keys_option { a[o.first_key..].to_vec() } else { vec![a[3].clone()] };
     // What exists here, with its payload and time to live (at least 1 ms).
-    let mut found = Vec::new();
+    let mut found: Vec<(Vec<u8>, _, u64, Vec<u8>)> = Vec::new();
     for key in keys {
+        // A key named twice moves once.
+        if found.iter().any(|(k, ..)| *k == key) {
+            continue;
+        }
         let Some(m) = cx.lookup(&key)? else { continue };
         let ttl = if m.expire_at == 0 { 0 } else { m.expire_at.saturating_sub(cx.now).max(1) };
         let payload = super::dump::payload(cx, &key, &m)?;
@@ -149,6 +182,9 @@ fn encode(out: &mut Vec<u8>, args: &[Vec<u8>]) {
     }
 }
 
+/// Longest reply line read from the target (its replies are one status line).
+const MAX_REPLY_LINE: u64 = 4096;
+
 /// A blocking connection to the target, every step bounded by the timeout.
 struct Target {
     reader: BufReader<TcpStream>,
@@ -158,7 +194,12 @@ impl Target {
     fn connect(host: &str, port: &str, timeout: Duration) -> Option<Target> {
         let port: u16 = port.parse().ok()?;
         let addrs = (host, port).to_socket_addrs().ok()?;
-        let stream = addrs.into_iter().find_map(|addr| TcpStream::connect_timeout(&addr, timeout).ok())?;
+        // One timeout for the connection, however many addresses the name has.
+        let deadline = std::time::Instant::now() + timeout;
+        let stream = addrs.into_iter().find_map(|addr| {
+            let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
+            TcpStream::connect_timeout(&addr, left).ok()
+        })?;
         stream.set_read_timeout(Some(timeout)).ok()?;
         stream.set_write_timeout(Some(timeout)).ok()?;
         let _ = stream.set_nodelay(true);
@@ -169,16 +210,17 @@ impl Target {
         self.reader.get_mut().write_all(bytes)
     }
 
-    /// One reply: `Ok` for a status or any non-error reply, `Err` with the
-    /// error's text. An I/O failure or a malformed reply is the outer error.
+    /// One reply line: `Err` with the text of an error reply, `Ok` for
+    /// anything else (as Redis reads it). An I/O failure, or a line longer
+    /// than [`MAX_REPLY_LINE`] without its end, is the outer error.
     fn reply(&mut self) -> std::io::Result<Result<(), String>> {
         let mut line = Vec::new();
-        self.reader.read_until(b'\n', &mut line)?;
-        let line = line.strip_suffix(b"\r\n").ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        (&mut self.reader).take(MAX_REPLY_LINE).read_until(b'\n', &mut line)?;
+        let line = line.strip_suffix(b"\n").ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
         match line.first() {
             Some(b'-') => Ok(Err(String::from_utf8_lossy(&line[1..]).into_owned())),
-            Some(b'+') | Some(b':') => Ok(Ok(())),
-            _ => Err(std::io::ErrorKind::InvalidData.into()),
+            _ => Ok(Ok(())),
         }
     }
 }
@@ -201,5 +243,15 @@ mod tests {
         assert!(parse(&call(&["migrate", "h", "1", "k", "0", "10", "bogus"])).is_err());
         let o = parse(&call(&["migrate", "h", "1", "", "0", "10", "auth2", "u", "p", "keys", "a"])).unwrap();
         assert_eq!(o.auth, vec![b"u".to_vec(), b"p".to_vec()]);
+        // Too few arguments for a key (ACL checks from scripts skip arity): none.
+        assert!(keys_of(&call(&["migrate", "h", "1"])).is_none());
+    }
+
+    #[test]
+    fn passwords_are_named_for_redaction() {
+        let a = call(&["migrate", "h", "1", "k", "0", "10", "copy", "auth", "pw", "replace"]);
+        assert_eq!(secret_args(&a), vec![8]);
+        let a = call(&["migrate", "h", "1", "", "0", "10", "auth2", "user", "pw", "keys", "auth", "x"]);
+        assert_eq!(secret_args(&a), vec![7, 8]);
     }
 }

@@ -793,6 +793,8 @@ pub(crate) fn secret_args(args: &[Vec<u8>]) -> Vec<usize> {
         (3..args.len()).collect()
     } else if args::is(name, "config") && sub("set") {
         (2..args.len()).step_by(2).filter(|&i| args::is(&args[i], "requirepass")).map(|i| i + 1).collect()
+    } else if args::is(name, "migrate") {
+        migrate::secret_args(args)
     } else {
         Vec::new()
     }
