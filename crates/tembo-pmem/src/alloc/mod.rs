@@ -543,7 +543,11 @@ impl AllocState {
         })?;
         slab.free += 1;
         let free = slab.free;
-        self.partial[class as usize].insert(at.page);
+        if free == 1 {
+            // It was full: it has room again (a slab is in the partial set
+            // exactly while it has a free block, so no lookup otherwise).
+            self.partial[class as usize].insert(at.page);
+        }
         if free == g.blocks {
             // Keep one empty slab per class for the next allocations; give
             // further ones back as free pages.
