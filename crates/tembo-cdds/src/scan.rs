@@ -14,10 +14,11 @@
 //! leaf's values and their checksums. The matching entries are found by
 //! binary search on the slots' prefix words (no record is read to decide
 //! that an entry is in range), their records' first lines are prefetched
-//! together, and each value is prefetched while the one before it is copied. The records stay valid in between:
-//! a record visible at a retained version is never reclaimed (the version
-//! is pinned by the iterator, or retained by the caller of `scan_at`), and
-//! node copies share records rather than move them.
+//! together, and each value is prefetched while the one before it is
+//! copied. The records stay valid in between: a record visible at a
+//! retained version is never reclaimed (the version is pinned by the
+//! iterator, or retained by the caller of `scan_at`), and node copies
+//! share records rather than move them.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -259,7 +260,8 @@ impl Iter<'_> {
             };
             let e = copy.entries()[i];
             edge = Some(search::entry_key(pool, &e)?);
-            let node_lower = lower.clone();
+            // A level-1 node's own lower bound, kept with its copy below.
+            let node_lower = if copy.level == 1 { lower.clone() } else { None };
             if let Some(p) = (0..i).rev().find(|&j| copy.entries()[j].visible_at(v, ab)) {
                 lower = search::entry_key(pool, &copy.entries()[p])?;
             }
