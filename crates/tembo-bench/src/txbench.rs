@@ -1,8 +1,10 @@
 //! The Kamino-Tx study (`tembo bench kamino`): YCSB A, B, C, D and F with
 //! several writer threads on one database, for the engines `kamino`,
 //! `kamino-dynamic`, `undo` and `cdds` (and PMDK libpmemobj's undo-log
-//! B+tree, single-threaded, with the `peers` feature); and the paper's
-//! worst case, one object updated over and over (§7.1).
+//! B+tree, single-threaded, with the `peers` feature); writers on disjoint
+//! keys (each thread updates random keys of its own key range: the case
+//! where Kamino-Tx's per-object locks should let writers scale); and the
+//! paper's worst case, one object updated over and over (§7.1).
 //!
 //! The load phase runs on one thread; the run phase's operations are
 //! generated once and dealt round-robin to the threads, which start
@@ -161,6 +163,9 @@ pub struct TxReport {
     pub ycsb: Vec<TxRow>,
     /// Worst-case cells.
     pub worst: Vec<WorstRow>,
+    /// Disjoint-writer cells (`value_bytes`: the YCSB value size).
+    #[serde(default)]
+    pub disjoint: Vec<WorstRow>,
 }
 
 struct Sample {
@@ -431,14 +436,74 @@ pub fn run_ycsb(cfg: &TxBenchConfig, progress: &Progress) -> Result<Vec<TxRow>> 
     Ok(rows)
 }
 
-/// The worst case: each thread updates its own key `updates` times.
+/// Starts `threads` writers together; writer `t` puts `key(t, i)` for
+/// `i in 0..updates`, cycling through `vals`. Returns the seconds from the
+/// start until the last one finished.
+fn time_writers(
+    db: &Arc<Db>,
+    threads: usize,
+    updates: u64,
+    vals: &Arc<Vec<Vec<u8>>>,
+    key: impl Fn(usize, u64) -> Vec<u8> + Send + Sync + 'static,
+) -> Result<f64> {
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let key = Arc::new(key);
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let (db, vals, barrier, key) = (db.clone(), vals.clone(), barrier.clone(), key.clone());
+            std::thread::spawn(move || -> Result<()> {
+                barrier.wait();
+                for i in 0..updates {
+                    db.put(&key(t, i), &vals[i as usize % vals.len()])?;
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in hs {
+        h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+fn critical_copies(db: &Db) -> Result<u64> {
+    Ok(db.stats()?.in_place.map(|s| s.heap.copies_critical).unwrap_or(0))
+}
+
+/// Medians of (updates/s, mean ns per update, critical copies per update).
+fn writer_row(target: Engine, value_bytes: usize, threads: usize, s: &[(f64, f64, f64)]) -> WorstRow {
+    let mut a: Vec<f64> = s.iter().map(|x| x.0).collect();
+    let mut b: Vec<f64> = s.iter().map(|x| x.1).collect();
+    let mut c: Vec<f64> = s.iter().map(|x| x.2).collect();
+    WorstRow {
+        target: target.name().into(),
+        value_bytes,
+        threads,
+        updates_per_s: median(&mut a),
+        mean_ns: median(&mut b),
+        critical_copies_per_update: median(&mut c),
+    }
+}
+
+fn engines_of(cfg: &TxBenchConfig) -> Vec<Engine> {
+    cfg.targets.iter().filter_map(|t| if let TxTarget::Engine(e) = t { Some(*e) } else { None }).collect()
+}
+
+/// Filler keys between two threads' keys in the worst case: more than a
+/// leaf of either tree holds, so each thread's key has a leaf of its own.
+const WORST_SPACING: usize = 64;
+
+/// The worst case: each thread updates its own key `updates` times. The
+/// keys are spaced apart by filler keys so that no two threads share a
+/// leaf: what is measured is the dependent copy, not a leaf lock.
 ///
 /// # Errors
 /// A system's errors.
 pub fn run_worst(cfg: &TxBenchConfig, sizes: &[usize], updates: u64, progress: &Progress) -> Result<Vec<WorstRow>> {
     let mut rows = Vec::new();
-    let targets: Vec<Engine> =
-        cfg.targets.iter().filter_map(|t| if let TxTarget::Engine(e) = t { Some(*e) } else { None }).collect();
+    let targets = engines_of(cfg);
     let bar = progress.bar((sizes.len() * cfg.threads.len() * targets.len() * cfg.runs) as u64, "worst case");
     for &size in sizes {
         for &threads in &cfg.threads {
@@ -449,50 +514,78 @@ pub fn run_worst(cfg: &TxBenchConfig, sizes: &[usize], updates: u64, progress: &
                     let dir = tempdir_in(&cfg.dir, engine.name())?;
                     let db = Arc::new(open_db(dir.path(), engine, 64 << 20, cfg.alpha)?);
                     let vals = Arc::new(values(cfg.seed, 16, size));
+                    let mut batch = tembo_store::WriteBatch::new();
                     for t in 0..threads {
-                        db.put(format!("worst-{t}").as_bytes(), &vals[0])?;
+                        batch.put(format!("worst-{t:04}"), vals[0].clone());
+                        for j in 0..WORST_SPACING {
+                            batch.put(format!("worst-{t:04}-{j:03}"), &b"filler"[..]);
+                        }
                     }
-                    let before = db.stats()?.in_place.map(|s| s.heap.copies_critical).unwrap_or(0);
-                    let barrier = Arc::new(Barrier::new(threads + 1));
-                    let hs: Vec<_> = (0..threads)
-                        .map(|t| {
-                            let (db, vals, barrier) = (db.clone(), vals.clone(), barrier.clone());
-                            std::thread::spawn(move || -> Result<()> {
-                                let key = format!("worst-{t}");
-                                barrier.wait();
-                                for i in 0..updates {
-                                    db.put(key.as_bytes(), &vals[i as usize % vals.len()])?;
-                                }
-                                Ok(())
-                            })
-                        })
-                        .collect();
-                    barrier.wait();
-                    let start = Instant::now();
-                    for h in hs {
-                        h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
-                    }
-                    let el = start.elapsed().as_secs_f64();
-                    let after = db.stats()?.in_place.map(|s| s.heap.copies_critical).unwrap_or(0);
+                    db.write(&batch)?;
+                    let before = critical_copies(&db)?;
+                    let el = time_writers(&db, threads, updates, &vals, |t, _| format!("worst-{t:04}").into_bytes())?;
+                    let after = critical_copies(&db)?;
                     let total = (updates * threads as u64) as f64;
                     per[ei].push((total / el, el * 1e9 * threads as f64 / total, (after - before) as f64 / total));
                     drop(Arc::try_unwrap(db).map_err(|_| anyhow::anyhow!("db still shared"))?.close());
                     bar.inc(1);
                 }
             }
-            for (ei, s) in per.into_iter().enumerate() {
-                let mut a: Vec<f64> = s.iter().map(|x| x.0).collect();
-                let mut b: Vec<f64> = s.iter().map(|x| x.1).collect();
-                let mut c: Vec<f64> = s.iter().map(|x| x.2).collect();
-                rows.push(WorstRow {
-                    target: targets[ei].name().into(),
-                    value_bytes: size,
-                    threads,
-                    updates_per_s: median(&mut a),
-                    mean_ns: median(&mut b),
-                    critical_copies_per_update: median(&mut c),
-                });
+            for (ei, s) in per.iter().enumerate() {
+                rows.push(writer_row(targets[ei], size, threads, s));
             }
+        }
+    }
+    bar.finish_and_clear();
+    Ok(rows)
+}
+
+/// Writers on disjoint keys: `cfg.records` YCSB records are loaded, their
+/// keys sorted and cut into one contiguous range per thread, and each
+/// thread updates `updates` keys drawn uniformly from its own range.
+///
+/// # Errors
+/// A system's errors.
+pub fn run_disjoint(cfg: &TxBenchConfig, updates: u64, progress: &Progress) -> Result<Vec<WorstRow>> {
+    let mut rows = Vec::new();
+    let targets = engines_of(cfg);
+    let spec = YcsbSpec::new(Core::A, cfg.records, 0, cfg.seed);
+    let mut keys: Vec<Vec<u8>> = load_keys(&spec).collect();
+    keys.sort_unstable();
+    let keys = Arc::new(keys);
+    let size_hint = cfg.records * (cfg.value_bytes as u64 + 96);
+    let bar = progress.bar((cfg.threads.len() * targets.len() * cfg.runs) as u64, "disjoint writers");
+    for &threads in &cfg.threads {
+        ensure!(keys.len() >= threads, "--records must be at least the thread count");
+        let mut per: Vec<Vec<(f64, f64, f64)>> = targets.iter().map(|_| Vec::new()).collect();
+        for run in 0..cfg.runs {
+            for (ei, &engine) in targets.iter().enumerate() {
+                bar.set_message(format!("{} x{threads} run {}", engine.name(), run + 1));
+                let dir = tempdir_in(&cfg.dir, engine.name())?;
+                let db = Arc::new(open_db(dir.path(), engine, size_hint, cfg.alpha)?);
+                let vals = Arc::new(values(cfg.seed, 256, cfg.value_bytes));
+                for (i, k) in load_keys(&spec).enumerate() {
+                    db.put(&k, &vals[i % vals.len()])?;
+                }
+                let before = critical_copies(&db)?;
+                let (ks, per_thread, seed) = (keys.clone(), keys.len() / threads, cfg.seed + run as u64);
+                let el = time_writers(&db, threads, updates, &vals, move |t, i| {
+                    // SplitMix64 of (seed, thread, i): uniform, cheap, reproducible.
+                    let mut z = (seed ^ (t as u64) << 40 ^ i).wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    z ^= z >> 31;
+                    ks[t * per_thread + (z % per_thread as u64) as usize].clone()
+                })?;
+                let after = critical_copies(&db)?;
+                let total = (updates * threads as u64) as f64;
+                per[ei].push((total / el, el * 1e9 * threads as f64 / total, (after - before) as f64 / total));
+                drop(Arc::try_unwrap(db).map_err(|_| anyhow::anyhow!("db still shared"))?.close());
+                bar.inc(1);
+            }
+        }
+        for (ei, s) in per.iter().enumerate() {
+            rows.push(writer_row(targets[ei], cfg.value_bytes, threads, s));
         }
     }
     bar.finish_and_clear();
@@ -530,6 +623,27 @@ pub fn render(r: &TxReport) -> String {
             row.used_bytes as f64 / (1 << 20) as f64,
         );
     }
+    if !r.disjoint.is_empty() {
+        let _ = writeln!(s, "\ndisjoint writers: each thread updates random keys of its own key range");
+        let _ = writeln!(
+            s,
+            "{:<15} {:>4} {:>12} {:>10} {:>14} {:>8}",
+            "engine", "thr", "updates/s", "mean us", "crit cp/update", "vs 1 thr"
+        );
+        for w in &r.disjoint {
+            let one = r.disjoint.iter().find(|x| x.target == w.target && x.threads == 1);
+            let _ = writeln!(
+                s,
+                "{:<15} {:>4} {:>12.0} {:>10.2} {:>14.2} {:>8}",
+                w.target,
+                w.threads,
+                w.updates_per_s,
+                w.mean_ns / 1e3,
+                w.critical_copies_per_update,
+                one.map_or("-".to_string(), |o| format!("{:.2}x", w.updates_per_s / o.updates_per_s)),
+            );
+        }
+    }
     if !r.worst.is_empty() {
         let _ = writeln!(s, "\nworst case: one object per thread updated repeatedly");
         let _ = writeln!(
@@ -553,22 +667,26 @@ pub fn render(r: &TxReport) -> String {
     s
 }
 
+/// Distinct names, in first-seen order.
+fn names_of<'a>(it: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut v: Vec<String> = Vec::new();
+    for n in it {
+        if !v.contains(n) {
+            v.push(n.clone());
+        }
+    }
+    v
+}
+
 /// Charts: throughput per workload at the largest thread count, scaling
-/// with threads on workload A, and the worst case by object size.
+/// with threads on workload A, disjoint writers by threads, and the worst
+/// case by object size.
 ///
 /// # Errors
 /// Drawing errors.
 pub fn charts(r: &TxReport) -> Result<Vec<(&'static str, String)>> {
     let mut out = Vec::new();
-    let names: Vec<String> = {
-        let mut v: Vec<String> = Vec::new();
-        for row in &r.ycsb {
-            if !v.contains(&row.target) {
-                v.push(row.target.clone());
-            }
-        }
-        v
-    };
+    let names = names_of(r.ycsb.iter().map(|x| &x.target));
     let letters = ["A", "B", "C", "D", "E", "F"];
     if let Some(tmax) = r.ycsb.iter().map(|x| x.threads).max() {
         let series: Vec<(String, Vec<(f64, f64)>)> = names
@@ -619,6 +737,31 @@ pub fn charts(r: &TxReport) -> Result<Vec<(&'static str, String)>> {
                 "threads",
                 "thousand ops/s",
                 &scaling,
+            )?,
+        ));
+    }
+    let disjoint: Vec<(String, Vec<(f64, f64)>)> = names_of(r.disjoint.iter().map(|w| &w.target))
+        .into_iter()
+        .map(|n| {
+            let pts = r
+                .disjoint
+                .iter()
+                .filter(|w| w.target == n)
+                .map(|w| (w.threads as f64, w.updates_per_s / 1e3))
+                .collect();
+            (n, pts)
+        })
+        .filter(|s: &(String, Vec<(f64, f64)>)| s.1.len() > 1)
+        .collect();
+    if !disjoint.is_empty() {
+        out.push((
+            "disjoint",
+            crate::plot::series_svg(
+                "Writers on disjoint keys: updates by threads",
+                "each thread updates random keys of its own range; medians of runs",
+                "threads",
+                "thousand updates/s",
+                &disjoint,
             )?,
         ));
     }

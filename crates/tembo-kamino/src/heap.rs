@@ -10,12 +10,12 @@
 //! - `kamino.full_backup`: in `kamino` mode every such object has a backup;
 //! - `kamino.log_idle`: no slot is Running while no transaction runs.
 
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crossbeam_queue::{ArrayQueue, SegQueue};
 use parking_lot::{Condvar, Mutex};
 use tembo_pmem::{LeakTracer, Marker, PPtr, PmemError, Pool, PoolOffset, ReclaimReport};
 
@@ -157,15 +157,31 @@ pub struct HeapRecovery {
     pub time: Duration,
 }
 
+/// What the heap counts (indices into [`Counters`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Count {
+    Committed,
+    Aborted,
+    CopiesCritical,
+    CopiesBackground,
+    Hits,
+    Misses,
+    LockWaits,
+}
+
+/// The heap's counters, per-thread sharded: every transaction bumps a few,
+/// and one shared line bumped by every writer was a point all cores met.
 #[derive(Debug, Default)]
-pub(crate) struct Counters {
-    pub committed: AtomicU64,
-    pub aborted: AtomicU64,
-    pub copies_critical: AtomicU64,
-    pub copies_background: AtomicU64,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
-    pub lock_waits: AtomicU64,
+pub(crate) struct Counters(tembo_pmem::ShardedCounts<7>);
+
+impl Counters {
+    #[inline]
+    pub fn add(&self, c: Count, n: u64) {
+        self.0.add(c as usize, n);
+    }
+    pub fn get(&self, c: Count) -> u64 {
+        self.0.get(c as usize)
+    }
 }
 
 /// A committed transaction's roll-forward work.
@@ -184,9 +200,18 @@ pub(crate) struct Inner {
     pub alpha: f64,
     pub slots: SlotTable,
     pub locks: LockTable,
-    pub free_slots: Mutex<Vec<u32>>,
+    /// Log slots no transaction or job holds (lock-free: every transaction
+    /// takes one and gives one back, from every core).
+    pub free_slots: ArrayQueue<u32>,
+    /// Transactions waiting for a free slot sleep on `slot_cv` under this
+    /// lock, which guards nothing but the sleep.
+    pub slot_wait: Mutex<()>,
+    pub slot_waiters: AtomicUsize,
     pub slot_cv: Condvar,
-    pub jobs: Mutex<VecDeque<Job>>,
+    /// Committed transactions to roll forward, oldest first.
+    pub jobs: SegQueue<Job>,
+    /// The coordinator sleeps on `jobs_cv` under this lock.
+    pub coordinator_wait: Mutex<()>,
     pub jobs_cv: Condvar,
     pub next_txid: AtomicU64,
     pub counters: Counters,
@@ -213,6 +238,31 @@ pub struct Heap {
 }
 
 impl Inner {
+    /// Gives a log slot back and wakes a transaction waiting for one.
+    pub(crate) fn release_slot(&self, slot: u32) {
+        // Never full: a slot is in the queue, in a transaction or in a job,
+        // never in two of them.
+        let pushed = self.free_slots.push(slot);
+        debug_assert!(pushed.is_ok(), "log slot {slot} released twice");
+        // Pairs with the waiter's count-then-look (`Tx::take_slot`).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.slot_waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.slot_wait.lock();
+            self.slot_cv.notify_one();
+        }
+    }
+
+    /// Queues a committed transaction's roll-forward; wakes the sleeping
+    /// coordinator only when half the log slots wait for it (a wake-up is
+    /// a system call the committing thread would pay every time).
+    pub(crate) fn queue_job(&self, job: Job) {
+        self.jobs.push(job);
+        if self.jobs.len() * 2 >= self.slots.count as usize && self.coordinator_idle.load(Ordering::SeqCst) {
+            let _g = self.coordinator_wait.lock();
+            self.jobs_cv.notify_one();
+        }
+    }
+
     /// The dynamic backup's budget now: α × the heap's object bytes.
     pub(crate) fn dynamic_budget(&self) -> u64 {
         (self.alpha * self.object_bytes.load(Ordering::Relaxed) as f64) as u64
@@ -329,9 +379,18 @@ impl Heap {
             alpha,
             slots,
             locks: LockTable::new(opts.lock_timeout),
-            free_slots: Mutex::new((0..count as u32).rev().collect()),
+            free_slots: {
+                let q = ArrayQueue::new(count.max(1) as usize);
+                for s in 0..count as u32 {
+                    let _ = q.push(s);
+                }
+                q
+            },
+            slot_wait: Mutex::new(()),
+            slot_waiters: AtomicUsize::new(0),
             slot_cv: Condvar::new(),
-            jobs: Mutex::new(VecDeque::new()),
+            jobs: SegQueue::new(),
+            coordinator_wait: Mutex::new(()),
             jobs_cv: Condvar::new(),
             next_txid: AtomicU64::new(max_txid + 1),
             counters: Counters::default(),
@@ -445,10 +504,10 @@ impl Heap {
     /// do. Objects a running transaction holds are left for later.
     pub fn coordinate(&self, max: usize) -> Result<usize> {
         let mut done = 0;
-        let mut tries = self.inner.jobs.lock().len();
+        let mut tries = self.inner.jobs.len();
         while done < max && tries > 0 {
             tries -= 1;
-            let Some(job) = self.inner.jobs.lock().pop_front() else { break };
+            let Some(job) = self.inner.jobs.pop() else { break };
             if process_job(&self.inner, job, 0)? {
                 done += 1;
             }
@@ -459,7 +518,7 @@ impl Heap {
     /// Rolls everything forward, waiting for running transactions to let
     /// go of what they hold.
     fn drain(&self) -> Result<()> {
-        while !self.inner.jobs.lock().is_empty() {
+        while !self.inner.jobs.is_empty() {
             if self.coordinate(usize::MAX)? == 0 {
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -477,15 +536,15 @@ impl Heap {
         HeapStats {
             mode: Some(self.inner.mode),
             alpha: self.inner.alpha,
-            committed: c.committed.load(Ordering::Relaxed),
-            aborted: c.aborted.load(Ordering::Relaxed),
-            copies_critical: c.copies_critical.load(Ordering::Relaxed),
-            copies_background: c.copies_background.load(Ordering::Relaxed),
-            backup_hits: c.hits.load(Ordering::Relaxed),
-            backup_misses: c.misses.load(Ordering::Relaxed),
+            committed: c.get(Count::Committed),
+            aborted: c.get(Count::Aborted),
+            copies_critical: c.get(Count::CopiesCritical),
+            copies_background: c.get(Count::CopiesBackground),
+            backup_hits: c.get(Count::Hits),
+            backup_misses: c.get(Count::Misses),
             evictions,
             over_budget,
-            lock_waits: c.lock_waits.load(Ordering::Relaxed),
+            lock_waits: c.get(Count::LockWaits),
             backup_bytes,
             object_bytes: self.inner.object_bytes.load(Ordering::Relaxed),
         }
@@ -556,9 +615,17 @@ impl Heap {
         let inner = &self.inner;
         let pool = &inner.pool;
         let mut v = Vec::new();
+        // The free slots, put back at once (transactions wanting one wait).
+        let mut free = Vec::new();
+        while let Some(s) = inner.free_slots.pop() {
+            free.push(s);
+        }
+        for &s in &free {
+            inner.release_slot(s);
+        }
         for s in 0..inner.slots.count {
             if let (_, Some(SlotState::Running)) = inner.slots.state(pool, s)? {
-                if !inner.free_slots.lock().contains(&s) {
+                if !free.contains(&s) {
                     continue; // a transaction is running in it now
                 }
                 v.push(format!("kamino.log_idle: slot {s} is Running with no transaction"));
@@ -603,7 +670,10 @@ impl Heap {
 impl Drop for Heap {
     fn drop(&mut self) {
         self.inner.shutdown.store(true, Ordering::Release);
-        self.inner.jobs_cv.notify_all();
+        {
+            let _g = self.inner.coordinator_wait.lock();
+            self.inner.jobs_cv.notify_all();
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -632,35 +702,54 @@ fn to_pmem(e: KaminoError) -> PmemError {
     }
 }
 
+/// Most jobs the coordinator rolls forward under one fence.
+const COORDINATOR_BATCH: usize = 32;
+
 /// The Transaction Coordinator: rolls committed transactions forward in
-/// commit order. It polls rather than being woken per commit (a wake-up is
+/// commit order. When jobs queue up it takes up to half the queue (at most
+/// [`COORDINATOR_BATCH`]) under one fence: with many writers one
+/// coordinator serves them all, and a fence per job was its limit. When it
+/// keeps up it takes one at a time, because a writer that wants an object
+/// of the batch waits for the whole batch. It polls rather than being woken per commit (a wake-up is
 /// a system call the committing thread would pay every time): after work
 /// it looks again within 20 µs, backing off to 1 ms when idle; a commit
 /// wakes it only when half the log slots wait for it.
 fn coordinator_loop(inner: &Inner) {
     let mut nap = Duration::from_micros(20);
+    let mut batch = Vec::with_capacity(COORDINATOR_BATCH);
     loop {
-        let job = {
-            let mut q = inner.jobs.lock();
-            loop {
-                if let Some(j) = q.pop_front() {
-                    break Some(j);
-                }
-                if inner.shutdown.load(Ordering::Acquire) {
-                    break None;
-                }
-                inner.coordinator_idle.store(true, Ordering::SeqCst);
-                inner.jobs_cv.wait_for(&mut q, nap);
-                inner.coordinator_idle.store(false, Ordering::SeqCst);
-                nap = (nap * 2).min(Duration::from_millis(1));
+        let job = loop {
+            if let Some(j) = inner.jobs.pop() {
+                break Some(j);
             }
+            if inner.shutdown.load(Ordering::Acquire) {
+                break None;
+            }
+            let mut g = inner.coordinator_wait.lock();
+            inner.coordinator_idle.store(true, Ordering::SeqCst);
+            // Looked at again under the lock: a commit that saw the flag
+            // set wakes us under it, so no wake-up is lost.
+            if inner.jobs.is_empty() && !inner.shutdown.load(Ordering::Acquire) {
+                inner.jobs_cv.wait_for(&mut g, nap);
+            }
+            inner.coordinator_idle.store(false, Ordering::SeqCst);
+            nap = (nap * 2).min(Duration::from_millis(1));
         };
         let Some(job) = job else { return };
         nap = Duration::from_micros(20);
-        match process_job(inner, job, 0) {
-            Ok(true) => {}
+        batch.push(job);
+        let want = (inner.jobs.len() / 2).clamp(1, COORDINATOR_BATCH);
+        while batch.len() < want {
+            match inner.jobs.pop() {
+                Some(j) => batch.push(j),
+                None => break,
+            }
+        }
+        let n = batch.len();
+        match process_jobs(inner, &mut batch, 0) {
+            Ok(done) if done == n => {}
             // Held by a running transaction: let it finish.
-            Ok(false) => std::thread::sleep(Duration::from_micros(20)),
+            Ok(_) => std::thread::sleep(Duration::from_micros(20)),
             Err(_) => {
                 // The job is queued again; should it never succeed, the
                 // next open's recovery rolls its objects forward from the log.
@@ -677,42 +766,64 @@ fn coordinator_loop(inner: &Inner) {
 /// covers). `me`: the transaction calling, if any (it may copy objects it
 /// holds itself). Returns whether the job finished.
 pub(crate) fn process_job(inner: &Inner, job: Job, me: u64) -> Result<bool> {
+    Ok(process_jobs(inner, &mut vec![job], me)? == 1)
+}
+
+/// [`process_job`] for a batch of jobs under one fence (the batch is
+/// emptied); returns how many finished.
+pub(crate) fn process_jobs(inner: &Inner, jobs: &mut Vec<Job>, me: u64) -> Result<usize> {
     let pool = &inner.pool;
-    let mut claimed = Vec::with_capacity(job.objects.len());
-    let mut busy = Vec::new();
+    let mut claimed = Vec::new();
+    let mut busy: Vec<Vec<PoolOffset>> = Vec::with_capacity(jobs.len());
     let mut result = Ok(());
-    for &o in &job.objects {
-        match inner.locks.claim_roll_forward(o, job.txid, me) {
-            Claim::Done => {}
-            Claim::Busy => busy.push(o),
-            Claim::Claimed { own_lock } => {
-                claimed.push((o, own_lock));
-                if let Err(e) = roll_forward(inner, o) {
-                    result = Err(e);
-                    break;
+    'jobs: for job in jobs.iter() {
+        let mut held = Vec::new();
+        for &o in &job.objects {
+            match inner.locks.claim_roll_forward(o, job.txid, me) {
+                Claim::Done => {}
+                Claim::Busy => held.push(o),
+                Claim::Claimed { own_lock } => {
+                    claimed.push((o, own_lock));
+                    if let Err(e) = roll_forward(inner, o) {
+                        result = Err(e);
+                        break 'jobs;
+                    }
                 }
             }
         }
+        busy.push(held);
     }
     pool.fence();
     for &(o, own) in &claimed {
         inner.locks.finish_roll_forward(o, own);
     }
-    inner.counters.copies_background.fetch_add(claimed.len() as u64, Ordering::Relaxed);
+    inner.counters.add(Count::CopiesBackground, claimed.len() as u64);
     if let Err(e) = result {
-        inner.jobs.lock().push_back(job);
+        for job in jobs.drain(..) {
+            inner.jobs.push(job);
+        }
         return Err(e);
     }
-    if !busy.is_empty() {
-        inner.jobs.lock().push_back(Job { objects: busy, ..job });
-        return Ok(false);
+    let mut done = 0;
+    for (job, held) in jobs.drain(..).zip(busy) {
+        if !held.is_empty() {
+            inner.jobs.push(Job { objects: held, ..job });
+            continue;
+        }
+        // Retired: no persist needed — a stale Committed slot only makes
+        // the next recovery copy committed data again.
+        match pool.store_u64(inner.slots.line(job.slot), slot_word(job.txid, SlotState::Idle)) {
+            Ok(()) => {
+                inner.release_slot(job.slot);
+                done += 1;
+            }
+            Err(e) => {
+                inner.jobs.push(job);
+                result = Err(e.into());
+            }
+        }
     }
-    // Retired: no persist needed — a stale Committed slot only makes the
-    // next recovery copy committed data again.
-    pool.store_u64(inner.slots.line(job.slot), slot_word(job.txid, SlotState::Idle))?;
-    inner.free_slots.lock().push(job.slot);
-    inner.slot_cv.notify_one();
-    Ok(true)
+    result.map(|()| done)
 }
 
 /// Copies `obj`'s payload to its backup (flushed; the caller fences). In

@@ -91,6 +91,11 @@ impl SlotWriter {
         Ok(SlotWriter { slot, txid, chunks: t.chunks(pool, slot)?, pos: 0, started: false })
     }
 
+    /// Whether an entry was appended (the slot is Running).
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
     /// Appends one entry: `head` (its first word the txid; 16 or 32 bytes,
     /// aligned to its size so it never crosses a cache line) and then
     /// `body` (an undo image). The body is persisted before the head is

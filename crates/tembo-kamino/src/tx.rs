@@ -14,7 +14,7 @@ use tembo_pmem::{PPtr, PoolOffset};
 
 use crate::backup;
 use crate::error::{KaminoError, Result};
-use crate::heap::{object_len, process_job, roll_forward, Inner, Job, TxMode};
+use crate::heap::{object_len, process_job, roll_forward, Count, Inner, Job, TxMode};
 use crate::layout::{obj_len_word, payload, SlotState, ALLOC_TAG, H_BACKUP, H_LEN, MAX_OBJECT_BYTES, OBJ_HEADER};
 use crate::log::SlotWriter;
 
@@ -105,13 +105,14 @@ impl<'h> Tx<'h> {
         }
         let heap = self.heap;
         let len = object_len(&heap.pool, o)?;
+        self.log_writer()?;
         let holds_read = self.read_locked.contains(&o);
         let taken = heap.locks.lock_write(o, self.txid, holds_read)?;
         if holds_read {
             self.read_locked.retain(|&r| r != o);
         }
         if taken.waited {
-            heap.counters.lock_waits.fetch_add(1, Ordering::Relaxed);
+            heap.counters.add(Count::LockWaits, 1);
         }
         self.written.push(Written {
             obj: o,
@@ -154,17 +155,17 @@ impl<'h> Tx<'h> {
             pool.fence();
             heap.locks.clear_pending(o);
             self.written[idx].pending = 0;
-            heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
+            heap.counters.add(Count::CopiesCritical, 1);
         }
         match heap.mode {
             TxMode::Kamino => {
                 if backup::backup_of(pool, o)? == 0 {
                     let b = backup::make_copy(pool, o, len)?;
                     backup::link(pool, o, b)?;
-                    heap.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
+                    heap.counters.add(Count::Misses, 1);
+                    heap.counters.add(Count::CopiesCritical, 1);
                 } else if pending == 0 {
-                    heap.counters.hits.fetch_add(1, Ordering::Relaxed);
+                    heap.counters.add(Count::Hits, 1);
                 }
             }
             TxMode::KaminoDynamic => {
@@ -172,13 +173,13 @@ impl<'h> Tx<'h> {
                 let mut d = dynamic.lock();
                 if d.touch(o) {
                     if pending == 0 {
-                        heap.counters.hits.fetch_add(1, Ordering::Relaxed);
+                        heap.counters.add(Count::Hits, 1);
                     }
                 } else {
                     d.make_room(pool, &heap.locks, len, heap.dynamic_budget())?;
                     d.insert(pool, o, len)?;
-                    heap.counters.misses.fetch_add(1, Ordering::Relaxed);
-                    heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
+                    heap.counters.add(Count::Misses, 1);
+                    heap.counters.add(Count::CopiesCritical, 1);
                 }
             }
             TxMode::Undo => {}
@@ -190,7 +191,7 @@ impl<'h> Tx<'h> {
                 let mut img = vec![0u8; len as usize];
                 pool.read(payload(o), &mut img)?;
                 log.append(&heap.slots, pool, &words([txid, o, len, 0]), &img)?;
-                heap.counters.copies_critical.fetch_add(1, Ordering::Relaxed);
+                heap.counters.add(Count::CopiesCritical, 1);
             }
             _ => {
                 log.append(&heap.slots, pool, &words([txid, o]), &[])?;
@@ -202,13 +203,16 @@ impl<'h> Tx<'h> {
         Ok(())
     }
 
+    /// The transaction's log slot, taken at its first lock: a transaction
+    /// that waits for a slot must hold no lock, or it could wait for a slot
+    /// that a transaction waiting for its lock holds.
     fn log_writer(&mut self) -> Result<&mut SlotWriter> {
         if self.log.is_none() {
             let slot = self.take_slot()?;
             match SlotWriter::new(&self.heap.slots, &self.heap.pool, slot, self.txid) {
                 Ok(w) => self.log = Some(w),
                 Err(e) => {
-                    self.heap.free_slots.lock().push(slot);
+                    self.heap.release_slot(slot);
                     return Err(e);
                 }
             }
@@ -222,11 +226,10 @@ impl<'h> Tx<'h> {
         let heap = self.heap;
         let start = std::time::Instant::now();
         loop {
-            if let Some(s) = heap.free_slots.lock().pop() {
+            if let Some(s) = heap.free_slots.pop() {
                 return Ok(s);
             }
-            let job = heap.jobs.lock().pop_front();
-            if let Some(job) = job {
+            if let Some(job) = heap.jobs.pop() {
                 if !process_job(heap, job, self.txid)? {
                     std::thread::yield_now();
                 }
@@ -235,12 +238,22 @@ impl<'h> Tx<'h> {
                 }
                 continue;
             }
-            let mut free = heap.free_slots.lock();
-            if free.is_empty() {
-                if start.elapsed() >= heap.timeout {
-                    return Err(KaminoError::LockTimeout { object: 0, waited_ms: start.elapsed().as_millis() as u64 });
-                }
-                heap.slot_cv.wait_for(&mut free, std::time::Duration::from_millis(10));
+            if start.elapsed() >= heap.timeout {
+                return Err(KaminoError::LockTimeout { object: 0, waited_ms: start.elapsed().as_millis() as u64 });
+            }
+            // Count ourselves, then look again under the lock: a release
+            // either sees the count (and wakes us under the lock) or
+            // happened before the look.
+            heap.slot_waiters.fetch_add(1, Ordering::SeqCst);
+            let mut g = heap.slot_wait.lock();
+            let got = heap.free_slots.pop();
+            if got.is_none() {
+                heap.slot_cv.wait_for(&mut g, std::time::Duration::from_millis(10));
+            }
+            drop(g);
+            heap.slot_waiters.fetch_sub(1, Ordering::SeqCst);
+            if let Some(s) = got {
+                return Ok(s);
             }
         }
     }
@@ -307,6 +320,7 @@ impl<'h> Tx<'h> {
         if self.find(o).is_some() || self.read_locked.contains(&o) {
             return Ok(());
         }
+        self.log_writer()?;
         self.heap.locks.lock_read(o)?;
         self.read_locked.push(o);
         Ok(())
@@ -384,6 +398,11 @@ impl<'h> Tx<'h> {
             }
         }
         pool.fence();
+        // A slot taken for locks only: nothing to commit in it.
+        if self.log.as_ref().is_some_and(|l| !l.started()) {
+            let log = self.log.take().expect("checked");
+            heap.release_slot(log.slot);
+        }
         // The commit point.
         if let Some(log) = &self.log {
             let outcome = if heap.mode == TxMode::Undo { SlotState::Idle } else { SlotState::Committed };
@@ -418,21 +437,12 @@ impl<'h> Tx<'h> {
         }
         if let Some(log) = self.log.take() {
             if keep_pending {
-                let queued = {
-                    let mut q = heap.jobs.lock();
-                    q.push_back(Job { slot: log.slot, txid: self.txid, objects: roll });
-                    q.len()
-                };
-                // The coordinator polls; wake it only when slots run short.
-                if queued * 2 >= heap.slots.count as usize && heap.coordinator_idle.load(Ordering::SeqCst) {
-                    heap.jobs_cv.notify_one();
-                }
+                heap.queue_job(Job { slot: log.slot, txid: self.txid, objects: roll });
             } else {
-                heap.free_slots.lock().push(log.slot);
-                heap.slot_cv.notify_one();
+                heap.release_slot(log.slot);
             }
         }
-        heap.counters.committed.fetch_add(1, Ordering::Relaxed);
+        heap.counters.add(Count::Committed, 1);
         // The transaction is durable; a failed free only leaks a block
         // that the next recovery reclaims.
         match first_err {
@@ -486,11 +496,10 @@ impl<'h> Tx<'h> {
         }
         if let Some(log) = self.log.take() {
             if result.is_ok() {
-                heap.free_slots.lock().push(log.slot);
-                heap.slot_cv.notify_one();
+                heap.release_slot(log.slot);
             }
         }
-        heap.counters.aborted.fetch_add(1, Ordering::Relaxed);
+        heap.counters.add(Count::Aborted, 1);
         result
     }
 }

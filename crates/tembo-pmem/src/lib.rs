@@ -61,4 +61,4 @@ pub use ordered::OrderedWrites;
 pub use persist::{FlushInstruction, OrderingMode, CACHE_LINE_BYTES};
 pub use pool::{Mode, ModeRequest, Pool, PoolOptions, Root, DEFAULT_MAX_FACTOR, MIN_POOL_BYTES};
 pub use pptr::{PPtr, PoolOffset};
-pub use stats::WriteStats;
+pub use stats::{ShardedCounts, WriteStats};

@@ -1,13 +1,10 @@
-//! Write statistics: what the pool did to make data durable.
+//! Write statistics: what the pool did to make data durable, and the
+//! per-thread sharded counters they are kept in ([`ShardedCounts`], also
+//! used by the transaction heap).
 //!
-//! Counting must not cost what it counts. A locked read-modify-write
-//! (`lock xadd`) after a CLWB waits for the write-back like a fence does,
-//! which made `persist` of one line ~20% slower than the raw instructions.
-//! So each thread counts in its own cache-line-sized shard with a plain
-//! relaxed load + store (no lock prefix), and a snapshot sums the shards.
-//! Threads are spread over [`SHARDS`] shards round robin: the counts are
-//! exact while at most that many threads persist into one pool; beyond that
-//! two threads may share a shard and an increment can be lost (never torn).
+//! Counting must not cost what it counts. Each thread counts in its own
+//! cache-line-sized shard, so counting scales with cores, and a snapshot
+//! sums the shards. Threads are spread over [`SHARDS`] shards round robin.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -15,22 +12,18 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 /// Number of counter shards (threads that count without ever colliding).
 pub(crate) const SHARDS: usize = 64;
 
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Shard {
-    flush_lines: AtomicU64,
-    fences: AtomicU64,
-    msyncs: AtomicU64,
+/// `K` counters that many threads bump without sharing a cache line: each
+/// thread counts in its own 128-byte-aligned shard and a read sums the
+/// shards. [`ShardedCounts::add`] is an exact atomic add on a line no
+/// other thread writes (cheap, and uncontended however many cores bump).
+#[derive(Debug)]
+pub struct ShardedCounts<const K: usize> {
+    shards: Box<[Shard<K>]>,
 }
 
-impl Shard {
-    #[inline]
-    fn bump(counter: &AtomicU64, n: u64) {
-        // Only this thread writes this shard (see the module doc): a plain
-        // load + store is exact and avoids the lock prefix.
-        counter.store(counter.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
-    }
-}
+#[derive(Debug)]
+#[repr(align(128))]
+struct Shard<const K: usize>([AtomicU64; K]);
 
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
@@ -51,54 +44,80 @@ fn my_shard() -> usize {
     })
 }
 
-#[derive(Debug)]
-pub(crate) struct Counters {
-    shards: Box<[Shard]>,
-}
-
-impl Default for Counters {
+impl<const K: usize> Default for ShardedCounts<K> {
     fn default() -> Self {
-        Counters { shards: (0..SHARDS).map(|_| Shard::default()).collect() }
+        ShardedCounts { shards: (0..SHARDS).map(|_| Shard(std::array::from_fn(|_| AtomicU64::new(0)))).collect() }
     }
 }
+
+impl<const K: usize> ShardedCounts<K> {
+    /// Adds `n` to counter `i` (`i < K`).
+    #[inline]
+    pub fn add(&self, i: usize, n: u64) {
+        self.shards[my_shard()].0[i].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to counter `i` with a plain load + store (no lock prefix).
+    /// A locked read-modify-write after a CLWB waits for the write-back
+    /// like a fence does, which made `persist` of one line ~20% slower
+    /// than the raw instructions. Exact while at most [`SHARDS`] threads
+    /// count at once; beyond that two threads may share a shard and an
+    /// increment can be lost (never torn).
+    #[inline]
+    pub(crate) fn add_unlocked(&self, i: usize, n: u64) {
+        let c = &self.shards[my_shard()].0[i];
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    /// Counter `i` summed over the shards.
+    pub fn get(&self, i: usize) -> u64 {
+        self.shards.iter().map(|s| s.0[i].load(Ordering::Relaxed)).fold(0, u64::wrapping_add)
+    }
+
+    /// Zeroes every counter. Racy against concurrent adders by nature: a
+    /// reset while others count gives "roughly since now".
+    pub fn reset(&self) {
+        for s in self.shards.iter() {
+            for c in &s.0 {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+const FLUSH_LINES: usize = 0;
+const FENCES: usize = 1;
+const MSYNCS: usize = 2;
+
+/// The pool's write counters (bumped without a lock prefix: see
+/// [`ShardedCounts::add_unlocked`]).
+#[derive(Debug, Default)]
+pub(crate) struct Counters(ShardedCounts<3>);
 
 impl Counters {
     #[inline]
-    fn shard(&self) -> &Shard {
-        &self.shards[my_shard()]
-    }
-    #[inline]
     pub(crate) fn add_flush_lines(&self, n: u64) {
-        Shard::bump(&self.shard().flush_lines, n);
+        self.0.add_unlocked(FLUSH_LINES, n);
     }
     #[inline]
     pub(crate) fn add_fence(&self) {
-        Shard::bump(&self.shard().fences, 1);
+        self.0.add_unlocked(FENCES, 1);
     }
     #[inline]
     pub(crate) fn add_msync(&self) {
-        Shard::bump(&self.shard().msyncs, 1);
+        self.0.add_unlocked(MSYNCS, 1);
     }
     pub(crate) fn snapshot(&self) -> WriteStats {
-        let sum = |f: fn(&Shard) -> &AtomicU64| -> u64 {
-            self.shards.iter().map(|s| f(s).load(Ordering::Relaxed)).fold(0, u64::wrapping_add)
-        };
-        let flush_count = sum(|s| &s.flush_lines);
+        let flush_count = self.0.get(FLUSH_LINES);
         WriteStats {
             flush_count,
-            fence_count: sum(|s| &s.fences),
+            fence_count: self.0.get(FENCES),
             persisted_bytes: flush_count * crate::CACHE_LINE_BYTES,
-            msync_count: sum(|s| &s.msyncs),
+            msync_count: self.0.get(MSYNCS),
         }
     }
-    /// Zeroes every shard. Racy against concurrent persisters by nature: a
-    /// reset while others write gives "roughly since now".
     pub(crate) fn reset(&self) {
-        for s in self.shards.iter() {
-            s.flush_lines.store(0, Ordering::Relaxed);
-            s.fences.store(0, Ordering::Relaxed);
-            s.msyncs.store(0, Ordering::Relaxed);
-        }
+        self.0.reset()
     }
 }
 

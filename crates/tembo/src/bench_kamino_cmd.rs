@@ -40,6 +40,10 @@ pub struct KaminoArgs {
     /// Updates per thread in the worst case (0: skip it)
     #[arg(long, default_value_t = 20_000)]
     worst_updates: u64,
+    /// Updates per thread of the disjoint-writers run (0: skip it): each
+    /// thread updates random keys of its own range of the --records keys
+    #[arg(long, default_value_t = 20_000)]
+    disjoint_updates: u64,
     /// Value sizes of the worst case, comma-separated
     #[arg(long, value_name = "LIST", default_value = "64,256,1024,4096", value_delimiter = ',')]
     worst_sizes: Vec<usize>,
@@ -52,7 +56,7 @@ pub struct KaminoArgs {
     /// Write the report as JSON here
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Draw charts as STEM-ycsb.svg/.png, STEM-scaling…, STEM-worst…
+    /// Draw charts as STEM-ycsb.svg/.png, STEM-scaling…, STEM-disjoint…, STEM-worst…
     #[arg(long, value_name = "STEM")]
     plot: Option<PathBuf>,
 }
@@ -88,6 +92,11 @@ pub fn run(a: KaminoArgs) -> Result<()> {
     };
     let progress = Progress::auto();
     let ycsb = txbench::run_ycsb(&cfg, &progress).context("the YCSB part failed")?;
+    let disjoint = if a.disjoint_updates > 0 {
+        txbench::run_disjoint(&cfg, a.disjoint_updates, &progress).context("the disjoint-writers run failed")?
+    } else {
+        Vec::new()
+    };
     let worst = if a.worst_updates > 0 {
         txbench::run_worst(&cfg, &a.worst_sizes, a.worst_updates, &progress).context("the worst case failed")?
     } else {
@@ -98,11 +107,12 @@ pub fn run(a: KaminoArgs) -> Result<()> {
         params: serde_json::json!({
             "engines": a.engines, "workloads": a.workloads.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
             "threads": a.threads, "records": a.records, "ops": a.ops, "value_bytes": a.value_bytes,
-            "alpha": a.alpha, "runs": a.runs, "worst_updates": a.worst_updates, "worst_sizes": a.worst_sizes,
+            "alpha": a.alpha, "runs": a.runs, "disjoint_updates": a.disjoint_updates, "worst_updates": a.worst_updates, "worst_sizes": a.worst_sizes,
             "dir": a.dir, "seed": a.seed,
         }),
         ycsb,
         worst,
+        disjoint,
     };
     print!("{}", txbench::render(&r));
     if let Some(path) = &a.json {

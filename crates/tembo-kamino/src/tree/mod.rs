@@ -32,7 +32,7 @@ pub mod node;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use crossbeam_utils::sync::{ShardedLock, ShardedLockReadGuard, ShardedLockWriteGuard};
 use tembo_pmem::{Marker, PPtr, PmemError, Pool, PoolOffset, ReclaimReport};
 
 use crate::error::{invariant, KaminoError, Result};
@@ -88,12 +88,25 @@ pub struct KTreeStats {
 pub struct Tree {
     pub(crate) heap: Heap,
     pub(crate) anchor: PoolOffset,
-    structure: RwLock<()>,
+    /// Sharded: every operation takes it shared, and one lock word taken
+    /// by every core was a point they all met.
+    structure: ShardedLock<()>,
     limits: TreeLimits,
     leaks: Option<ReclaimReport>,
 }
 
 impl Tree {
+    /// The structure lock, shared. It guards no data of its own, so a
+    /// panic under it (its transaction aborted) leaves nothing to poison.
+    fn shared(&self) -> ShardedLockReadGuard<'_, ()> {
+        self.structure.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The structure lock, exclusive.
+    fn exclusive(&self) -> ShardedLockWriteGuard<'_, ()> {
+        self.structure.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Creates an empty tree and its heap on `pool`.
     ///
     /// # Errors
@@ -138,7 +151,7 @@ impl Tree {
             })?;
             heap.set_app_root(anchor)?;
         }
-        Ok(Tree { heap, anchor, structure: RwLock::new(()), limits, leaks: None })
+        Ok(Tree { heap, anchor, structure: ShardedLock::new(()), limits, leaks: None })
     }
 
     /// The heap.
@@ -182,7 +195,7 @@ impl Tree {
     /// # Errors
     /// [`KaminoError::Invariant`] or [`KaminoError::Pmem`] if the tree is damaged.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let _s = self.structure.read();
+        let _s = self.shared();
         let rd = self.rd();
         let leaf = self.leaf_for(key, false)?;
         let _g = self.heap.read_lock(PPtr::<()>::new(leaf))?;
@@ -228,13 +241,13 @@ impl Tree {
 
     fn single(&self, f: impl Fn(&mut Op<'_, '_, '_>) -> Result<bool>) -> Result<bool> {
         {
-            let _s = self.structure.read();
+            let _s = self.shared();
             match self.heap.transaction(|tx| f(&mut Op { tree: self, tx, scope: Scope::LeafOnly })) {
                 Err(KaminoError::Aborted(m)) if m == NEEDS_FULL => {}
                 other => return other,
             }
         }
-        let _s = self.structure.write();
+        let _s = self.exclusive();
         self.heap.transaction(|tx| f(&mut Op { tree: self, tx, scope: Scope::Full }))
     }
 
@@ -250,7 +263,7 @@ impl Tree {
                 TreeOp::Delete(k) => self.check_sizes(k, None)?,
             }
         }
-        let _s = self.structure.write();
+        let _s = self.exclusive();
         self.heap.transaction(|tx| {
             let mut op = Op { tree: self, tx, scope: Scope::Full };
             ops.iter()
@@ -269,7 +282,7 @@ impl Tree {
     /// # Errors
     /// [`KaminoError::Invariant`] or [`KaminoError::Pmem`] if the tree is damaged.
     pub fn scan_chunk(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>, rev: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let _s = self.structure.read();
+        let _s = self.shared();
         let rd = self.rd();
         let above_lo = |k: &[u8]| match lo {
             Bound::Included(l) => k >= l,
@@ -368,7 +381,7 @@ impl Tree {
 
     /// Every object of the tree: anchor, nodes, records, separators.
     pub fn objects(&self) -> Result<Vec<PoolOffset>> {
-        let _s = self.structure.write();
+        let _s = self.exclusive();
         all_objects(self.heap.pool(), self.anchor)
     }
 
@@ -377,7 +390,7 @@ impl Tree {
     /// # Errors
     /// If the walk finds damage.
     pub fn stats(&self) -> Result<KTreeStats> {
-        let _s = self.structure.write();
+        let _s = self.exclusive();
         let pool = self.heap.pool();
         let rd = self.rd();
         let mut st = KTreeStats { heap: self.heap.stats(), ..KTreeStats::default() };
@@ -411,7 +424,7 @@ impl Tree {
     /// # Errors
     /// If the walk cannot proceed.
     pub fn check(&self) -> Result<Vec<String>> {
-        let _s = self.structure.write();
+        let _s = self.exclusive();
         let rd = self.rd();
         let mut v = Vec::new();
         let root = root_of(rd.pool, self.anchor)?;
