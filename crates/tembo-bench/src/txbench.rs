@@ -596,11 +596,13 @@ pub fn run_disjoint(cfg: &TxBenchConfig, updates: u64, progress: &Progress) -> R
 pub fn render(r: &TxReport) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<3} {:>3} {:<15} {:>11} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>9}",
-        "wl", "thr", "engine", "ops/s", "p50 us", "p99 us", "wr p50", "wr p99", "vs undo", "crit cp", "used MiB"
-    );
+    if !r.ycsb.is_empty() {
+        let _ = writeln!(
+            s,
+            "{:<3} {:>3} {:<15} {:>11} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>9}",
+            "wl", "thr", "engine", "ops/s", "p50 us", "p99 us", "wr p50", "wr p99", "vs undo", "crit cp", "used MiB"
+        );
+    }
     for row in &r.ycsb {
         let undo = r
             .ycsb
