@@ -18,7 +18,10 @@
 //!   roll-forward is never evicted.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
 use tembo_pmem::{Pool, PoolOffset};
 
 use crate::error::{invariant, KaminoError, Result};
@@ -85,41 +88,72 @@ struct DynEntry {
     stamp: u64,
 }
 
-/// The partial backup of Kamino-Tx-Dynamic.
-#[derive(Debug)]
-pub(crate) struct Dynamic {
-    root: PoolOffset,
-    chunks: Vec<PoolOffset>,
-    free: Vec<PoolOffset>,
+/// Partitions of the partial backup: each has its own lock, map and LRU.
+const PARTS: usize = 16;
+/// Directory entries a partition takes from the shared directory at once.
+const ENTRY_BATCH: usize = 64;
+
+/// One partition: the copies of the objects that hash to it.
+#[derive(Debug, Default)]
+struct Part {
     map: HashMap<PoolOffset, DynEntry>,
     lru: BTreeMap<u64, PoolOffset>,
     clock: u64,
+    /// Free directory entries this partition holds.
+    free: Vec<PoolOffset>,
+    evictions: u64,
+    over_budget: u64,
+}
+
+impl Part {
+    fn stamp(&mut self, obj: PoolOffset, e: DynEntry) {
+        self.clock += 1;
+        self.map.insert(obj, DynEntry { stamp: self.clock, ..e });
+        self.lru.insert(self.clock, obj);
+    }
+}
+
+/// The directory's chunk chain and the entries no partition holds.
+#[derive(Debug, Default)]
+struct Directory {
+    chunks: Vec<PoolOffset>,
+    free: Vec<PoolOffset>,
+}
+
+/// The partial backup of Kamino-Tx-Dynamic.
+///
+/// Partitioned by object: a write intent locks one of [`PARTS`]
+/// partitions, and a miss copies the object with no lock held, so writers
+/// on different objects no longer queue on one lock (the paper's latency
+/// problem, and a single lock here kept 16 writers at one writer's pace).
+/// The budget is global (one byte count); eviction takes the least
+/// recently written copies of the missing object's own partition first,
+/// then of the others: an LRU per partition approximates the global one.
+#[derive(Debug)]
+pub(crate) struct Dynamic {
+    root: PoolOffset,
+    dir: Mutex<Directory>,
+    parts: Box<[CachePadded<Mutex<Part>>]>,
     /// Bytes of the copies.
-    pub bytes: u64,
-    pub evictions: u64,
-    pub over_budget: u64,
+    bytes: AtomicU64,
+}
+
+fn part_of(obj: PoolOffset) -> usize {
+    ((obj >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % PARTS
 }
 
 impl Dynamic {
     /// Loads the directory, dropping entries whose object has no copy.
     pub fn load(pool: &Pool, root: PoolOffset) -> Result<Dynamic> {
-        let mut d = Dynamic {
-            root,
-            chunks: Vec::new(),
-            free: Vec::new(),
-            map: HashMap::new(),
-            lru: BTreeMap::new(),
-            clock: 0,
-            bytes: 0,
-            evictions: 0,
-            over_budget: 0,
-        };
+        let mut dir = Directory::default();
+        let mut parts: Vec<Part> = (0..PARTS).map(|_| Part::default()).collect();
+        let mut bytes = 0;
         let mut c = pool.load_u64(root + R_DIRECTORY)?;
         while c != 0 {
-            if d.chunks.len() > 1 << 24 {
+            if dir.chunks.len() > 1 << 24 {
                 return Err(invariant("backup.directory_chain", c, "directory chain does not end"));
             }
-            d.chunks.push(c);
+            dir.chunks.push(c);
             for i in 0..(DIR_CHUNK - CHUNK_HEADER) / 8 {
                 let at = c + CHUNK_HEADER + i * 8;
                 let obj = pool.load_u64(at)?;
@@ -127,10 +161,8 @@ impl Dynamic {
                     let b = backup_of(pool, obj)?;
                     if b != 0 {
                         let len = crate::heap::object_len(pool, obj)?;
-                        d.clock += 1;
-                        d.map.insert(obj, DynEntry { backup: b, len, at, stamp: d.clock });
-                        d.lru.insert(d.clock, obj);
-                        d.bytes += len;
+                        parts[part_of(obj)].stamp(obj, DynEntry { backup: b, len, at, stamp: 0 });
+                        bytes += len;
                     }
                     b != 0
                 };
@@ -139,96 +171,145 @@ impl Dynamic {
                         pool.store_u64(at, 0)?;
                         pool.flush(at, 8);
                     }
-                    d.free.push(at);
+                    dir.free.push(at);
                 }
             }
             c = pool.load_u64(c)?;
         }
         pool.fence();
-        Ok(d)
+        Ok(Dynamic {
+            root,
+            dir: Mutex::new(dir),
+            parts: parts.into_iter().map(|p| CachePadded::new(Mutex::new(p))).collect(),
+            bytes: AtomicU64::new(bytes),
+        })
     }
 
     /// The directory's chunks (for the leak tracer).
-    pub fn chunks(&self) -> &[PoolOffset] {
-        &self.chunks
+    pub fn chunks(&self) -> Vec<PoolOffset> {
+        self.dir.lock().chunks.clone()
+    }
+
+    /// Bytes of the copies.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// (copies evicted, misses that could not stay within the budget).
+    pub fn eviction_counts(&self) -> (u64, u64) {
+        self.parts.iter().fold((0, 0), |(e, o), p| {
+            let p = p.lock();
+            (e + p.evictions, o + p.over_budget)
+        })
     }
 
     /// Records a use of `obj`'s copy; whether it has one.
-    pub fn touch(&mut self, obj: PoolOffset) -> bool {
-        let Some(e) = self.map.get_mut(&obj) else { return false };
-        self.lru.remove(&e.stamp);
-        self.clock += 1;
-        e.stamp = self.clock;
-        self.lru.insert(self.clock, obj);
+    pub fn touch(&self, obj: PoolOffset) -> bool {
+        let mut p = self.parts[part_of(obj)].lock();
+        let Some(&e) = p.map.get(&obj) else { return false };
+        p.lru.remove(&e.stamp);
+        p.stamp(obj, e);
         true
     }
 
-    /// Makes room for `need` bytes within `budget`, evicting the least
-    /// recently written copies of objects nobody holds.
-    pub fn make_room(&mut self, pool: &Pool, locks: &LockTable, need: u64, budget: u64) -> Result<()> {
-        let mut skipped = Vec::new();
-        while self.bytes + need > budget {
-            let Some((&stamp, &obj)) = self.lru.iter().next() else { break };
-            self.lru.remove(&stamp);
-            if locks.busy(obj) {
-                skipped.push((stamp, obj));
-                continue;
+    /// Makes room for `need` more bytes within `budget`, evicting the least
+    /// recently written copies of objects nobody holds: of `obj`'s own
+    /// partition first, then of the others (one partition lock at a time).
+    pub fn make_room(&self, pool: &Pool, locks: &LockTable, obj: PoolOffset, need: u64, budget: u64) -> Result<()> {
+        let home = part_of(obj);
+        for i in 0..PARTS {
+            if self.bytes() + need <= budget {
+                return Ok(());
             }
-            self.drop_copy(pool, obj)?;
-            self.evictions += 1;
+            let mut p = self.parts[(home + i) % PARTS].lock();
+            let mut skipped = Vec::new();
+            while self.bytes() + need > budget {
+                let Some((&stamp, &victim)) = p.lru.iter().next() else { break };
+                p.lru.remove(&stamp);
+                if locks.busy(victim) {
+                    skipped.push((stamp, victim));
+                    continue;
+                }
+                let e = p.map.remove(&victim).expect("the LRU lists only mapped objects");
+                self.drop_copy(pool, &mut p, victim, e)?;
+                p.evictions += 1;
+            }
+            for (s, o) in skipped {
+                p.lru.insert(s, o);
+            }
         }
-        if self.bytes + need > budget {
-            self.over_budget += 1;
-        }
-        for (s, o) in skipped {
-            self.lru.insert(s, o);
+        if self.bytes() + need > budget {
+            self.parts[home].lock().over_budget += 1;
         }
         Ok(())
     }
 
-    /// Unlinks and frees `obj`'s copy and its directory entry.
-    fn drop_copy(&mut self, pool: &Pool, obj: PoolOffset) -> Result<()> {
-        let Some(e) = self.map.remove(&obj) else { return Ok(()) };
-        self.lru.remove(&e.stamp);
+    /// Unlinks and frees `obj`'s copy and its directory entry (already out
+    /// of the partition's map and LRU).
+    fn drop_copy(&self, pool: &Pool, p: &mut Part, obj: PoolOffset, e: DynEntry) -> Result<()> {
         link(pool, obj, 0)?;
         pool.free(e.backup)?;
         pool.store_u64(e.at, 0)?;
         pool.persist(e.at, 8);
-        self.free.push(e.at);
-        self.bytes -= e.len;
+        p.free.push(e.at);
+        self.bytes.fetch_sub(e.len, Ordering::Relaxed);
         Ok(())
     }
 
-    /// Gives `obj` a copy (the caller holds its write lock).
-    pub fn insert(&mut self, pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOffset> {
-        if self.free.is_empty() {
+    /// A free directory entry for a copy in partition `part`.
+    fn take_entry(&self, pool: &Pool, part: usize) -> Result<PoolOffset> {
+        if let Some(at) = self.parts[part].lock().free.pop() {
+            return Ok(at);
+        }
+        let mut dir = self.dir.lock();
+        if dir.free.is_empty() {
             let c = pool.alloc(DIR_CHUNK)?;
             pool.fill(c, DIR_CHUNK, 0)?;
             pool.store_u64(c + 8, CHUNK_MAGIC)?;
             pool.persist(c, DIR_CHUNK);
-            let link_at = match self.chunks.last() {
+            let link_at = match dir.chunks.last() {
                 Some(&last) => last,
                 None => self.root + R_DIRECTORY,
             };
             pool.store_u64(link_at, c)?;
             pool.persist(link_at, 8);
-            self.chunks.push(c);
-            self.free.extend((0..(DIR_CHUNK - CHUNK_HEADER) / 8).rev().map(|i| c + CHUNK_HEADER + i * 8));
+            dir.chunks.push(c);
+            dir.free.extend((0..(DIR_CHUNK - CHUNK_HEADER) / 8).rev().map(|i| c + CHUNK_HEADER + i * 8));
         }
+        let at = dir.free.pop().expect("a free directory entry was just made");
+        let keep = dir.free.len().saturating_sub(ENTRY_BATCH);
+        let batch: Vec<PoolOffset> = dir.free.drain(keep..).collect();
+        drop(dir);
+        self.parts[part].lock().free.extend(batch);
+        Ok(at)
+    }
+
+    /// Gives `obj` a copy (the caller holds its write lock, or the
+    /// coordinator's claim, so nobody else inserts or evicts it). The copy
+    /// is made with no partition locked.
+    pub fn insert(&self, pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOffset> {
+        let part = part_of(obj);
         let b = make_copy(pool, obj, len)?;
-        let at = self.free.pop().expect("a free directory entry was just made");
+        let at = match self.take_entry(pool, part) {
+            Ok(at) => at,
+            Err(e) => {
+                let _ = pool.free(b);
+                return Err(e);
+            }
+        };
         pool.store_u64(at, obj)?;
         pool.persist(at, 8);
         link(pool, obj, b)?;
-        self.clock += 1;
-        self.map.insert(obj, DynEntry { backup: b, len, at, stamp: self.clock });
-        self.lru.insert(self.clock, obj);
-        self.bytes += len;
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.parts[part].lock().stamp(obj, DynEntry { backup: b, len, at, stamp: 0 });
         Ok(b)
     }
 
     /// Forgets `obj` (being freed): its entry goes before the object does.
-    pub fn remove(&mut self, pool: &Pool, obj: PoolOffset) -> Result<()> {
-        self.drop_copy(pool, obj)
+    pub fn remove(&self, pool: &Pool, obj: PoolOffset) -> Result<()> {
+        let mut p = self.parts[part_of(obj)].lock();
+        let Some(e) = p.map.remove(&obj) else { return Ok(()) };
+        p.lru.remove(&e.stamp);
+        self.drop_copy(pool, &mut p, obj, e)
     }
 }

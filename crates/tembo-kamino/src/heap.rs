@@ -215,7 +215,7 @@ pub(crate) struct Inner {
     pub jobs_cv: Condvar,
     pub next_txid: AtomicU64,
     pub counters: Counters,
-    pub dynamic: Option<Mutex<Dynamic>>,
+    pub dynamic: Option<Dynamic>,
     pub object_bytes: AtomicU64,
     pub shutdown: AtomicBool,
     /// The coordinator sleeps (commits wake it only then: a wake-up is a
@@ -363,10 +363,10 @@ impl Heap {
             max_txid = max_txid.max(txid);
         }
         let dynamic = match mode {
-            TxMode::KaminoDynamic => Some(Mutex::new(Dynamic::load(&pool, root)?)),
+            TxMode::KaminoDynamic => Some(Dynamic::load(&pool, root)?),
             _ => None,
         };
-        let backup_bytes = dynamic.as_ref().map_or(0, |d| d.lock().bytes);
+        let backup_bytes = dynamic.as_ref().map_or(0, Dynamic::bytes);
         let used = pool.alloc_stats().used_bytes;
         let object_bytes = match mode {
             TxMode::Kamino => used / 2,
@@ -530,8 +530,8 @@ impl Heap {
     pub fn stats(&self) -> HeapStats {
         let c = &self.inner.counters;
         let (backup_bytes, evictions, over_budget) = self.inner.dynamic.as_ref().map_or((0, 0, 0), |d| {
-            let d = d.lock();
-            (d.bytes, d.evictions, d.over_budget)
+            let (evictions, over_budget) = d.eviction_counts();
+            (d.bytes(), evictions, over_budget)
         });
         HeapStats {
             mode: Some(self.inner.mode),
@@ -583,7 +583,7 @@ impl Heap {
     pub fn reclaim_leaks(&self, app: &dyn LeakTracer) -> Result<ReclaimReport> {
         self.drain()?;
         let inner = &self.inner;
-        let dir: Vec<PoolOffset> = inner.dynamic.as_ref().map_or_else(Vec::new, |d| d.lock().chunks().to_vec());
+        let dir: Vec<PoolOffset> = inner.dynamic.as_ref().map_or_else(Vec::new, Dynamic::chunks);
         let meta = |pool: &Pool, m: &mut Marker<'_>| -> Result<(), PmemError> {
             for r in pool.roots() {
                 if r.offset != 0 {
@@ -841,8 +841,7 @@ pub(crate) fn roll_forward(inner: &Inner, obj: PoolOffset) -> Result<()> {
         // A new object in dynamic mode: copied off the critical path while
         // the budget has room (never evicting for it), so its first update
         // need not copy it.
-        let mut d = d.lock();
-        if d.bytes + len <= inner.dynamic_budget() {
+        if d.bytes() + len <= inner.dynamic_budget() {
             d.insert(pool, obj, len)?;
         }
         Ok(())

@@ -169,14 +169,13 @@ impl<'h> Tx<'h> {
                 }
             }
             TxMode::KaminoDynamic => {
-                let dynamic = heap.dynamic.as_ref().expect("dynamic mode has a directory");
-                let mut d = dynamic.lock();
+                let d = heap.dynamic.as_ref().expect("dynamic mode has a directory");
                 if d.touch(o) {
                     if pending == 0 {
                         heap.counters.add(Count::Hits, 1);
                     }
                 } else {
-                    d.make_room(pool, &heap.locks, len, heap.dynamic_budget())?;
+                    d.make_room(pool, &heap.locks, o, len, heap.dynamic_budget())?;
                     d.insert(pool, o, len)?;
                     heap.counters.add(Count::Misses, 1);
                     heap.counters.add(Count::CopiesCritical, 1);
@@ -529,7 +528,7 @@ fn free_object(heap: &Inner, o: PoolOffset) -> Result<()> {
     let pool = &heap.pool;
     let len = object_len(pool, o)?;
     if let Some(d) = &heap.dynamic {
-        d.lock().remove(pool, o)?;
+        d.remove(pool, o)?;
     }
     let b = backup::backup_of(pool, o)?;
     if b != 0 {

@@ -70,12 +70,21 @@ pub enum BenchCommand {
         undo logging (undo), against the CDDS tree and PMDK libpmemobj (--features peers, one thread). \
         Each cell loads --records records on one thread, then runs --ops operations dealt round-robin to \
         --threads threads on one database. Reports throughput, latency of all operations and of writes, \
-        copies made in the critical path, pool bytes used; then the worst case (each thread updating one \
-        object over and over) by value size.",
+        copies made in the critical path, pool bytes used; then writers on disjoint keys (each thread \
+        updating random keys of its own range of the records) by thread count; then the worst case (each \
+        thread updating one object over and over, each object in a leaf of its own) by value size. \
+        --ops 0 skips the YCSB part, --disjoint-updates 0 and --worst-updates 0 the others.",
         after_help = "Examples:\n  tembo bench kamino --records 20000 --ops 20000 --runs 1\n  \
                       tembo bench kamino --threads 1,2 --json docs/results/kamino.json --plot docs/results/kamino"
     )]
     Kamino(crate::bench_kamino_cmd::KaminoArgs),
+    /// Merge saved `bench kamino` reports, print their tables and draw their charts again
+    #[command(
+        name = "plot-kamino",
+        after_help = "Example:\n  tembo bench plot-kamino ks/ycsb-a.json ks/ycsb-f.json ks/disjoint.json \
+                      --json docs/results/kamino-16core.json --plot docs/results/kamino-16core"
+    )]
+    PlotKamino(crate::bench_kamino_cmd::PlotKaminoArgs),
     /// The ordering study: insert latency by key order and latency by write ratio, per ordering mode
     #[command(
         long_about = "Reproduces nvm-btree-ordering §5.2 with Tembo: (Figure 3) --keys inserts of \
@@ -219,6 +228,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::Micro(a) => crate::bench_targets_cmd::run_micro(a),
         BenchCommand::Ycsb(a) => crate::bench_targets_cmd::run_ycsb(a),
         BenchCommand::Kamino(a) => crate::bench_kamino_cmd::run(a),
+        BenchCommand::PlotKamino(a) => crate::bench_kamino_cmd::run_plot(a),
         BenchCommand::Ordering(a) => crate::bench_targets_cmd::run_ordering(a),
         BenchCommand::Heatmap(a) => crate::bench_targets_cmd::run_heatmap(a),
         BenchCommand::Smoke(a) => crate::bench_targets_cmd::run_smoke(a),

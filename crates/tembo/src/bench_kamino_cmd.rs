@@ -114,16 +114,56 @@ pub fn run(a: KaminoArgs) -> Result<()> {
         worst,
         disjoint,
     };
-    print!("{}", txbench::render(&r));
-    if let Some(path) = &a.json {
-        crate::bench_cmd::write_file(path, &(serde_json::to_string_pretty(&r)? + "\n"))?;
+    emit(&r, a.json.as_deref(), a.plot.as_deref())
+}
+
+/// Options of `tembo bench plot-kamino`.
+#[derive(Debug, Args)]
+pub struct PlotKaminoArgs {
+    /// Saved `bench kamino --json` reports; their cells are merged in order
+    #[arg(required = true, value_name = "FILE")]
+    reports: Vec<PathBuf>,
+    /// Write the merged report as JSON here
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Draw charts as STEM-ycsb.svg/.png, STEM-scaling…, STEM-disjoint…, STEM-worst…
+    #[arg(long, value_name = "STEM")]
+    plot: Option<PathBuf>,
+}
+
+/// Merges saved reports (e.g. one per workload from a time-boxed run),
+/// prints their tables and draws their charts.
+pub fn run_plot(a: PlotKaminoArgs) -> Result<()> {
+    let mut merged: Option<TxReport> = None;
+    for path in &a.reports {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let r: TxReport = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not a `tembo bench kamino --json` report", path.display()))?;
+        match &mut merged {
+            None => merged = Some(r),
+            Some(m) => {
+                m.ycsb.extend(r.ycsb);
+                m.worst.extend(r.worst);
+                m.disjoint.extend(r.disjoint);
+            }
+        }
+    }
+    let r = merged.context("no report given")?;
+    emit(&r, a.json.as_deref(), a.plot.as_deref())
+}
+
+/// Prints the report's tables, saves it as JSON and draws its charts.
+fn emit(r: &TxReport, json: Option<&std::path::Path>, plot: Option<&std::path::Path>) -> Result<()> {
+    print!("{}", txbench::render(r));
+    if let Some(path) = json {
+        crate::bench_cmd::write_file(path, &(serde_json::to_string_pretty(r)? + "\n"))?;
         println!("wrote {}", path.display());
     }
-    if let Some(stem) = &a.plot {
+    if let Some(stem) = plot {
         let name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let dir = stem.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (suffix, svg) in txbench::charts(&r)? {
+        for (suffix, svg) in txbench::charts(r)? {
             let out = dir.join(format!("{name}-{suffix}"));
             tembo_bench::plot::write_svg_and_png(&out, &svg)?;
             println!("wrote {}.svg and .png", out.display());
