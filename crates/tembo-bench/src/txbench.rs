@@ -252,24 +252,29 @@ fn run_threads(
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (db, ops, vals, barrier) = (db.clone(), ops.clone(), vals.clone(), barrier.clone());
-            std::thread::spawn(move || -> Result<(Histogram<u64>, Histogram<u64>, u64)> {
+            std::thread::spawn(move || -> Result<(Histogram<u64>, Histogram<u64>, u64, Instant, Instant)> {
                 barrier.wait();
+                let start = Instant::now();
                 let mine = ops.iter().enumerate().skip(t).step_by(threads);
                 let (all, writes, early) = timed_ops(mine, &vals, |op, v| db_op(&db, op, v))?;
-                Ok((all, writes, early))
+                Ok((all, writes, early, start, Instant::now()))
             })
         })
         .collect();
     barrier.wait();
-    let start = Instant::now();
     let (mut all, mut writes, mut early) = (new_histogram(), new_histogram(), 0);
+    let mut span: Option<(Instant, Instant)> = None;
     for h in handles {
-        let (a, w, e) = h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
+        let (a, w, e, s, f) = h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
         all.add(a).expect("same bounds");
         writes.add(w).expect("same bounds");
         early += e;
+        // The threads read the clock themselves: the spawning thread may
+        // run late after the barrier.
+        span = Some(span.map_or((s, f), |(a, b)| (a.min(s), b.max(f))));
     }
-    let elapsed = start.elapsed();
+    let (s, f) = span.context("no benchmark thread")?;
+    let elapsed = f.duration_since(s).max(Duration::from_nanos(1));
     ensure!(!must_hit || early == 0, "{early} reads did not find a record that was loaded or inserted");
     Ok(Sample { elapsed, all, writes, early })
 }
@@ -438,7 +443,8 @@ pub fn run_ycsb(cfg: &TxBenchConfig, progress: &Progress) -> Result<Vec<TxRow>> 
 
 /// Starts `threads` writers together; writer `t` puts `key(t, i)` for
 /// `i in 0..updates`, cycling through `vals`. Returns the seconds from the
-/// start until the last one finished.
+/// first writer's start until the last one finished (each writer reads the
+/// clock itself: the spawning thread may run late after the barrier).
 fn time_writers(
     db: &Arc<Db>,
     threads: usize,
@@ -451,25 +457,45 @@ fn time_writers(
     let hs: Vec<_> = (0..threads)
         .map(|t| {
             let (db, vals, barrier, key) = (db.clone(), vals.clone(), barrier.clone(), key.clone());
-            std::thread::spawn(move || -> Result<()> {
+            std::thread::spawn(move || -> Result<(Instant, Instant)> {
                 barrier.wait();
+                let start = Instant::now();
                 for i in 0..updates {
                     db.put(&key(t, i), &vals[i as usize % vals.len()])?;
                 }
-                Ok(())
+                Ok((start, Instant::now()))
             })
         })
         .collect();
     barrier.wait();
-    let start = Instant::now();
+    let mut span: Option<(Instant, Instant)> = None;
     for h in hs {
-        h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
+        let (s, e) = h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
+        span = Some(span.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
     }
-    Ok(start.elapsed().as_secs_f64())
+    let (s, e) = span.context("no writer thread")?;
+    Ok(e.duration_since(s).as_secs_f64().max(1e-9))
 }
 
 fn critical_copies(db: &Db) -> Result<u64> {
     Ok(db.stats()?.in_place.map(|s| s.heap.copies_critical).unwrap_or(0))
+}
+
+/// Times the writers of [`time_writers`] on `db`, then closes it: (updates
+/// per second, mean ns per update, critical copies per update).
+fn writers_sample(
+    db: Arc<Db>,
+    threads: usize,
+    updates: u64,
+    vals: &Arc<Vec<Vec<u8>>>,
+    key: impl Fn(usize, u64) -> Vec<u8> + Send + Sync + 'static,
+) -> Result<(f64, f64, f64)> {
+    let before = critical_copies(&db)?;
+    let el = time_writers(&db, threads, updates, vals, key)?;
+    let after = critical_copies(&db)?;
+    let total = (updates * threads as u64) as f64;
+    drop(Arc::try_unwrap(db).map_err(|_| anyhow::anyhow!("db still shared"))?.close());
+    Ok((total / el, el * 1e9 * threads as f64 / total, (after - before) as f64 / total))
 }
 
 /// Medians of (updates/s, mean ns per update, critical copies per update).
@@ -522,12 +548,9 @@ pub fn run_worst(cfg: &TxBenchConfig, sizes: &[usize], updates: u64, progress: &
                         }
                     }
                     db.write(&batch)?;
-                    let before = critical_copies(&db)?;
-                    let el = time_writers(&db, threads, updates, &vals, |t, _| format!("worst-{t:04}").into_bytes())?;
-                    let after = critical_copies(&db)?;
-                    let total = (updates * threads as u64) as f64;
-                    per[ei].push((total / el, el * 1e9 * threads as f64 / total, (after - before) as f64 / total));
-                    drop(Arc::try_unwrap(db).map_err(|_| anyhow::anyhow!("db still shared"))?.close());
+                    per[ei].push(writers_sample(db, threads, updates, &vals, |t, _| {
+                        format!("worst-{t:04}").into_bytes()
+                    })?);
                     bar.inc(1);
                 }
             }
@@ -567,20 +590,15 @@ pub fn run_disjoint(cfg: &TxBenchConfig, updates: u64, progress: &Progress) -> R
                 for (i, k) in load_keys(&spec).enumerate() {
                     db.put(&k, &vals[i % vals.len()])?;
                 }
-                let before = critical_copies(&db)?;
                 let (ks, per_thread, seed) = (keys.clone(), keys.len() / threads, cfg.seed + run as u64);
-                let el = time_writers(&db, threads, updates, &vals, move |t, i| {
+                per[ei].push(writers_sample(db, threads, updates, &vals, move |t, i| {
                     // SplitMix64 of (seed, thread, i): uniform, cheap, reproducible.
                     let mut z = (seed ^ (t as u64) << 40 ^ i).wrapping_add(0x9E37_79B9_7F4A_7C15);
                     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
                     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
                     z ^= z >> 31;
                     ks[t * per_thread + (z % per_thread as u64) as usize].clone()
-                })?;
-                let after = critical_copies(&db)?;
-                let total = (updates * threads as u64) as f64;
-                per[ei].push((total / el, el * 1e9 * threads as f64 / total, (after - before) as f64 / total));
-                drop(Arc::try_unwrap(db).map_err(|_| anyhow::anyhow!("db still shared"))?.close());
+                })?);
                 bar.inc(1);
             }
         }
