@@ -252,12 +252,12 @@ fn run_threads(
     let handles: Vec<_> = (0..threads)
         .map(|t| {
             let (db, ops, vals, barrier) = (db.clone(), ops.clone(), vals.clone(), barrier.clone());
-            std::thread::spawn(move || -> Result<(Histogram<u64>, Histogram<u64>, u64, Instant, Instant)> {
+            std::thread::spawn(move || -> Result<(Sample, Instant)> {
                 barrier.wait();
                 let start = Instant::now();
                 let mine = ops.iter().enumerate().skip(t).step_by(threads);
                 let (all, writes, early) = timed_ops(mine, &vals, |op, v| db_op(&db, op, v))?;
-                Ok((all, writes, early, start, Instant::now()))
+                Ok((Sample { elapsed: start.elapsed(), all, writes, early }, start))
             })
         })
         .collect();
@@ -265,10 +265,11 @@ fn run_threads(
     let (mut all, mut writes, mut early) = (new_histogram(), new_histogram(), 0);
     let mut span: Option<(Instant, Instant)> = None;
     for h in handles {
-        let (a, w, e, s, f) = h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
-        all.add(a).expect("same bounds");
-        writes.add(w).expect("same bounds");
-        early += e;
+        let (x, s) = h.join().map_err(|_| anyhow::anyhow!("a benchmark thread panicked"))??;
+        all.add(x.all).expect("same bounds");
+        writes.add(x.writes).expect("same bounds");
+        early += x.early;
+        let f = s + x.elapsed;
         // The threads read the clock themselves: the spawning thread may
         // run late after the barrier.
         span = Some(span.map_or((s, f), |(a, b)| (a.min(s), b.max(f))));
