@@ -362,6 +362,14 @@ impl Heap {
             }
             max_txid = max_txid.max(txid);
         }
+        if !pool.opened_unclean() {
+            // After a clean close every slot is retired, but its chunks may
+            // still hold entries with ids above every slot word (a slot is
+            // reused by whichever transaction takes it next, older or not).
+            // Clearing them keeps this life's ids from ever matching a stale
+            // entry, as recovery does after a crash.
+            log::reset_all(&slots, &pool, max_txid)?;
+        }
         let dynamic = match mode {
             TxMode::KaminoDynamic => Some(Dynamic::load(&pool, root)?),
             _ => None,
@@ -783,11 +791,13 @@ pub(crate) fn process_jobs(inner: &Inner, jobs: &mut Vec<Job>, me: u64) -> Resul
                 Claim::Done => {}
                 Claim::Busy => held.push(o),
                 Claim::Claimed { own_lock } => {
-                    claimed.push((o, own_lock));
                     if let Err(e) = roll_forward(inner, o) {
+                        // Still pending: the job is queued again below.
+                        inner.locks.abandon_roll_forward(o, own_lock);
                         result = Err(e);
                         break 'jobs;
                     }
+                    claimed.push((o, own_lock));
                 }
             }
         }

@@ -280,6 +280,19 @@ impl LockTable {
         sh.released(map);
     }
 
+    /// Ends a claim whose copy failed: the roll-forward stays pending, for
+    /// a retry or the next recovery.
+    pub fn abandon_roll_forward(&self, obj: PoolOffset, own_lock: bool) {
+        let sh = self.shard(obj);
+        let mut map = sh.map.lock();
+        if let Some(st) = map.get_mut(&obj) {
+            if !own_lock {
+                st.copying = false;
+            }
+        }
+        sh.released(map);
+    }
+
     /// Whether `obj` is locked or pending (so its backup must stay).
     pub fn busy(&self, obj: PoolOffset) -> bool {
         self.shard(obj).map.lock().get(&obj).is_some_and(|st| !st.idle())

@@ -478,9 +478,11 @@ impl<'h> Tx<'h> {
             // The main copy may be partly restored: leave the log Running
             // so the next open's recovery finishes the job.
             pool.keep_unclean();
-        } else if let Some(log) = &self.log {
+        } else if let Some(log) = self.log.as_ref().filter(|l| l.started()) {
             // Persisted before any lock goes: a later transaction's change
-            // must never be rolled back by this one's intents.
+            // must never be rolled back by this one's intents. (A slot taken
+            // for locks only holds no entry of this transaction: it is
+            // given back as it is.)
             heap.slots.set_state(pool, log.slot, self.txid, SlotState::Idle)?;
         }
         for w in &self.written {
