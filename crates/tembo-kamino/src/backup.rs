@@ -129,6 +129,9 @@ struct Directory {
 /// The budget is global (one byte count); eviction takes the least
 /// recently written copies of the missing object's own partition first,
 /// then of the others: an LRU per partition approximates the global one.
+/// The budget is soft: misses that make room at the same moment may each
+/// see the same room, so it can be exceeded by about one object per
+/// concurrent miss (`over_budget` counts misses that found no room).
 #[derive(Debug)]
 pub(crate) struct Dynamic {
     root: PoolOffset,

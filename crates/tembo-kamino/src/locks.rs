@@ -55,8 +55,9 @@ struct OffsetHasher(u64);
 
 impl Hasher for OffsetHasher {
     fn finish(&self) -> u64 {
-        let h = (self.0 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        h ^ (h >> 29)
+        // Another multiplier than the shard index's, and rotated: the map
+        // takes its tag from the top bits, which the shard index fixes.
+        (self.0 >> 3).wrapping_mul(0xD6E8_FEB8_6659_FD93).rotate_left(32)
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
