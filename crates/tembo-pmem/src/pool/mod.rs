@@ -471,6 +471,7 @@ impl Pool {
         uuid::Uuid::from_bytes(self.uuid)
     }
     /// Current size in bytes.
+    #[inline]
     pub fn size(&self) -> u64 {
         self.size.load(Ordering::Acquire)
     }
