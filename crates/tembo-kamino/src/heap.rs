@@ -221,6 +221,9 @@ pub(crate) struct Inner {
     /// The coordinator sleeps (commits wake it only then: a wake-up is a
     /// system call the committing thread would pay every time).
     pub coordinator_idle: AtomicBool,
+    /// Jobs the coordinator has taken off the queue and not yet finished
+    /// (what `drain` waits for besides the queue).
+    pub coordinator_holding: AtomicUsize,
     pub timeout: Duration,
 }
 
@@ -406,6 +409,7 @@ impl Heap {
             object_bytes: AtomicU64::new(object_bytes),
             shutdown: AtomicBool::new(false),
             coordinator_idle: AtomicBool::new(false),
+            coordinator_holding: AtomicUsize::new(0),
             timeout: opts.lock_timeout,
         });
         let thread = match (opts.coordinator, mode.has_backup()) {
@@ -526,7 +530,8 @@ impl Heap {
     /// Rolls everything forward, waiting for running transactions to let
     /// go of what they hold.
     fn drain(&self) -> Result<()> {
-        while !self.inner.jobs.is_empty() {
+        let holding = || self.inner.coordinator_holding.load(Ordering::SeqCst) > 0;
+        while !self.inner.jobs.is_empty() || holding() {
             if self.coordinate(usize::MAX)? == 0 {
                 std::thread::sleep(Duration::from_micros(200));
             }
@@ -727,9 +732,13 @@ fn coordinator_loop(inner: &Inner) {
     let mut batch = Vec::with_capacity(COORDINATOR_BATCH);
     loop {
         let job = loop {
+            // Counted before it pops: `drain` must never see an empty
+            // queue while a popped job is still unfinished.
+            inner.coordinator_holding.fetch_add(1, Ordering::SeqCst);
             if let Some(j) = inner.jobs.pop() {
                 break Some(j);
             }
+            inner.coordinator_holding.fetch_sub(1, Ordering::SeqCst);
             if inner.shutdown.load(Ordering::Acquire) {
                 break None;
             }
@@ -754,7 +763,10 @@ fn coordinator_loop(inner: &Inner) {
             }
         }
         let n = batch.len();
-        match process_jobs(inner, &mut batch, 0) {
+        let r = process_jobs(inner, &mut batch, 0);
+        // Finished or queued again: nothing is held any more.
+        inner.coordinator_holding.fetch_sub(1, Ordering::SeqCst);
+        match r {
             Ok(done) if done == n => {}
             // Held by a running transaction: let it finish.
             Ok(_) => std::thread::sleep(Duration::from_micros(20)),
