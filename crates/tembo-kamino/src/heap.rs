@@ -805,7 +805,7 @@ pub(crate) fn process_jobs(inner: &Inner, jobs: &mut Vec<Job>, me: u64) -> Resul
                 Claim::Claimed { own_lock } => {
                     if let Err(e) = roll_forward(inner, o) {
                         // Still pending: the job is queued again below.
-                        inner.locks.abandon_roll_forward(o, own_lock);
+                        inner.locks.end_roll_forward(o, own_lock, false);
                         result = Err(e);
                         break 'jobs;
                     }
@@ -817,7 +817,7 @@ pub(crate) fn process_jobs(inner: &Inner, jobs: &mut Vec<Job>, me: u64) -> Resul
     }
     pool.fence();
     for &(o, own) in &claimed {
-        inner.locks.finish_roll_forward(o, own);
+        inner.locks.end_roll_forward(o, own, true);
     }
     inner.counters.add(Count::CopiesBackground, claimed.len() as u64);
     if let Err(e) = result {

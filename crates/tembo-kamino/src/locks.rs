@@ -101,7 +101,7 @@ pub(crate) struct LockTable {
 /// What [`LockTable::claim_roll_forward`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Claim {
-    /// The caller copies the object, then calls `finish_roll_forward`.
+    /// The caller copies the object, then calls `end_roll_forward`.
     Claimed { own_lock: bool },
     /// Nothing to do: a dependent transaction copied it, or a later commit's
     /// roll-forward covers it.
@@ -265,30 +265,21 @@ impl LockTable {
         }
     }
 
-    /// Ends a claim: the backup is current.
-    pub fn finish_roll_forward(&self, obj: PoolOffset, own_lock: bool) {
+    /// Ends a claim. `copied`: the backup is current, so the roll-forward
+    /// is done; otherwise (the copy failed) it stays pending, for a retry
+    /// or the next recovery.
+    pub fn end_roll_forward(&self, obj: PoolOffset, own_lock: bool, copied: bool) {
         let sh = self.shard(obj);
         let mut map = sh.map.lock();
         if let Some(st) = map.get_mut(&obj) {
             if !own_lock {
                 st.copying = false;
             }
-            st.pending = 0;
+            if copied {
+                st.pending = 0;
+            }
             if st.idle() {
                 map.remove(&obj);
-            }
-        }
-        sh.released(map);
-    }
-
-    /// Ends a claim whose copy failed: the roll-forward stays pending, for
-    /// a retry or the next recovery.
-    pub fn abandon_roll_forward(&self, obj: PoolOffset, own_lock: bool) {
-        let sh = self.shard(obj);
-        let mut map = sh.map.lock();
-        if let Some(st) = map.get_mut(&obj) {
-            if !own_lock {
-                st.copying = false;
             }
         }
         sh.released(map);
