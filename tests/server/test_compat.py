@@ -687,6 +687,11 @@ def test_standalone_answers(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("CLUSTER", "INFO")
     assert "cluster support disabled" in err(e)
+    # Cluster clients send these on connect; they have no subcommand.
+    for c in ("READONLY", "READWRITE", "ASKING"):
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(c)
+        assert "cluster support disabled" in err(e)
     r.set("s", "hello")
     assert r.execute_command("SUBSTR", "s", 1, 3) == "ell"
 

@@ -137,9 +137,11 @@ fn wait(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn no_cluster(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    // Redis's command table refuses an unknown subcommand before the
-    // command itself says that cluster support is off.
-    if super::spec(b"cluster").and_then(|s| super::subcommand(s, a)).is_none() {
+    // Redis's command table refuses an unknown CLUSTER subcommand before
+    // the command itself says that cluster support is off (READONLY,
+    // READWRITE and ASKING have no subcommands).
+    let is_cluster = a[0].eq_ignore_ascii_case(b"cluster");
+    if is_cluster && super::spec(b"cluster").and_then(|s| super::subcommand(s, a)).is_none() {
         let sub = String::from_utf8_lossy(&a[1]);
         return Err(CmdError::err(format!("unknown subcommand '{sub:.128}'. Try CLUSTER HELP.")));
     }
