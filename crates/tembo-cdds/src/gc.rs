@@ -94,8 +94,12 @@ pub struct GcStats {
     pub nodes_compacted: u64,
     /// Slots removed.
     pub entries_removed: u64,
-    /// Blocks retired.
+    /// Blocks retired (a retired subtree counts once).
     pub blocks_retired: u64,
+    /// Retired blocks, and nodes of retired subtrees not yet walked, that
+    /// wait to be freed now (by commits and GC steps, a bounded number
+    /// each, once no read op that might reach them runs).
+    pub limbo_waiting: u64,
     /// The error that stopped the background thread, if one did.
     pub error: Option<String>,
 }
@@ -176,6 +180,9 @@ impl TreeCore {
             total.oldest = s.oldest;
             if s.pass_complete {
                 total.pass_complete = true;
+                // And whatever of the limbo no read op holds any more.
+                let mut ws = self.writer.lock();
+                self.free_limbo(&mut ws, usize::MAX);
                 return Ok(total);
             }
         }
@@ -183,7 +190,8 @@ impl TreeCore {
 
     /// What the GC has done since open.
     pub fn gc_stats(&self) -> GcStats {
-        self.gc_stats.lock().clone()
+        let waiting = self.writer.lock().limbo.len() as u64;
+        GcStats { limbo_waiting: waiting, ..self.gc_stats.lock().clone() }
     }
 
     /// Whether a pass could find work: false only right after a pass that
@@ -191,6 +199,9 @@ impl TreeCore {
     /// version has moved.
     pub(crate) fn gc_has_work(&self) -> Result<bool> {
         let ws = self.writer.lock();
+        if ws.limbo.has_freeable(self.pins.min_pinned()) {
+            return Ok(true);
+        }
         let Some((oldest, version)) = ws.gc.clean else { return Ok(true) };
         let v = self.current_version()?;
         Ok(v != version || self.oldest_retained(v, self.pins.min_pinned()) != oldest)
@@ -208,7 +219,7 @@ impl TreeCore {
         let mut budget = nodes;
         let root = self.meta.root(&self.pool)?;
         let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, thorough, 0)?;
-        step.blocks_retired = b.retired.len() as u64;
+        step.blocks_retired = (b.retired.len() + b.retired_trees.len()) as u64;
         ws.gc.pass_work += step.entries_removed + step.nodes_skipped + step.blocks_retired;
         if let Flow::Done = flow {
             ws.gc.after = None;
@@ -218,13 +229,16 @@ impl TreeCore {
             ws.gc.clean = None;
         }
         let retired = std::mem::take(&mut b.retired);
-        if !retired.is_empty() {
+        let trees = std::mem::take(&mut b.retired_trees);
+        if !retired.is_empty() || !trees.is_empty() {
             // Tagged like a batch committing now: freed once every running
             // read op started after this step.
-            self.to_limbo(ws, b.w, retired);
+            self.to_limbo(ws, b.w, retired, trees);
         }
         if !ws.limbo.is_empty() {
-            self.free_limbo(ws);
+            // More than a commit frees: between busy writers' commits the
+            // steps are what drains a backlog.
+            self.free_limbo(ws, 4 * crate::limbo::FREE_BUDGET);
         }
         Ok(step)
     }

@@ -21,6 +21,7 @@ pub mod campaign;
 pub mod entry;
 mod error;
 mod gc;
+mod limbo;
 mod meta;
 pub mod node;
 mod pins;

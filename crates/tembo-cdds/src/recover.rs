@@ -516,7 +516,7 @@ impl TreeCore {
         // only ever too cautious, and the mark set is large to build.
         pool.begin_concurrent_sweep();
         let (root, since) = {
-            let ws = self.writer.lock();
+            let mut ws = self.writer.lock();
             let since = self.current_version()?;
             self.pin_version(since);
             if let Some(p) = pinned.replace(since) {
@@ -525,7 +525,8 @@ impl TreeCore {
             self.recovery.sweeping.store(true, Ordering::Release);
             // Retired before the sweep began and still waiting for readers:
             // allocated, and to be freed by the tree, not by the sweep.
-            let waiting: Vec<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            ws.limbo.expand_all(pool)?;
+            let waiting: Vec<u64> = ws.limbo.blocks().collect();
             pool.concurrent_sweep_mark(&waiting, false)?;
             let mut fixed = vec![self.meta.off];
             let table = self.meta.snapshots(pool)?;
@@ -589,7 +590,7 @@ impl TreeCore {
             if let Some(p) = pinned.take() {
                 self.unpin_version(p);
             }
-            self.take_freeable(&mut ws)
+            self.take_freeable(&mut ws, usize::MAX)
         };
         // What the limbo kept while the walk ran, freed here rather than
         // all at once in some writer's commit.

@@ -40,7 +40,7 @@ impl Default for Limits {
 pub(crate) struct WriterState {
     /// Blocks retired by the batch that committed at the tag, waiting until
     /// no read op older than it runs.
-    pub limbo: Vec<(u64, Vec<u64>)>,
+    pub limbo: crate::limbo::Limbo,
     /// Where the incremental GC resumes (see `gc`).
     pub gc: crate::gc::GcCursor,
 }
@@ -303,8 +303,7 @@ impl Drop for TreeCore {
             self.pool.abandon_concurrent_sweep();
         }
         let mut ws = self.writer.lock();
-        for (_, blocks) in ws.limbo.drain(..) {
-            let _ = self.pool.free_many(&blocks);
-        }
+        let blocks = ws.limbo.take_freeable(&self.pool, None, usize::MAX);
+        let _ = self.pool.free_many(&blocks);
     }
 }

@@ -245,7 +245,7 @@ impl Walk<'_> {
 
 impl TreeCore {
     fn walk(&self, full: bool) -> Result<TreeCheck> {
-        let ws = self.writer.lock();
+        let mut ws = self.writer.lock();
         let pool = &*self.pool;
         let v = self.current_version()?;
         let root = self.meta.root(pool)?;
@@ -256,7 +256,10 @@ impl TreeCore {
         w.live(root, None, None, root_level, true, false)?;
         w.owned(root)?;
         if full {
-            let limbo: HashSet<u64> = ws.limbo.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+            if let Err(e) = ws.limbo.expand_all(pool) {
+                w.bad(0, format!("walking retired subtrees: {e}"));
+            }
+            let limbo: HashSet<u64> = ws.limbo.blocks().collect();
             match pool.find_leaks(&[&|p: &Pool, m: &mut Marker<'_>| self.trace(p, m)]) {
                 Ok(rep) => {
                     for (off, size) in rep.leaked {

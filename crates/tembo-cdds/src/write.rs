@@ -15,6 +15,7 @@ use tembo_pmem::Pool;
 
 use crate::entry::{key_prefix, key_prefix_at, Entry, ReadAt, Slot, MAX_VERSION};
 use crate::error::{CddsError, Result};
+use crate::limbo::{self, Limbo};
 use crate::node::{self, NodeCopy, NodeWriter, NODE_SLOTS};
 use crate::record;
 use crate::search;
@@ -62,6 +63,9 @@ pub(crate) struct Batch<'t> {
     touched: Vec<u64>,
     /// Blocks unlinked by this batch, to free once no reader needs them.
     pub(crate) retired: Vec<u64>,
+    /// Roots of subtrees unlinked by this batch: they and what they own
+    /// are freed the same way, walked lazily (see `limbo`).
+    pub(crate) retired_trees: Vec<u64>,
     old_root: u64,
     changed: bool,
     /// While a lazy recovery runs: the aborted versions, and every node is
@@ -95,7 +99,19 @@ impl TreeCore {
             }
         }
         let mut ws = self.writer.lock();
-        self.write_locked(&mut ws, ops)
+        match self.write_locked(&mut ws, ops) {
+            Err(CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. }))
+                if ws.limbo.has_freeable(self.pins.min_pinned()) =>
+            {
+                // The limbo frees a bounded number of blocks per commit, so
+                // after a big retirement it may hold the space this batch
+                // needs: free all it can and try once more (the failed
+                // batch was undone).
+                self.free_limbo(&mut ws, usize::MAX);
+                self.write_locked(&mut ws, ops)
+            }
+            r => r,
+        }
     }
 
     /// [`TreeCore::write`] for a caller already holding the writer lock.
@@ -122,10 +138,11 @@ impl TreeCore {
             }
         }
         let retired = std::mem::take(&mut b.retired);
+        let trees = std::mem::take(&mut b.retired_trees);
         let version = match failed {
             Some(e) => {
                 let undo = b.undo();
-                self.to_limbo(ws, v + 1, retired);
+                self.to_limbo(ws, v + 1, retired, trees);
                 undo?;
                 return Err(e);
             }
@@ -135,11 +152,14 @@ impl TreeCore {
             }
             None => v,
         };
-        if !retired.is_empty() {
-            self.to_limbo(ws, v + 1, retired);
+        // Free at least twice what this commit retired, so that a backlog
+        // (a big retired subtree) always drains.
+        let budget = limbo::FREE_BUDGET.max(2 * (retired.len() + trees.len() * node::NODE_SLOTS));
+        if !retired.is_empty() || !trees.is_empty() {
+            self.to_limbo(ws, v + 1, retired, trees);
         }
         if !ws.limbo.is_empty() {
-            self.free_limbo(ws);
+            self.free_limbo(ws, budget);
         }
         Ok(WriteOutcome { version, existed })
     }
@@ -159,39 +179,39 @@ impl TreeCore {
     /// Puts blocks retired by the batch at `tag` in the limbo. While the
     /// leak sweep runs they are marked now (they were reachable when it
     /// began), so its end need not mark a limbo of thousands at once.
-    pub(crate) fn to_limbo(&self, ws: &mut crate::tree::WriterState, tag: u64, blocks: Vec<u64>) {
+    pub(crate) fn to_limbo(&self, ws: &mut crate::tree::WriterState, tag: u64, blocks: Vec<u64>, trees: Vec<u64>) {
         if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
+            // Walked now, to be marked: the sweep would free what it finds
+            // unmarked, and these are the limbo's to free.
+            let mut walked = Limbo::default();
+            walked.push(tag, blocks, trees);
+            let _ = walked.expand_all(&self.pool);
+            let blocks: Vec<u64> = walked.blocks().collect();
             // Lenient: a block that is not allocated needs no keeping.
             let _ = self.pool.concurrent_sweep_mark(&blocks, false);
+            ws.limbo.push(tag, blocks, Vec::new());
+            return;
         }
-        ws.limbo.push((tag, blocks));
+        ws.limbo.push(tag, blocks, trees);
     }
 
-    /// Frees retired blocks no running read op can still reach.
-    pub(crate) fn free_limbo(&self, ws: &mut crate::tree::WriterState) {
+    /// Frees up to about `budget` retired blocks no running read op can
+    /// still reach.
+    pub(crate) fn free_limbo(&self, ws: &mut crate::tree::WriterState, budget: usize) {
         if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
             return; // the leak sweep needs every block it may reach to stay put
         }
         // One fence for the batch. A failed (or, in a crash, unfenced)
         // free leaves a leak for the next recovery's sweep, never a double
         // use: nothing references these blocks.
-        let _ = self.pool.free_many(&self.take_freeable(ws));
+        let _ = self.pool.free_many(&self.take_freeable(ws, budget));
     }
 
-    /// Removes from the limbo the blocks no running read op can still
-    /// reach: nothing references them any more, so whoever takes them may
-    /// free them without the writer lock.
-    pub(crate) fn take_freeable(&self, ws: &mut crate::tree::WriterState) -> Vec<u64> {
-        let min = self.pins.min_pinned();
-        let mut out = Vec::new();
-        ws.limbo.retain_mut(|(tag, blocks)| {
-            if min.is_some_and(|m| m < *tag) {
-                return true;
-            }
-            out.append(blocks);
-            false
-        });
-        out
+    /// Removes from the limbo up to about `budget` blocks no running read
+    /// op can still reach: nothing references them any more, so whoever
+    /// takes them may free them without the writer lock.
+    pub(crate) fn take_freeable(&self, ws: &mut crate::tree::WriterState, budget: usize) -> Vec<u64> {
+        ws.limbo.take_freeable(&self.pool, self.pins.min_pinned(), budget)
     }
 }
 
@@ -208,6 +228,7 @@ impl<'t> Batch<'t> {
             allocs: Vec::new(),
             touched: Vec::new(),
             retired: Vec::new(),
+            retired_trees: Vec::new(),
             old_root: tree.meta.root(&tree.pool)?,
             changed: false,
             aborted: tree.lazy_aborted(),
@@ -713,16 +734,8 @@ impl<'t> Batch<'t> {
     /// an inner entry the child it alone kept (with what the child owned).
     fn retire_owned(&mut self, level: u8, e: &Entry) -> Result<()> {
         if level > 0 {
-            let child = search::child_of(self.pool, e)?;
-            let clevel = node::level(self.pool, child)?;
-            for s in node::raw_slots(self.pool, child)? {
-                if let Slot::Valid(ce) = s {
-                    if !ce.moved && ce.end != 0 {
-                        self.retire_owned(clevel, &ce)?;
-                    }
-                }
-            }
-            self.retired.push(child);
+            // The subtree is walked when it is freed (see `limbo`).
+            self.retired_trees.push(search::child_of(self.pool, e)?);
         }
         self.retired.push(e.rec);
         Ok(())

@@ -1,0 +1,180 @@
+//! The limbo: blocks a batch unlinked, kept until no read op that might
+//! still reach them runs, then freed a bounded number at a time.
+//!
+//! Why bounded: a delete that empties an inner node retires its whole
+//! subtree — every node under it and the record of every dead entry in
+//! them. Near the end of a mass delete one such commit retired 372,000
+//! blocks, and walking and freeing them inside the commit held the writer
+//! for 80 ms. So a retired subtree is kept as its root node and walked
+//! later, and every commit (and every GC step) frees at most a budget of
+//! blocks, walking just enough of the retired subtrees to fill it. The
+//! walk may run at any time: a retired node is never written again, and
+//! its children (owned by it alone) are freed only by this walk.
+//!
+//! Blocks wait in tag order (the version of the batch that retired them);
+//! a block is freeable once no pinned read op is older than its tag.
+//! What the limbo holds is volatile: after a crash it is a leak, which the
+//! recovery sweep reclaims, never a double use.
+
+use std::collections::VecDeque;
+
+use tembo_pmem::Pool;
+
+use crate::entry::Slot;
+use crate::error::Result;
+use crate::{node, search};
+
+/// Blocks freed per commit at least, however little the commit retired.
+pub(crate) const FREE_BUDGET: usize = 1024;
+
+/// Retired blocks and subtrees waiting for readers (see the module docs).
+#[derive(Debug, Default)]
+pub(crate) struct Limbo {
+    /// (tag, blocks), tags ascending.
+    blocks: VecDeque<(u64, Vec<u64>)>,
+    /// (tag, nodes still to walk), tags ascending: every node listed, and
+    /// what its owned dead entries reach, is retired.
+    trees: VecDeque<(u64, Vec<u64>)>,
+}
+
+fn freeable(tag: u64, min_pinned: Option<u64>) -> bool {
+    !matches!(min_pinned, Some(m) if m < tag)
+}
+
+impl Limbo {
+    /// Adds what the batch committing at `tag` retired.
+    pub(crate) fn push(&mut self, tag: u64, blocks: Vec<u64>, trees: Vec<u64>) {
+        if !blocks.is_empty() {
+            match self.blocks.back_mut() {
+                Some((t, b)) if *t == tag => b.extend(blocks),
+                _ => self.blocks.push_back((tag, blocks)),
+            }
+        }
+        if !trees.is_empty() {
+            match self.trees.back_mut() {
+                Some((t, n)) if *t == tag => n.extend(trees),
+                _ => self.trees.push_back((tag, trees)),
+            }
+        }
+    }
+
+    /// Whether nothing waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.trees.is_empty()
+    }
+
+    /// Whether something could be freed now.
+    pub(crate) fn has_freeable(&self, min_pinned: Option<u64>) -> bool {
+        self.blocks.front().is_some_and(|(t, _)| freeable(*t, min_pinned))
+            || self.trees.front().is_some_and(|(t, _)| freeable(*t, min_pinned))
+    }
+
+    /// Takes up to about `budget` freeable blocks (a walked node adds its
+    /// whole content, so up to a node's slots more), walking retired
+    /// subtrees as needed. A node that cannot be read is left out (a leak
+    /// for the next recovery, never a wrong free).
+    pub(crate) fn take_freeable(&mut self, pool: &Pool, min_pinned: Option<u64>, budget: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        while out.len() < budget {
+            let Some((tag, blocks)) = self.blocks.front_mut() else { break };
+            if !freeable(*tag, min_pinned) {
+                break;
+            }
+            let take = (budget - out.len()).min(blocks.len());
+            out.extend(blocks.drain(blocks.len() - take..));
+            if blocks.is_empty() {
+                self.blocks.pop_front();
+            }
+        }
+        while out.len() < budget {
+            let Some((tag, nodes)) = self.trees.front_mut() else { break };
+            if !freeable(*tag, min_pinned) {
+                break;
+            }
+            match nodes.pop() {
+                Some(n) => {
+                    let _ = walk_one(pool, n, &mut out, nodes);
+                }
+                None => {
+                    self.trees.pop_front();
+                }
+            }
+        }
+        out
+    }
+
+    /// Walks every retired subtree into plain blocks (for the leak sweep and
+    /// `check`, which need the whole list).
+    pub(crate) fn expand_all(&mut self, pool: &Pool) -> Result<()> {
+        while let Some((tag, mut nodes)) = self.trees.pop_front() {
+            let mut out = Vec::new();
+            while let Some(n) = nodes.pop() {
+                walk_one(pool, n, &mut out, &mut nodes)?;
+            }
+            // Keep tag order: insert among the block lists.
+            let at = self.blocks.partition_point(|(t, _)| *t <= tag);
+            if at > 0 && self.blocks[at - 1].0 == tag {
+                self.blocks[at - 1].1.extend(out);
+            } else {
+                self.blocks.insert(at, (tag, out));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every waiting block, once [`Limbo::expand_all`] has run.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.blocks.iter().flat_map(|(_, b)| b.iter().copied())
+    }
+
+    /// Number of blocks and unwalked subtree nodes waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.blocks.iter().map(|(_, b)| b.len()).sum::<usize>() + self.trees.iter().map(|(_, n)| n.len()).sum::<usize>()
+    }
+}
+
+/// Retires retired node `n`: the records of its owned dead entries and the
+/// node itself go to `out`, the children those entries point to (inner
+/// nodes) to `stack`, to be walked in turn.
+fn walk_one(pool: &Pool, n: u64, out: &mut Vec<u64>, stack: &mut Vec<u64>) -> Result<()> {
+    let level = node::level(pool, n)?;
+    for s in node::raw_slots(pool, n)? {
+        if let Slot::Valid(e) = s {
+            if !e.moved && e.end != 0 {
+                if level > 0 {
+                    stack.push(search::child_of(pool, &e)?);
+                }
+                out.push(e.rec);
+            }
+        }
+    }
+    out.push(n);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn freeable_blocks_come_in_tag_order_within_the_budget() {
+        let pool = Pool::in_memory(&tembo_pmem::PoolOptions::with_size(1 << 20)).unwrap();
+        let mut l = Limbo::default();
+        l.push(5, vec![1, 2, 3], vec![]);
+        l.push(5, vec![4], vec![]);
+        l.push(9, vec![10, 11], vec![]);
+        assert_eq!(l.len(), 6);
+        assert!(!l.has_freeable(Some(4)));
+        assert!(l.take_freeable(&pool, Some(4), 100).is_empty());
+        let mut got = l.take_freeable(&pool, Some(5), 3);
+        got.sort_unstable();
+        assert_eq!(got.len(), 3);
+        let mut rest = l.take_freeable(&pool, Some(5), 100);
+        rest.extend(got);
+        rest.sort_unstable();
+        assert_eq!(rest, vec![1, 2, 3, 4]);
+        assert!(l.has_freeable(None));
+        assert_eq!(l.take_freeable(&pool, None, 100), vec![10, 11]);
+        assert!(l.is_empty());
+    }
+}
