@@ -56,7 +56,8 @@ pub(crate) fn backup_of(pool: &Pool, obj: PoolOffset) -> Result<PoolOffset> {
 /// Allocates a backup for `obj`, copies the payload into it and persists
 /// it; does not link it (the caller does, after the directory entry).
 pub(crate) fn make_copy(pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOffset> {
-    let b = pool.alloc(OBJ_HEADER + len)?;
+    // Cold: copies are read only by recovery and aborts.
+    let b = pool.alloc_cold(OBJ_HEADER + len)?;
     let made = pool
         .store_u64(b + H_BACKUP, 0)
         .and_then(|()| pool.store_u64(b + H_LEN, BACKUP_MAGIC << 32 | len))

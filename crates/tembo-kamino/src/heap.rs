@@ -527,8 +527,16 @@ impl Heap {
         Ok(done)
     }
 
-    /// Rolls everything forward, waiting for running transactions to let
-    /// go of what they hold.
+    /// Rolls every committed transaction's objects forward into the backup
+    /// now, on this thread, waiting for running transactions to let go of
+    /// what they hold: afterwards the coordinator has nothing queued.
+    ///
+    /// # Errors
+    /// [`KaminoError::Pmem`] if a copy fails (the pool is full).
+    pub fn settle(&self) -> Result<()> {
+        self.drain()
+    }
+
     fn drain(&self) -> Result<()> {
         let holding = || self.inner.coordinator_holding.load(Ordering::SeqCst) > 0;
         while !self.inner.jobs.is_empty() || holding() {

@@ -109,22 +109,26 @@ fn run_bytes_for(size: u64) -> u64 {
 struct Block {
     requested: u64,
     usable: u64,
+    /// From [`Pool::alloc_cold`].
+    cold: bool,
 }
 
 /// What the pool should hold.
 #[derive(Debug, Default)]
 struct Model {
     blocks: BTreeMap<PoolOffset, Block>,
-    classes_used: BTreeSet<u8>,
+    /// (class, cold) of every small block allocated: at most one empty
+    /// slab of each may be kept once everything is freed.
+    classes_used: BTreeSet<(u8, bool)>,
 }
 
 impl Model {
     /// Allocates `size` bytes, tags the block and records it. `Ok(None)` when
     /// the pool is full, after checking that the refusal is legitimate and
     /// changed nothing.
-    fn alloc(&mut self, pool: &Pool, size: u64) -> Result<Option<PoolOffset>, TestCaseError> {
+    fn alloc(&mut self, pool: &Pool, size: u64, cold: bool) -> Result<Option<PoolOffset>, TestCaseError> {
         let before = pool.alloc_stats();
-        match pool.alloc(size) {
+        match if cold { pool.alloc_cold(size) } else { pool.alloc(size) } {
             Ok(off) => {
                 let usable = pool.usable_size(off).map_err(fail)?;
                 prop_assert!(usable >= size.max(1), "alloc({}) gave {} usable bytes", size, usable);
@@ -133,9 +137,9 @@ impl Model {
                 pool.store_u64(off + usable - 8, tag(off)).map_err(fail)?;
                 pool.persist(off, 8);
                 pool.persist(off + usable - 8, 8);
-                self.blocks.insert(off, Block { requested: size, usable });
+                self.blocks.insert(off, Block { requested: size, usable, cold });
                 if let Some(c) = class_of(size) {
-                    self.classes_used.insert(c);
+                    self.classes_used.insert((c, cold));
                 }
                 Ok(Some(off))
             }
@@ -247,7 +251,8 @@ fn verify(pool: &Pool, model: &Model) -> TestCaseResult {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Alloc(u64),
+    /// Allocate (cold: with `alloc_cold`).
+    Alloc(u64, bool),
     Free(Index),
     /// Free a live block, then allocate its size again: must succeed without
     /// growing the pool.
@@ -256,7 +261,7 @@ enum Op {
 
 fn op_strategy(max: u64) -> impl Strategy<Value = Op> {
     prop_oneof![
-        5 => size_strategy(max).prop_map(Op::Alloc),
+        5 => (size_strategy(max), any::<bool>()).prop_map(|(s, cold)| Op::Alloc(s, cold)),
         3 => any::<Index>().prop_map(Op::Free),
         1 => any::<Index>().prop_map(Op::FreeRealloc),
     ]
@@ -264,8 +269,8 @@ fn op_strategy(max: u64) -> impl Strategy<Value = Op> {
 
 fn apply(pool: &Pool, model: &mut Model, op: &Op) -> TestCaseResult {
     match op {
-        Op::Alloc(size) => {
-            model.alloc(pool, *size)?;
+        Op::Alloc(size, cold) => {
+            model.alloc(pool, *size, *cold)?;
         }
         Op::Free(i) => {
             if let Some(off) = model.nth(i) {
@@ -296,7 +301,7 @@ fn apply(pool: &Pool, model: &mut Model, op: &Op) -> TestCaseResult {
             if let Some(off) = model.nth(i) {
                 let size_before = pool.size();
                 let b = model.free(pool, off)?;
-                let again = model.alloc(pool, b.requested)?;
+                let again = model.alloc(pool, b.requested, b.cold)?;
                 prop_assert!(again.is_some(), "alloc({}) right after freeing such a block failed", b.requested);
                 prop_assert_eq!(pool.size(), size_before, "reallocating a freed size grew the pool");
             }
@@ -333,7 +338,7 @@ fn model_case(ops: &[Op], free_seed: u64) -> TestCaseResult {
         model.classes_used.len()
     );
     prop_assert!(s.free_runs <= s.slabs + 1, "free runs not merged: {:?}", s);
-    let kept_max: u64 = model.classes_used.iter().map(|c| geometry(*c).pages * PAGE_BYTES).sum();
+    let kept_max: u64 = model.classes_used.iter().map(|(c, _)| geometry(*c).pages * PAGE_BYTES).sum();
     prop_assert!(
         s.heap_bytes - s.free_run_bytes <= kept_max,
         "{} heap bytes not free: {:?}",
@@ -345,7 +350,7 @@ fn model_case(ops: &[Op], free_seed: u64) -> TestCaseResult {
     pool.set_max_size(pool.size()).map_err(fail)?;
     let whole = s.largest_free_run_bytes.saturating_sub(RUN_HEADER_BYTES);
     if whole > MAX_SLAB_BLOCK {
-        let off = model.alloc(&pool, whole)?;
+        let off = model.alloc(&pool, whole, false)?;
         prop_assert!(off.is_some(), "a block of the whole largest free run ({} bytes) was refused", whole);
         prop_assert_eq!(pool.size(), s.pool_bytes);
         verify(&pool, &model)?;
@@ -372,7 +377,7 @@ fn refill_after_freeing_everything_fits_as_many_blocks() {
         let mut model = Model::default();
         let fill = |model: &mut Model| -> Result<u64, TestCaseError> {
             let mut n = 0;
-            while model.alloc(&pool, size)?.is_some() {
+            while model.alloc(&pool, size, false)?.is_some() {
                 n += 1;
             }
             Ok(n)
@@ -466,8 +471,8 @@ fn pool_full_is_typed_and_loses_nothing() {
         let mut refused_sizes = BTreeSet::new();
         loop {
             let mut any = false;
-            for &size in &sizes {
-                match model.alloc(&pool, size)? {
+            for (i, &size) in sizes.iter().enumerate() {
+                match model.alloc(&pool, size, i % 3 == 0)? {
                     Some(_) => any = true,
                     None => {
                         refused += 1;
@@ -495,7 +500,7 @@ fn pool_full_is_typed_and_loses_nothing() {
         if let Some(off) = model.nth(&victim) {
             let b = model.free(&pool, off)?;
             prop_assert!(
-                model.alloc(&pool, b.requested)?.is_some(),
+                model.alloc(&pool, b.requested, b.cold)?.is_some(),
                 "alloc({}) after a free in a full pool",
                 b.requested
             );
@@ -548,4 +553,33 @@ fn free_many_frees_all_with_one_fence_and_reports_a_bad_block() {
         assert!(pool.usable_size(*b).is_err(), "{b:#x} is still allocated");
     }
     assert!(pool.free_many(&[]).is_ok());
+}
+
+/// Cold blocks (`alloc_cold`) share slabs only with cold blocks while
+/// there is room for slabs of their own; at a full pool either arena's
+/// free slots serve the other.
+#[test]
+fn cold_blocks_get_slabs_of_their_own_until_the_pool_is_full() {
+    let opts = PoolOptions { size: MIB, max_size: Some(MIB), ..PoolOptions::default() };
+    let pool = Pool::in_memory(&opts).unwrap();
+    let g = geometry(class_of(1000).unwrap());
+    let hot: Vec<PoolOffset> = (0..8).map(|_| pool.alloc(1000).unwrap()).collect();
+    let cold: Vec<PoolOffset> = (0..8).map(|_| pool.alloc_cold(1000).unwrap()).collect();
+    // One slab each: the hot slab's next slot is not where the cold start.
+    let (hot_end, cold_start) = (hot.iter().max().unwrap() + g.block_bytes, *cold.iter().min().unwrap());
+    assert!(hot.iter().max().unwrap() - hot.iter().min().unwrap() < g.pages * PAGE_BYTES);
+    assert!(cold_start >= hot_end + g.first_block, "cold blocks right after the hot ones: one slab");
+    // Fill the pool with cold blocks, then free one hot block: a cold
+    // allocation takes its slot rather than fail.
+    let mut more = Vec::new();
+    while let Ok(o) = pool.alloc_cold(1000) {
+        more.push(o);
+    }
+    let mut hot_too = Vec::new();
+    while let Ok(o) = pool.alloc(1000) {
+        hot_too.push(o);
+    }
+    pool.free(hot[0]).unwrap();
+    assert_eq!(pool.alloc_cold(1000).unwrap(), hot[0]);
+    assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
 }

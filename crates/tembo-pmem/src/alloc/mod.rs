@@ -82,6 +82,14 @@ pub(crate) struct Slab {
     free: u64,
     /// Bitmap word to start the next search at.
     hint: u64,
+    /// Holds cold blocks ([`Pool::alloc_cold`]) only.
+    cold: bool,
+}
+
+/// Index of the partial-slab list (and empty-slab count) of `class` in the
+/// hot or the cold arena.
+fn list(class: u8, cold: bool) -> usize {
+    class as usize + if cold { CLASS_COUNT } else { 0 }
 }
 
 /// Usage of a pool's heap.
@@ -181,8 +189,8 @@ fn page_offset(page: u64) -> PoolOffset {
 impl AllocState {
     pub(crate) fn empty() -> AllocState {
         AllocState {
-            partial: vec![BTreeSet::new(); CLASS_COUNT],
-            empty_slabs: vec![0; CLASS_COUNT],
+            partial: vec![BTreeSet::new(); 2 * CLASS_COUNT],
+            empty_slabs: vec![0; 2 * CLASS_COUNT],
             ..AllocState::default()
         }
     }
@@ -241,7 +249,9 @@ impl AllocState {
                     let g = geometry(class);
                     st.used_bytes += used * g.block_bytes;
                     st.blocks += used;
-                    st.slabs.insert(page, Slab { class, free: g.blocks - used, hint: 0 });
+                    // The arena is not recorded: after an open every slab
+                    // is hot, and cold blocks start new slabs.
+                    st.slabs.insert(page, Slab { class, free: g.blocks - used, hint: 0, cold: false });
                     if used < g.blocks {
                         st.partial[class as usize].insert(page);
                     }
@@ -377,8 +387,8 @@ impl AllocState {
         Ok(())
     }
 
-    fn alloc(&mut self, pool: &Pool, size: u64, fence: bool) -> Result<PoolOffset> {
-        let off = self.alloc_unmarked(pool, size, fence)?;
+    fn alloc(&mut self, pool: &Pool, size: u64, fence: bool, cold: bool) -> Result<PoolOffset> {
+        let off = self.alloc_unmarked(pool, size, fence, cold)?;
         if let Some(marks) = &mut self.concurrent_marks {
             // Allocated after the sweep began: never the sweep's to free.
             marks.insert(off);
@@ -386,9 +396,9 @@ impl AllocState {
         Ok(off)
     }
 
-    fn alloc_unmarked(&mut self, pool: &Pool, size: u64, fence: bool) -> Result<PoolOffset> {
+    fn alloc_unmarked(&mut self, pool: &Pool, size: u64, fence: bool, cold: bool) -> Result<PoolOffset> {
         match class_of(size) {
-            Some(class) => self.alloc_small(pool, class, fence),
+            Some(class) => self.alloc_small(pool, class, fence, cold),
             None => {
                 if size > MAX_ALLOC_BYTES {
                     return Err(PmemError::TooLarge { what: "allocation", requested: size, limit: MAX_ALLOC_BYTES });
@@ -402,11 +412,21 @@ impl AllocState {
         }
     }
 
-    fn alloc_small(&mut self, pool: &Pool, class: u8, fence: bool) -> Result<PoolOffset> {
+    fn alloc_small(&mut self, pool: &Pool, class: u8, fence: bool, cold: bool) -> Result<PoolOffset> {
         let g = geometry(class);
-        let page = match self.partial[class as usize].first() {
+        let mut li = list(class, cold);
+        let page = match self.partial[li].first() {
             Some(&p) => p,
-            None => self.new_slab(pool, class)?,
+            None => match self.new_slab(pool, class, cold) {
+                Ok(p) => p,
+                // No room for a new slab: a block of the other arena's
+                // slabs beats failing (arenas are placement, not quota).
+                Err(PmemError::PoolFull { .. }) if !self.partial[list(class, !cold)].is_empty() => {
+                    li = list(class, !cold);
+                    self.partial[li].first().copied().unwrap_or_default()
+                }
+                Err(e) => return Err(e),
+            },
         };
         let run_off = page_offset(page);
         let slab = self.slabs.get_mut(&page).ok_or_else(|| PmemError::Invariant {
@@ -432,11 +452,11 @@ impl AllocState {
             }
             slab.hint = w;
             if slab.free == g.blocks {
-                self.empty_slabs[class as usize] -= 1;
+                self.empty_slabs[li] -= 1;
             }
             slab.free -= 1;
             if slab.free == 0 {
-                self.partial[class as usize].remove(&page);
+                self.partial[li].remove(&page);
             }
             self.used_bytes += g.block_bytes;
             self.blocks += 1;
@@ -448,7 +468,7 @@ impl AllocState {
         })
     }
 
-    fn new_slab(&mut self, pool: &Pool, class: u8) -> Result<u64> {
+    fn new_slab(&mut self, pool: &Pool, class: u8, cold: bool) -> Result<u64> {
         let g = geometry(class);
         // The bitmap must be zero on media before the header makes it count;
         // the pages are free, so writing them is invisible until then.
@@ -473,9 +493,9 @@ impl AllocState {
                 detail: format!("best fit changed between bitmap init ({page}) and carve ({carved})"),
             });
         }
-        self.slabs.insert(page, Slab { class, free: g.blocks, hint: 0 });
-        self.partial[class as usize].insert(page);
-        self.empty_slabs[class as usize] += 1;
+        self.slabs.insert(page, Slab { class, free: g.blocks, hint: 0, cold });
+        self.partial[list(class, cold)].insert(page);
+        self.empty_slabs[list(class, cold)] += 1;
         Ok(page)
     }
 
@@ -548,20 +568,21 @@ impl AllocState {
         })?;
         slab.free += 1;
         let free = slab.free;
+        let li = list(class, slab.cold);
         if free == 1 {
             // It was full: it has room again (a slab is in the partial set
             // exactly while it has a free block, so no lookup otherwise).
-            self.partial[class as usize].insert(at.page);
+            self.partial[li].insert(at.page);
         }
         if free == g.blocks {
-            // Keep one empty slab per class for the next allocations; give
-            // further ones back as free pages.
-            if self.empty_slabs[class as usize] >= 1 {
+            // Keep one empty slab per class and arena for the next
+            // allocations; give further ones back as free pages.
+            if self.empty_slabs[li] >= 1 {
                 self.slabs.remove(&at.page);
-                self.partial[class as usize].remove(&at.page);
+                self.partial[li].remove(&at.page);
                 self.release_run(pool, at.page)?;
             } else {
-                self.empty_slabs[class as usize] += 1;
+                self.empty_slabs[li] += 1;
             }
         }
         Ok(())
@@ -671,13 +692,14 @@ impl AllocState {
                         let g = geometry(class);
                         used += n * g.block_bytes;
                         blocks += n;
-                        match self.slabs.get(&page) {
-                            Some(s) if s.free == g.blocks - n && s.class == class => {}
+                        let cold = match self.slabs.get(&page) {
+                            Some(s) if s.free == g.blocks - n && s.class == class => s.cold,
                             other => {
-                                v("alloc.slab_bitmap", format!("slab at page {page}: {n} blocks set, index {other:?}"))
+                                v("alloc.slab_bitmap", format!("slab at page {page}: {n} blocks set, index {other:?}"));
+                                false
                             }
-                        }
-                        if (n < g.blocks) != self.partial[class as usize].contains(&page) {
+                        };
+                        if (n < g.blocks) != self.partial[list(class, cold)].contains(&page) {
                             v("alloc.free_index", format!("slab at page {page} partial-list membership wrong"));
                         }
                     }
@@ -759,7 +781,22 @@ impl Pool {
     /// [`PmemError::PoolFull`] when neither free space nor growth room is left;
     /// [`PmemError::TooLarge`] above the format's limit.
     pub fn alloc(&self, size: u64) -> Result<PoolOffset> {
-        self.alloc.lock().alloc(self, size, true)
+        self.alloc.lock().alloc(self, size, true, false)
+    }
+
+    /// [`Pool::alloc`] for a block that is written but rarely read (a
+    /// backup copy): small ones come from slabs that hold only such blocks,
+    /// so that the objects readers walk share pages (and TLB entries) with
+    /// each other rather than with their copies. Kamino-Tx's full backup
+    /// doubled the pages a read-only YCSB run touched and cost it 4–9 %
+    /// against the undo log; see `docs/results/kamino.md`. Which slabs are
+    /// cold is not recorded: after an open, new cold blocks start new
+    /// slabs and old cold slabs take any block.
+    ///
+    /// # Errors
+    /// As [`Pool::alloc`].
+    pub fn alloc_cold(&self, size: u64) -> Result<PoolOffset> {
+        self.alloc.lock().alloc(self, size, true, true)
     }
 
     /// [`Pool::alloc`] whose allocation becomes durable at the caller's next
@@ -774,7 +811,7 @@ impl Pool {
     pub fn alloc_deferred(&self, size: u64) -> Result<PoolOffset> {
         let (r, unflushed) = {
             let mut a = self.alloc.lock();
-            let r = a.alloc(self, size, false);
+            let r = a.alloc(self, size, false, false);
             (r, a.unflushed.take())
         };
         if let Some(word) = unflushed {
