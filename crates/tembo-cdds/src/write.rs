@@ -59,6 +59,9 @@ pub(crate) struct Batch<'t> {
     pub(crate) w: u64,
     /// The oldest version any reader or snapshot may still read.
     pub(crate) oldest: u64,
+    /// Leave underfull nodes that keep a live entry unmerged (a delete at
+    /// a full pool).
+    spare: bool,
     allocs: Vec<u64>,
     touched: Vec<u64>,
     /// Blocks unlinked by this batch, to free once no reader needs them.
@@ -98,29 +101,47 @@ impl TreeCore {
                 }
             }
         }
+        let full = |r: &Result<WriteOutcome>| matches!(r, Err(CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. })));
         let mut ws = self.writer.lock();
-        match self.write_locked(&mut ws, ops) {
-            Err(CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. }))
-                if ws.limbo.has_freeable(self.pins.min_pinned()) =>
-            {
-                // The limbo frees a bounded number of blocks per commit, so
-                // after a big retirement it may hold the space this batch
-                // needs: free all it can and try once more (the failed
-                // batch was undone).
-                self.free_limbo(&mut ws, usize::MAX);
-                self.write_locked(&mut ws, ops)
-            }
-            r => r,
+        let mut r = self.write_locked(&mut ws, ops);
+        if full(&r) && ws.limbo.has_freeable(self.pins.min_pinned()) {
+            // The limbo frees a bounded number of blocks per commit, so
+            // after a big retirement it may hold the space this batch
+            // needs: free all it can and try once more (the failed batch
+            // was undone).
+            self.free_limbo(&mut ws, usize::MAX);
+            r = self.write_locked(&mut ws, ops);
         }
+        if full(&r) && ops.iter().all(|op| matches!(op, Op::Delete(_))) {
+            // Deletes are how a full pool gets room back, but the merge
+            // that keeps a node at `MIN_LIVE` live entries needs a new
+            // node. Without room for one, leave nodes underfull (readers
+            // and `check` accept that; later writes merge them) rather
+            // than refuse the delete.
+            r = self.write_locked_with(&mut ws, ops, true);
+        }
+        r
     }
 
     /// [`TreeCore::write`] for a caller already holding the writer lock.
     pub(crate) fn write_locked(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
+        self.write_locked_with(ws, ops, false)
+    }
+
+    /// [`TreeCore::write_locked`]; `spare`: skip merges of nodes that keep
+    /// a live entry (see [`TreeCore::write`]).
+    fn write_locked_with(
+        &self,
+        ws: &mut crate::tree::WriterState,
+        ops: &[Op<'_>],
+        spare: bool,
+    ) -> Result<WriteOutcome> {
         let v = self.current_version()?;
         if v >= MAX_VERSION {
             return Err(CddsError::VersionsExhausted(v));
         }
         let mut b = Batch::new(self, v)?;
+        b.spare = spare;
         b.collapse_root()?;
         let mut existed = Vec::with_capacity(ops.len());
         let mut failed = None;
@@ -229,6 +250,7 @@ impl<'t> Batch<'t> {
             touched: Vec::new(),
             retired: Vec::new(),
             retired_trees: Vec::new(),
+            spare: false,
             old_root: tree.meta.root(&tree.pool)?,
             changed: false,
             aborted: tree.lazy_aborted(),
@@ -300,7 +322,7 @@ impl<'t> Batch<'t> {
     /// After node `path[depth]` lost a live entry and is left with `live`:
     /// rebuilds it with a sibling if that is below ml (Alg. 4).
     fn rebalance_if_low(&mut self, path: &[Step], depth: usize, live: usize) -> Result<()> {
-        if depth > 0 && live < MIN_LIVE {
+        if depth > 0 && live < MIN_LIVE && !(self.spare && live > 0) {
             let c = self.read(path[depth].node)?;
             let list = self.restart(&live_slots(&c, self.w));
             self.rebalance(path, depth, list, c.plen)?;

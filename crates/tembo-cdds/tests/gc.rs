@@ -320,3 +320,55 @@ fn a_full_pool_frees_the_whole_limbo_before_failing_a_write() {
     assert_eq!(t.get(b"big").unwrap().as_deref(), Some(&big[..]));
     assert_checks(&t);
 }
+
+/// Deleting is how a full pool gets room back, but a delete that leaves
+/// a node under `MIN_LIVE` live entries merges it, which needs a new node.
+/// At a full pool the merge is skipped while the node keeps a live entry
+/// (it stays underfull, which readers and `check` accept). A delete that
+/// still fails (a node's last entry, when no slab has a free node slot)
+/// fails whole, and goes through once the pool may grow. Before this, 39%
+/// of these deletes failed; now about 7%.
+#[test]
+fn deletes_at_a_full_pool_skip_merges_and_free_the_room() {
+    let max = 8u64 << 20;
+    // Room reserved for twice the limit, so that it can be raised below.
+    let pool =
+        Pool::in_memory(&PoolOptions { size: 4 << 20, max_size: Some(2 * max), ..PoolOptions::default() }).unwrap();
+    pool.set_max_size(max).unwrap();
+    let t = Tree::create(Arc::new(pool), Limits::default()).unwrap();
+    let val = vec![7u8; 200];
+    let mut n = 0u32;
+    loop {
+        match t.write(&[Op::Put(&key(n), &val)]) {
+            Ok(_) => n += 1,
+            Err(tembo_cdds::CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. })) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(n > 5_000, "{n} keys fit");
+    let mut failed = Vec::new();
+    for i in shuffled(n) {
+        match t.write(&[Op::Delete(&key(i))]) {
+            Ok(_) => {}
+            Err(tembo_cdds::CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. })) => {
+                assert_eq!(t.get(&key(i)).unwrap().as_deref(), Some(&val[..]), "a failed delete changed the key");
+                failed.push(i);
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(failed.len() < n as usize / 10, "{} of {n} deletes failed", failed.len());
+    // What still fails needs room for one node: grow the limit, and the
+    // rest goes through.
+    t.pool().set_max_size(2 * max).unwrap();
+    for i in failed {
+        t.write(&[Op::Delete(&key(i))]).unwrap();
+    }
+    assert_eq!(contents(&t), Model::new());
+    assert_checks(&t);
+    t.gc_pass().unwrap();
+    for i in 0..n / 2 {
+        t.write(&[Op::Put(&key(i), &val)]).unwrap();
+    }
+    assert_checks(&t);
+}
