@@ -222,7 +222,7 @@ pub(crate) struct Inner {
     /// system call the committing thread would pay every time).
     pub coordinator_idle: AtomicBool,
     /// Jobs the coordinator has taken off the queue and not yet finished
-    /// (what `drain` waits for besides the queue).
+    /// (what `Heap::settle` waits for besides the queue).
     pub coordinator_holding: AtomicUsize,
     pub timeout: Duration,
 }
@@ -534,10 +534,6 @@ impl Heap {
     /// # Errors
     /// [`KaminoError::Pmem`] if a copy fails (the pool is full).
     pub fn settle(&self) -> Result<()> {
-        self.drain()
-    }
-
-    fn drain(&self) -> Result<()> {
         let holding = || self.inner.coordinator_holding.load(Ordering::SeqCst) > 0;
         while !self.inner.jobs.is_empty() || holding() {
             if self.coordinate(usize::MAX)? == 0 {
@@ -602,7 +598,7 @@ impl Heap {
     /// [`KaminoError::Pmem`] if marking finds a reference to something that
     /// is not a block.
     pub fn reclaim_leaks(&self, app: &dyn LeakTracer) -> Result<ReclaimReport> {
-        self.drain()?;
+        self.settle()?;
         let inner = &self.inner;
         let dir: Vec<PoolOffset> = inner.dynamic.as_ref().map_or_else(Vec::new, Dynamic::chunks);
         let meta = |pool: &Pool, m: &mut Marker<'_>| -> Result<(), PmemError> {
@@ -632,7 +628,7 @@ impl Heap {
     /// # Errors
     /// [`KaminoError::Pmem`] if reading stops.
     pub fn check(&self, objects: &[PoolOffset]) -> Result<Vec<String>> {
-        self.drain()?;
+        self.settle()?;
         let inner = &self.inner;
         let pool = &inner.pool;
         let mut v = Vec::new();
@@ -699,7 +695,7 @@ impl Drop for Heap {
             let _ = t.join();
         }
         // Leave the backup current, so a clean reopen has no work.
-        let _ = self.drain();
+        let _ = self.settle();
     }
 }
 
@@ -747,7 +743,7 @@ fn coordinator_loop(inner: &Inner) {
     let mut batch = Vec::with_capacity(COORDINATOR_BATCH);
     loop {
         let job = loop {
-            // Counted before it pops: `drain` must never see an empty
+            // Counted before it pops: `Heap::settle` must never see an empty
             // queue while a popped job is still unfinished.
             inner.coordinator_holding.fetch_add(1, Ordering::SeqCst);
             if let Some(j) = inner.jobs.pop() {

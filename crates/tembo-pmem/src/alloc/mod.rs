@@ -87,6 +87,12 @@ pub(crate) struct Slab {
     cold: bool,
 }
 
+/// The `slab_pages` entry of the page `back` pages into a slab of `class`
+/// (never 0: 0 marks a page outside slabs).
+fn slab_page_code(back: u64, class: u8) -> u16 {
+    1 + ((back as u16) << 6 | u16::from(class))
+}
+
 /// Index of the partial-slab list (and empty-slab count) of `class` in the
 /// hot or the cold arena.
 fn list(class: u8, cold: bool) -> usize {
@@ -263,10 +269,10 @@ impl AllocState {
                     st.slabs.insert(page, Slab { class, free: g.blocks - used, hint: 0, cold: false });
                     st.index_slab(page, class, true);
                     if used < g.blocks {
-                        st.partial[class as usize].insert(page);
+                        st.partial[list(class, false)].insert(page);
                     }
                     if used == 0 {
-                        st.empty_slabs[class as usize] += 1;
+                        st.empty_slabs[list(class, false)] += 1;
                     }
                 }
             }
@@ -518,7 +524,7 @@ impl AllocState {
         debug_assert!(pages <= 256 && (class as usize) < 64);
         for back in 0..pages {
             if let Some(v) = self.slab_pages.get_mut((page + back) as usize) {
-                *v = if on { 1 + ((back as u16) << 6 | u16::from(class)) } else { 0 };
+                *v = if on { slab_page_code(back, class) } else { 0 };
             }
         }
     }
@@ -701,7 +707,7 @@ impl AllocState {
                 }
             };
             let expect = |back: u64| match kind {
-                RunKind::Slab(class) => 1 + ((back as u16) << 6 | u16::from(class)),
+                RunKind::Slab(class) => slab_page_code(back, class),
                 _ => 0,
             };
             if let Some(back) = (0..pages.min(self.pages - page))
