@@ -71,8 +71,15 @@ impl Pins {
             let s = &self.slots[i].0;
             if s.compare_exchange(0, v + 1, Ordering::SeqCst, Ordering::Relaxed).is_ok() {
                 // Published before the re-check of the version below, so a
-                // writer that scans after its commit covers this slot.
-                self.high_water.fetch_max(i + 1, Ordering::SeqCst);
+                // writer that scans after its commit covers this slot. A
+                // thread re-pinning its home slot finds the mark already
+                // past it; a (sequentially consistent) load then does: a
+                // writer whose scan reads the mark before this load
+                // committed before it, so the re-check below sees that
+                // commit and re-pins. Saves a locked RMW per read.
+                if self.high_water.load(Ordering::SeqCst) <= i {
+                    self.high_water.fetch_max(i + 1, Ordering::SeqCst);
+                }
                 break s;
             }
             i = (i + 1) % SLOTS;

@@ -113,12 +113,24 @@ pub fn key<'p>(pool: &'p Pool, rec: u64, h: &RecordHeader) -> Result<&'p [u8]> {
 
 /// Copies a leaf record's value.
 pub fn value(pool: &Pool, rec: u64, h: &RecordHeader) -> Result<Vec<u8>> {
+    let mut v = Vec::new();
+    value_into(pool, rec, h, &mut v)?;
+    Ok(v)
+}
+
+/// Copies a leaf record's value into `buf` (cleared first), reusing its
+/// allocation: a caller reading many values pays for no allocation, free
+/// or zero-fill per read.
+pub fn value_into(pool: &Pool, rec: u64, h: &RecordHeader, buf: &mut Vec<u8>) -> Result<()> {
     // Before allocating: a damaged length must be an error, not an abort.
     let at = (rec + HEADER).checked_add(h.key_len).ok_or_else(|| CddsError::invariant("record key length", rec))?;
     pool.check_range(at, h.word)?;
-    let mut v = vec![0u8; usize::try_from(h.word).map_err(|_| CddsError::invariant("value length", rec))?];
-    pool.read(rec + HEADER + h.key_len, &mut v)?;
-    Ok(v)
+    // SAFETY: as in `key`: the record is immutable until freed, and frees
+    // wait for every read op that could hold it; the range is checked.
+    let bytes = unsafe { pool.bytes(at, h.word)? };
+    buf.clear();
+    buf.extend_from_slice(bytes);
+    Ok(())
 }
 
 /// Verifies a record's checksum (for `check`).

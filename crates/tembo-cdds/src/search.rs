@@ -100,7 +100,11 @@ pub fn entry_key(pool: &Pool, e: &Entry) -> Result<Option<Vec<u8>>> {
 /// are prefetched together first. Keys that share their first 8 bytes
 /// (`user1234…`) tie on prefixes for most probes, and each probe's record
 /// read would otherwise wait for the previous one.
-pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
+///
+/// `sole_bytes`: when exactly one entry ties, how much of its record to
+/// prefetch before comparing (a point read passes the lines its value copy
+/// will read, so that they arrive with the header rather than after it).
+pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool, sole_bytes: u64) -> Result<usize> {
     let n = raw.used();
     // An entry with prefix u64::MAX (the sentinel, or a key of eight 0xFF
     // bytes) is above every smaller prefix, and ties with u64::MAX.
@@ -113,6 +117,8 @@ pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool)
         for i in lo..lo + ties {
             pool.prefetch(raw.entry(i).rec, 64);
         }
+    } else if sole_bytes > 64 {
+        pool.prefetch(raw.entry(lo).rec, sole_bytes);
     }
     Ok(lo + partition(ties, strict, |i| record::cmp_entry(pool, &raw.entry(lo + i), key, pfx))?)
 }
@@ -151,16 +157,17 @@ fn partition_by(len: usize, mut left: impl FnMut(usize) -> bool) -> usize {
 
 /// [`child_index`] over a raw node: the child entry covering `key` at `v`.
 pub fn child_raw(pool: &Pool, raw: &RawNode, node: u64, key: &[u8], pfx: u64, v: u64) -> Result<Entry> {
-    let start = bound_raw(pool, raw, key, pfx, true)?;
+    let start = bound_raw(pool, raw, key, pfx, true, 0)?;
     (start..raw.used())
         .map(|i| raw.entry(i))
         .find(|e| e.visible_at(v, &[]))
         .ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), node))
 }
 
-/// The leaf entry for `key` visible at `v`, in a raw leaf.
-pub fn leaf_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, v: u64) -> Result<Option<Entry>> {
-    let mut i = bound_raw(pool, raw, key, pfx, false)?;
+/// The leaf entry for `key` visible at `v`, in a raw leaf; `rec_bytes` as
+/// [`bound_raw`]'s `sole_bytes`.
+pub fn leaf_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, v: u64, rec_bytes: u64) -> Result<Option<Entry>> {
+    let mut i = bound_raw(pool, raw, key, pfx, false, rec_bytes)?;
     while i < raw.used() {
         let e = raw.entry(i);
         if e.prefix != pfx || record::cmp_entry(pool, &e, key, pfx)? != Ordering::Equal {

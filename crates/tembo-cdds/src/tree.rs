@@ -218,8 +218,19 @@ impl TreeCore {
     /// # Errors
     /// Invariant or pool errors (a corrupted pool), never for a missing key.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut v = Vec::new();
+        Ok(self.get_into(key, &mut v)?.then_some(v))
+    }
+
+    /// [`TreeCore::get`] into a caller's buffer (cleared first; left empty
+    /// for a missing key), so that a loop of reads reuses one allocation.
+    /// Returns whether the key exists.
+    ///
+    /// # Errors
+    /// As [`TreeCore::get`].
+    pub fn get_into(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
         let pin = self.pin()?;
-        self.get_pinned(key, pin.version)
+        self.value_at(key, pin.version, buf)
     }
 
     /// The value of `key` at version `v`, which the caller keeps retained
@@ -229,13 +240,30 @@ impl TreeCore {
     /// As [`TreeCore::get`].
     pub fn get_at(&self, key: &[u8], v: u64) -> Result<Option<Vec<u8>>> {
         let _pin = self.pin()?;
-        self.get_pinned(key, v)
+        let mut out = Vec::new();
+        Ok(self.value_at(key, v, &mut out)?.then_some(out))
     }
 
-    fn get_pinned(&self, key: &[u8], v: u64) -> Result<Option<Vec<u8>>> {
-        if let Some(ab) = self.lazy_aborted() {
-            return self.get_checked(key, v, &ab);
+    /// Copies the value of `key` at `v` into `buf`; the caller holds a pin
+    /// that keeps `v`'s records from being freed until the copy is done.
+    fn value_at(&self, key: &[u8], v: u64, buf: &mut Vec<u8>) -> Result<bool> {
+        buf.clear();
+        let rec = match self.lazy_aborted() {
+            Some(ab) => self.find_checked(key, v, &ab)?,
+            None => self.find_pinned(key, v)?,
+        };
+        match rec {
+            Some(rec) => {
+                let h = record::header(&self.pool, rec)?;
+                record::value_into(&self.pool, rec, &h, buf)?;
+                Ok(true)
+            }
+            None => Ok(false),
         }
+    }
+
+    /// The record of `key`'s entry visible at `v`, on the lock-free path.
+    fn find_pinned(&self, key: &[u8], v: u64) -> Result<Option<u64>> {
         let pool = &*self.pool;
         let whole = key_prefix(key);
         let mut n = self.meta.root(pool)?;
@@ -245,17 +273,11 @@ impl TreeCore {
             raw.load(pool, n, self.session)?;
             let pfx = if raw.plen() == 0 { whole } else { key_prefix_at(key, raw.plen()) };
             if raw.level() == 0 {
-                let found = search::leaf_raw(pool, &raw, key, pfx, v);
+                let found = search::leaf_raw(pool, &raw, key, pfx, v, READ_PREFETCH_BYTES);
                 if !raw.validate() {
                     continue;
                 }
-                return match found? {
-                    Some(e) => {
-                        let h = record::header(pool, e.rec)?;
-                        Ok(Some(record::value(pool, e.rec, &h)?))
-                    }
-                    None => Ok(None),
-                };
+                return Ok(found?.map(|e| e.rec));
             }
             let child = search::child_raw(pool, &raw, n, key, pfx, v).and_then(|e| search::child_of(pool, &e));
             if !raw.validate() {
@@ -268,24 +290,24 @@ impl TreeCore {
     }
 }
 
+/// How much of a point read's record is prefetched once the leaf search
+/// has narrowed to it: the header and key line plus the next three, which
+/// the value copy reads (a 256-byte value's record is five lines). Fetched
+/// together, their misses overlap instead of following the header's.
+const READ_PREFETCH_BYTES: u64 = 256;
+
 impl TreeCore {
-    /// A point read on the checked path, while a lazy recovery runs: node
-    /// copies with verified slots, aborted versions honoured.
-    fn get_checked(&self, key: &[u8], v: u64, aborted: &[u64]) -> Result<Option<Vec<u8>>> {
+    /// [`TreeCore::find_pinned`] on the checked path, while a lazy recovery
+    /// runs: node copies with verified slots, aborted versions honoured.
+    fn find_checked(&self, key: &[u8], v: u64, aborted: &[u64]) -> Result<Option<u64>> {
         let pool = &*self.pool;
         let mut n = self.meta.root(pool)?;
         for _ in 0..64 {
             let copy = node::read_checked(pool, n, self.session, ReadAt { version: v, aborted })?;
             let pfx = key_prefix_at(key, copy.plen);
             if copy.level == 0 {
-                return match search::leaf_find(pool, &copy, key, pfx, ReadAt { version: v, aborted })? {
-                    Some(i) => {
-                        let rec = copy.entries()[i].rec;
-                        let h = record::header(pool, rec)?;
-                        Ok(Some(record::value(pool, rec, &h)?))
-                    }
-                    None => Ok(None),
-                };
+                let found = search::leaf_find(pool, &copy, key, pfx, ReadAt { version: v, aborted })?;
+                return Ok(found.map(|i| copy.entries()[i].rec));
             }
             let i = search::child_index(pool, &copy, n, key, pfx, ReadAt { version: v, aborted }, false)?;
             n = search::child_of(pool, &copy.entries()[i])?;

@@ -293,7 +293,7 @@ impl<'t> Batch<'t> {
     /// after every older entry of the key) takes in the order line.
     fn leaf_position(&self, raw: &node::RawNode<'_>, leaf: u64, key: &[u8]) -> Result<(Option<(Entry, usize)>, usize)> {
         let pfx = key_prefix_at(key, raw.plen());
-        let mut i = search::bound_raw(self.pool, raw, key, pfx, false)?;
+        let mut i = search::bound_raw(self.pool, raw, key, pfx, false, 0)?;
         let mut found = None;
         while i < raw.used() {
             let e = raw.entry_checked(i, leaf)?;

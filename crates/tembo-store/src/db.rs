@@ -332,6 +332,19 @@ impl Db {
         }
     }
 
+    /// [`Db::get`] into `buf`, which is cleared first (and left empty for a
+    /// missing key): a loop of reads reuses one allocation instead of
+    /// making and freeing one per read. Returns whether `key` is present.
+    ///
+    /// # Errors
+    /// As [`Db::get`].
+    pub fn get_into(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+        match self.backend() {
+            Backend::Cdds(t) => t.get_into(key, buf).map_err(self.err()),
+            Backend::InPlace(t, _) => t.get_into(key, buf).map_err(self.kerr()),
+        }
+    }
+
     /// A hint that `keys` are about to be read or written: brings what
     /// their lookups will touch into the CPU cache, walking all their paths
     /// together so that the memory latencies overlap (the cdds engine; the

@@ -53,6 +53,14 @@ fn every_engine_behaves_the_same() {
         assert_eq!(out.existed, vec![false, false, true]);
         model.insert(b"batch-b".to_vec(), b"2".to_vec());
         assert_eq!(contents(&db), model, "{engine}");
+        // `get_into` reuses one buffer across present and missing keys.
+        let mut buf = b"stale bytes that must not survive".to_vec();
+        for i in 0..800u32 {
+            let k = format!("k{i:05}").into_bytes();
+            let found = db.get_into(&k, &mut buf).unwrap();
+            assert_eq!(found.then(|| buf.clone()), model.get(&k).cloned(), "{engine} {i}");
+            assert!(found || buf.is_empty(), "{engine}: a miss leaves the buffer empty");
+        }
         let rev: Vec<_> = db.scan_rev(&b"k00100"[..]..&b"k00500"[..]).map(|r| r.unwrap()).collect();
         let want: Vec<_> =
             model.range(b"k00100".to_vec()..b"k00500".to_vec()).rev().map(|(k, v)| (k.clone(), v.clone())).collect();

@@ -50,13 +50,7 @@ impl Target for CddsTarget {
     }
 
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
-        match self.db.get(key)? {
-            Some(v) => {
-                *buf = v;
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        Ok(self.db.get_into(key, buf)?)
     }
 
     fn delete(&mut self, key: &[u8]) -> Result<bool> {

@@ -207,6 +207,25 @@ impl Tree {
         Ok(Some(rd.rec_value(rd.rec(leaf, i)?)?))
     }
 
+    /// [`Tree::get`] into `buf` (cleared first; left empty for a
+    /// missing key), reusing its allocation. Returns whether `key` exists.
+    ///
+    /// # Errors
+    /// As [`Tree::get`].
+    pub fn get_into(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+        buf.clear();
+        let _s = self.shared();
+        let rd = self.rd();
+        let leaf = self.leaf_for(key, false)?;
+        let _g = self.heap.read_lock(PPtr::<()>::new(leaf))?;
+        let (_, count) = rd.meta(leaf)?;
+        let (i, found) = rd.search(leaf, count, key, false)?;
+        if found {
+            rd.rec_value_into(rd.rec(leaf, i)?, buf)?;
+        }
+        Ok(found)
+    }
+
     fn leaf_for(&self, key: &[u8], before: bool) -> Result<PoolOffset> {
         let rd = self.rd();
         let mut node = root_of(rd.pool, self.anchor)?;

@@ -93,10 +93,21 @@ impl Reader<'_> {
     }
 
     pub fn rec_value(&self, rec: PoolOffset) -> Result<Vec<u8>> {
-        let (kl, vl) = self.rec_lens(rec)?;
-        let mut v = vec![0u8; vl as usize];
-        self.pool.read(payload(rec) + 8 + kl, &mut v)?;
+        let mut v = Vec::new();
+        self.rec_value_into(rec, &mut v)?;
         Ok(v)
+    }
+
+    /// Copies a record's value into `buf`, replacing its contents.
+    pub fn rec_value_into(&self, rec: PoolOffset, buf: &mut Vec<u8>) -> Result<()> {
+        let (kl, vl) = self.rec_lens(rec)?;
+        let at = payload(rec) + 8 + kl;
+        // A damaged length must be an error, not an allocation abort.
+        self.pool.check_range(at, vl)?;
+        buf.clear();
+        buf.resize(vl as usize, 0);
+        self.pool.read(at, buf)?;
+        Ok(())
     }
 
     /// Compares `key` with entry `i` of node `n`.
