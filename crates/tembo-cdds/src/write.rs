@@ -308,12 +308,18 @@ impl<'t> Batch<'t> {
         Ok((found, i))
     }
 
-    /// Entries of a leaf read in place that are visible at `w`.
+    /// Entries of a leaf read in place that are visible at `w`, counted up
+    /// to `MIN_LIVE`: its callers only ask whether the leaf is below that,
+    /// and a leaf holds up to 30 entries to decode (the count was 7–10% of
+    /// a random delete's time).
     fn live_in(&self, raw: &node::RawNode<'_>, leaf: u64) -> Result<usize> {
         let mut live = 0;
         for i in 0..raw.used() {
             if raw.entry_checked(i, leaf)?.visible_at(self.w, &[]) {
                 live += 1;
+                if live == MIN_LIVE {
+                    break;
+                }
             }
         }
         Ok(live)
