@@ -96,6 +96,9 @@ pub struct GcStats {
     pub entries_removed: u64,
     /// Blocks retired (a retired subtree counts once).
     pub blocks_retired: u64,
+    /// Passes run by writes that found the pool full, to reclaim garbage
+    /// before failing (counted in `passes` too).
+    pub pressure_passes: u64,
     /// Retired blocks, and nodes of retired subtrees not yet walked, that
     /// wait to be freed now (by commits and GC steps, a bounded number
     /// each, once no read op that might reach them runs).
@@ -186,6 +189,46 @@ impl TreeCore {
                 return Ok(total);
             }
         }
+    }
+
+    /// For a write that found the pool full, under the writer lock: runs a
+    /// whole GC pass from the first key (unless the last one removed
+    /// nothing and no version moved since) and frees what it retired that
+    /// no read op holds. Deleted keys' records and the nodes a merge
+    /// replaced stay allocated until logical GC reaches them; at a full
+    /// pool that garbage is the room the write needs, and a write should
+    /// not fail while it exists. Returns whether a pass ran.
+    pub(crate) fn reclaim_locked(&self, ws: &mut WriterState) -> Result<bool> {
+        if self.lazy_aborted().is_some() {
+            return Ok(false);
+        }
+        if let Some((oldest, version)) = ws.gc.clean {
+            let v = self.current_version()?;
+            if v == version && self.oldest_retained(v, self.pins.min_pinned()) == oldest {
+                return Ok(false);
+            }
+        }
+        ws.gc.after = None;
+        let mut total = GcStep::default();
+        loop {
+            let s = self.gc_step_locked(ws, 4096, true)?;
+            total.nodes_visited += s.nodes_visited;
+            total.nodes_compacted += s.nodes_compacted;
+            total.entries_removed += s.entries_removed;
+            total.blocks_retired += s.blocks_retired;
+            if s.pass_complete {
+                break;
+            }
+        }
+        self.free_limbo(ws, usize::MAX);
+        let mut st = self.gc_stats.lock();
+        st.passes += 1;
+        st.nodes_visited += total.nodes_visited;
+        st.nodes_compacted += total.nodes_compacted;
+        st.entries_removed += total.entries_removed;
+        st.blocks_retired += total.blocks_retired;
+        st.pressure_passes += 1;
+        Ok(true)
     }
 
     /// What the GC has done since open.

@@ -112,13 +112,20 @@ impl TreeCore {
             self.free_limbo(&mut ws, usize::MAX);
             r = self.write_locked(&mut ws, ops);
         }
+        if full(&r) && self.reclaim_locked(&mut ws)? {
+            // Dead entries' records and replaced nodes wait for logical GC:
+            // a whole pass turns them into room before the write gives up.
+            r = self.write_locked(&mut ws, ops);
+        }
         if full(&r) && ops.iter().all(|op| matches!(op, Op::Delete(_))) {
             // Deletes are how a full pool gets room back, but the merge
             // that keeps a node at `MIN_LIVE` live entries needs a new
             // node. Without room for one, leave nodes underfull (readers
             // and `check` accept that; later writes merge them) rather
             // than refuse the delete.
-            r = self.write_locked_with(&mut ws, ops, true);
+            // And open the pool's reserve: a node's last live entry still
+            // needs a new node (or inner record) when its leaf goes.
+            r = self.pool.with_reserve(|| self.write_locked_with(&mut ws, ops, true));
         }
         r
     }

@@ -150,8 +150,11 @@ impl Model {
                 let after = pool.alloc_stats();
                 prop_assert_eq!(&after, &before, "a refused alloc({}) changed the heap", size);
                 let need = run_bytes_for(size);
+                // No run fits, or taking one would cut into the reserve.
+                let fits = need <= before.largest_free_run_bytes || need <= before.growable_bytes;
+                let room = before.free_run_bytes + before.growable_bytes;
                 prop_assert!(
-                    need > before.largest_free_run_bytes && need > before.growable_bytes,
+                    !fits || room < need + before.reserve_bytes,
                     "alloc({}) refused although a run of {} bytes fits: {:?}",
                     size,
                     need,
@@ -346,11 +349,12 @@ fn model_case(ops: &[Op], free_seed: u64) -> TestCaseResult {
         s
     );
 
-    // The largest free run is usable in one piece without growing.
+    // The largest free run is usable in one piece without growing (with
+    // the reserve open: at the maximum size its pages are held back).
     pool.set_max_size(pool.size()).map_err(fail)?;
     let whole = s.largest_free_run_bytes.saturating_sub(RUN_HEADER_BYTES);
     if whole > MAX_SLAB_BLOCK {
-        let off = model.alloc(&pool, whole, false)?;
+        let off = pool.with_reserve(|| model.alloc(&pool, whole, false))?;
         prop_assert!(off.is_some(), "a block of the whole largest free run ({} bytes) was refused", whole);
         prop_assert_eq!(pool.size(), s.pool_bytes);
         verify(&pool, &model)?;
@@ -581,5 +585,35 @@ fn cold_blocks_get_slabs_of_their_own_until_the_pool_is_full() {
     }
     pool.free(hot[0]).unwrap();
     assert_eq!(pool.alloc_cold(1000).unwrap(), hot[0]);
+    assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
+}
+
+/// At a pool's maximum size the allocator keeps its last pages back: an
+/// allocation that needs a new run fails there with `PoolFull`, while the
+/// same allocation inside `Pool::with_reserve` gets them (a delete's merge
+/// needing a new node at a full pool). Outside the scope they stay closed.
+#[test]
+fn the_reserve_is_held_back_until_a_scope_opens_it() {
+    let opts = PoolOptions { size: 4 * MIB, max_size: Some(4 * MIB), ..PoolOptions::default() };
+    let pool = Pool::in_memory(&opts).unwrap();
+    // Fill with one size class until no new slab of it may be made.
+    let mut filler = Vec::new();
+    while let Ok(o) = pool.alloc(200) {
+        filler.push(o);
+    }
+    let before = pool.alloc_stats();
+    // A block of another class needs a new slab: refused outside the
+    // reserve although free pages remain.
+    assert!(before.free_run_bytes >= 8 * PAGE_BYTES, "{before:?}");
+    assert!(matches!(pool.alloc(1000), Err(PmemError::PoolFull { .. })));
+    let inside = pool.with_reserve(|| pool.alloc(1000)).expect("the reserve serves a new slab");
+    // The slab it opened serves later blocks of its class; a third class
+    // still may not open another slab outside a scope.
+    let next = pool.alloc(1000).expect("a free slot of an existing slab");
+    assert!(matches!(pool.alloc(500), Err(PmemError::PoolFull { .. })));
+    assert!(pool.with_reserve(|| pool.alloc(500)).is_ok());
+    assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
+    pool.free(inside).unwrap();
+    pool.free(next).unwrap();
     assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
 }

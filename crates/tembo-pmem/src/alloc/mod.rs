@@ -29,7 +29,8 @@
 //! - `alloc.run_header`: every run header decodes and matches the DRAM index;
 //! - `alloc.slab_bitmap`: bits past a slab's last block are zero and the
 //!   free count matches the bitmap;
-//! - `alloc.free_index`: the free-run index holds exactly the free runs;
+//! - `alloc.free_index`: the free-run index holds exactly the free runs
+//!   (and the free-page counter their pages);
 //! - `alloc.slab_index`: the page-to-slab index marks exactly the slab pages;
 //! - `alloc.used_bytes`: the usage counter equals the sum of allocated blocks.
 
@@ -134,6 +135,10 @@ pub struct AllocStats {
     pub fragmentation: f64,
     /// Bytes the pool may still grow by.
     pub growable_bytes: u64,
+    /// Free pages (in bytes) that new runs may take only inside
+    /// [`Pool::with_reserve`]: allocations needing a new run fail when free
+    /// run bytes plus `growable_bytes` would drop below it.
+    pub reserve_bytes: u64,
 }
 
 /// A violated invariant found by [`Pool::check`].
@@ -181,6 +186,8 @@ pub(crate) struct AllocState {
     slab_pages: Vec<u16>,
     partial: Vec<BTreeSet<u64>>,
     empty_slabs: Vec<u64>,
+    /// Pages in free runs (the sum over `free_runs`), for the reserve.
+    free_pages: u64,
     used_bytes: u64,
     blocks: u64,
     /// While a concurrent leak sweep runs (see `sweep`): the blocks marked
@@ -284,18 +291,34 @@ impl AllocState {
     }
 
     fn insert_run(&mut self, page: u64, run: Run) {
-        if run.kind == RunKind::Free {
-            self.free_runs.insert((run.pages, page));
+        if run.kind == RunKind::Free && self.free_runs.insert((run.pages, page)) {
+            self.free_pages += run.pages;
         }
         self.runs.insert(page, run);
     }
 
     fn remove_run(&mut self, page: u64) -> Option<Run> {
         let run = self.runs.remove(&page)?;
-        if run.kind == RunKind::Free {
-            self.free_runs.remove(&(run.pages, page));
+        if run.kind == RunKind::Free && self.free_runs.remove(&(run.pages, page)) {
+            self.free_pages -= run.pages;
         }
         Some(run)
+    }
+
+    /// Refuses a new run of `pages` pages that would cut into the reserve
+    /// ([`Pool::with_reserve`]) unless a scope holds it open: free pages
+    /// plus the room the pool may still grow by must stay at or above the
+    /// reserve afterwards.
+    fn admit(&self, pool: &Pool, pages: u64) -> Result<()> {
+        let reserve = pool.reserve_pages();
+        if reserve == 0 || pool.reserve_open() {
+            return Ok(());
+        }
+        let growable = pool.growth_limit().saturating_sub(pool.size()) / PAGE_BYTES;
+        if self.free_pages.saturating_add(growable) >= pages.saturating_add(reserve) {
+            return Ok(());
+        }
+        Err(PmemError::PoolFull { requested: pages * PAGE_BYTES, size: pool.size(), max_size: pool.max_size() })
     }
 
     fn write_header(&self, pool: &Pool, page: u64, kind: RunKind, pages: u64) -> Result<()> {
@@ -308,6 +331,7 @@ impl AllocState {
     /// Takes `pages` pages from the best-fitting free run, growing the pool
     /// if none fits, and makes them a run of `kind`.
     fn carve(&mut self, pool: &Pool, pages: u64, kind: RunKind) -> Result<u64> {
+        self.admit(pool, pages)?;
         let (run_pages, page) = match self.free_runs.range((pages, 0)..).next() {
             Some(&found) => found,
             None => {
@@ -487,6 +511,7 @@ impl AllocState {
 
     fn new_slab(&mut self, pool: &Pool, class: u8, cold: bool) -> Result<u64> {
         let g = geometry(class);
+        self.admit(pool, g.pages)?;
         // The bitmap must be zero on media before the header makes it count;
         // the pages are free, so writing them is invisible until then.
         let (run_pages, page) = match self.free_runs.range((g.pages, 0)..).next() {
@@ -687,6 +712,7 @@ impl AllocState {
             overhead_bytes: heap_bytes.saturating_sub(self.used_bytes + free_bytes),
             fragmentation: if free_run_bytes == 0 { 0.0 } else { 1.0 - largest as f64 / free_run_bytes as f64 },
             growable_bytes: pool.max_size().saturating_sub(pool.size()),
+            reserve_bytes: pool.reserve_pages() * PAGE_BYTES,
         }
     }
 
@@ -766,6 +792,10 @@ impl AllocState {
                 "alloc.free_index",
                 format!("{} free runs indexed by size, {free_indexed} in the run map", self.free_runs.len()),
             );
+        }
+        let free_pages: u64 = self.free_runs.iter().map(|(p, _)| p).sum();
+        if free_pages != self.free_pages {
+            v("alloc.free_index", format!("free runs hold {free_pages} pages, the counter says {}", self.free_pages));
         }
         if used != self.used_bytes || blocks != self.blocks {
             v(

@@ -5,6 +5,11 @@ use std::sync::atomic::Ordering;
 
 use super::*;
 
+/// The reserve is this fraction of the maximum size's pages...
+const RESERVE_FRACTION: u64 = 32;
+/// ...and at most this many pages (256 KiB: room for eight 8-page slabs).
+const RESERVE_PAGES_MAX: u64 = 64;
+
 impl Pool {
     // ----- growth -----------------------------------------------------------------
 
@@ -62,6 +67,36 @@ impl Pool {
 
     /// The size this session can grow to: the header's limit, bounded by the
     /// address range reserved at open.
+    /// Runs `f` with the allocator's reserve open: the last pages of a
+    /// pool at its maximum size, which other allocations may not turn into
+    /// new runs (slabs or large blocks), so that an operation that frees
+    /// space — a delete whose merge needs a new node — still finds room
+    /// when nothing else does. The reserve is max size / 32, at most
+    /// 256 KiB (64 pages); zero in pools under 128 KiB. Allocations made by
+    /// other threads while a scope is open may use it too: scopes are
+    /// meant to be short.
+    pub fn with_reserve<T>(&self, f: impl FnOnce() -> T) -> T {
+        struct Close<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.reserve_scopes.fetch_add(1, Ordering::SeqCst);
+        let _close = Close(&self.reserve_scopes);
+        f()
+    }
+
+    /// Whether a [`Pool::with_reserve`] scope is open.
+    pub(crate) fn reserve_open(&self) -> bool {
+        self.reserve_scopes.load(Ordering::SeqCst) > 0
+    }
+
+    /// Pages the allocator keeps back for [`Pool::with_reserve`] scopes.
+    pub(crate) fn reserve_pages(&self) -> u64 {
+        (self.growth_limit() / PAGE_BYTES / RESERVE_FRACTION).min(RESERVE_PAGES_MAX)
+    }
+
     pub(crate) fn growth_limit(&self) -> u64 {
         self.max_size().min(self.region.reserved() as u64)
     }

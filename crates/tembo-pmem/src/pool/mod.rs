@@ -17,7 +17,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
@@ -96,6 +96,9 @@ pub struct Pool {
     leaks_reclaimed: AtomicBool,
     closed: AtomicBool,
     roots_lock: Mutex<()>,
+    /// Open [`Pool::with_reserve`] scopes: while above zero, new runs may
+    /// take the pages the allocator keeps back at a full pool.
+    reserve_scopes: AtomicUsize,
 }
 
 fn now_secs() -> u64 {
@@ -404,6 +407,7 @@ impl Pool {
             leaks_reclaimed: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             roots_lock: Mutex::new(()),
+            reserve_scopes: AtomicUsize::new(0),
         })
     }
 
