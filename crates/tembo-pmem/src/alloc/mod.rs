@@ -24,6 +24,13 @@
 //! block; [`Pool::reclaim_leaks`] finds such blocks by marking from the
 //! engines' roots ([`LeakTracer`]) and frees them.
 //!
+//! At the maximum size the allocator keeps a reserve: the last max size /
+//! 32 (at most 256 KiB) of free pages may become new runs only inside a
+//! [`Pool::with_reserve`] scope, which engines open for operations that
+//! free space but may first need a block of a size class with no free
+//! slot (a delete whose leaf must merge). Without it a pool filled by puts
+//! could refuse the deletes meant to empty it.
+//!
 //! Invariants (checked by [`Pool::check`]):
 //! - `alloc.runs_cover_heap`: runs tile the heap with no gap or overlap;
 //! - `alloc.run_header`: every run header decodes and matches the DRAM index;

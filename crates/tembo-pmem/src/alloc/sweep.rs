@@ -190,7 +190,7 @@ impl Pool {
 /// between its own writes, and every block allocated after
 /// [`Pool::begin_concurrent_sweep`] counts as marked. The engine is
 /// responsible for the rest of the argument: that whatever it can reach at
-/// [`Pool::finish_concurrent_sweep`] was marked, or was allocated after
+/// the free phase ([`Pool::concurrent_sweep_free_step`]) was marked, or was allocated after
 /// the sweep began, and that no block it marked was freed meanwhile
 /// without its knowledge (an engine defers its frees while it sweeps).
 impl Pool {
