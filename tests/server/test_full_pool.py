@@ -1,0 +1,74 @@
+"""A server whose pool reaches its maximum size, through a real client.
+
+A write that cannot be stored gets an error reply that says the pool is
+full and what to do; everything acknowledged before it reads back intact;
+deleting every key (strings and hash fields, in random order) succeeds at
+the full pool; and the room comes back: as many keys fit again.
+
+    TEMBO_BIN=target/debug/tembo python3 -m pytest -q tests/server/test_full_pool.py
+"""
+
+import random
+
+import pytest
+import redis
+
+from test_acl import own_server  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+VALUE = 2000
+
+
+def fill(c, prefix):
+    """SETs (and HSETs, every fourth) until the pool refuses one; returns
+    the acknowledged string keys and hash fields, and the refusal."""
+    strings, fields = {}, {}
+    i = 0
+    while True:
+        v = bytes([i % 251]) * (VALUE - i % 97)
+        try:
+            if i % 4 == 3:
+                c.hset(f"{prefix}:h", f"f{i}", v)
+                fields[f"f{i}"] = v
+            else:
+                c.set(f"{prefix}:{i}", v)
+                strings[f"{prefix}:{i}"] = v
+        except redis.ResponseError as e:
+            return strings, fields, str(e)
+        i += 1
+        assert i < 100_000, "an 8 MiB pool never filled"
+
+
+def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server):
+    start, _ = own_server
+    _, port = start("--pool-size", "8M", "--pool-max-size", "8M")
+    assert port, "tembo serve did not start"
+    c = redis.Redis(port=port)
+    strings, fields, refusal = fill(c, "a")
+    assert "pool is full" in refusal and "tembo pool grow" in refusal, refusal
+    assert len(strings) > 1000, len(strings)
+    # A second refused write changes nothing either.
+    with pytest.raises(redis.ResponseError):
+        c.set("one-more", b"x" * VALUE)
+    assert c.get("one-more") is None
+    # Everything acknowledged is there.
+    keys = list(strings)
+    for n in range(0, len(keys), 500):
+        chunk = keys[n:n + 500]
+        assert c.mget(chunk) == [strings[k] for k in chunk]
+    assert c.hgetall("a:h") == {k.encode(): v for k, v in fields.items()}
+    # Deleting at the full pool succeeds, every time.
+    order = [("s", k) for k in keys] + [("h", f) for f in fields]
+    random.Random(7).shuffle(order)
+    for kind, k in order:
+        if kind == "s":
+            assert c.delete(k) == 1, k
+        else:
+            assert c.hdel("a:h", k) == 1, k
+    assert c.dbsize() == 0
+    # The room comes back.
+    again, again_fields, _ = fill(c, "b")
+    assert len(again) + len(again_fields) >= 0.9 * (len(strings) + len(fields)), (len(again), len(strings))
+    assert c.execute_command("PING") in (True, b"PONG")
+    c.close()
