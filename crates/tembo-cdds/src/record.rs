@@ -55,10 +55,42 @@ impl RecordHeader {
 }
 
 fn write(pool: &Pool, key: &[u8], flags: u32, word: u64, value: &[u8]) -> Result<u64> {
-    let body = key.len() as u64 + value.len() as u64;
+    let off = alloc(pool, key.len(), value.len())?;
+    fill(pool, off, key, flags, word, value)?;
+    Ok(off)
+}
+
+/// Allocates the block of a record of this shape.
+fn alloc(pool: &Pool, key_len: usize, value_len: usize) -> Result<u64> {
     // Deferred: the commit's fence makes the allocation durable before any
     // committed entry can point here; an uncommitted one is swept as a leak.
-    let off = pool.alloc_deferred(HEADER + body + CRC)?;
+    Ok(pool.alloc_deferred(footprint(key_len, value_len))?)
+}
+
+/// How much of a put's record (and of its caller's value) is prefetched
+/// ahead of the descent: the lines of a record with a 256-byte value.
+const FILL_PREFETCH_BYTES: u64 = 320;
+
+/// Allocates a leaf record's block for `key`/`value` and starts loading
+/// its lines and the value's, without writing: the caller descends the
+/// tree meanwhile, then calls [`fill_leaf`]. A put that wrote its record
+/// first waited for the value's cache misses (the CRC's read, when the
+/// caller's value is cold) and the block's, then for the descent's.
+pub fn alloc_leaf(pool: &Pool, key: &[u8], value: &[u8]) -> Result<u64> {
+    let off = alloc(pool, key.len(), value.len())?;
+    Pool::prefetch_slice(value, FILL_PREFETCH_BYTES as usize);
+    pool.prefetch(off, footprint(key.len(), value.len()).min(FILL_PREFETCH_BYTES));
+    Ok(off)
+}
+
+/// Writes and flushes the leaf record for `key`/`value` into the block
+/// [`alloc_leaf`] returned for them.
+pub fn fill_leaf(pool: &Pool, off: u64, key: &[u8], value: &[u8]) -> Result<()> {
+    fill(pool, off, key, 0, value.len() as u64, value)
+}
+
+fn fill(pool: &Pool, off: u64, key: &[u8], flags: u32, word: u64, value: &[u8]) -> Result<()> {
+    let body = key.len() as u64 + value.len() as u64;
     let mut head = [0u8; 16];
     head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
     head[4..8].copy_from_slice(&flags.to_le_bytes());
@@ -72,7 +104,7 @@ fn write(pool: &Pool, key: &[u8], flags: u32, word: u64, value: &[u8]) -> Result
     pool.write(off + HEADER + body, &crc.to_le_bytes())?;
     // Flushed, not fenced: the fence before the commit store orders it.
     pool.flush(off, HEADER + body + CRC);
-    Ok(off)
+    Ok(())
 }
 
 /// Writes a leaf record for `key`/`value` and flushes it.

@@ -388,9 +388,12 @@ impl<'t> Batch<'t> {
     }
 
     fn put(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
-        let rec = record::write_leaf(self.pool, key, value)?;
+        // The record's block and the value load while the descent waits;
+        // the record is written before anything can point to it.
+        let rec = record::alloc_leaf(self.pool, key, value)?;
         self.allocs.push(rec);
         let (path, raw) = self.descend(key)?;
+        record::fill_leaf(self.pool, rec, key, value)?;
         let depth = path.len() - 1;
         let leaf = path[depth].node;
         // The leaf's slots hold the key bytes after its shared prefix.
