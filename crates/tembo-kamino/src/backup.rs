@@ -74,6 +74,29 @@ pub(crate) fn make_copy(pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOf
     Ok(b)
 }
 
+/// Allocates the backup block of a new object of `len` bytes and links
+/// it, flushed but not fenced and its payload not yet copied: the full
+/// backup's space is taken when the object is, inside its transaction, so
+/// a full pool fails that transaction rather than the roll-forward (or a
+/// recovery) that would otherwise have to allocate the copy later. The
+/// commit's fence makes header and link durable; the roll-forward copies
+/// the payload before any later transaction may write the object.
+pub(crate) fn reserve_copy(pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOffset> {
+    // Deferred: durable at the commit's fence, before anything committed
+    // can point here; an uncommitted one is leaked with its object and swept.
+    let b = pool.alloc_cold_deferred(OBJ_HEADER + len)?;
+    let made = pool
+        .store_u64(b + H_BACKUP, 0)
+        .and_then(|()| pool.store_u64(b + H_LEN, BACKUP_MAGIC << 32 | len))
+        .and_then(|()| pool.store_u64(obj + H_BACKUP, b));
+    if let Err(e) = made {
+        let _ = pool.free(b);
+        return Err(e.into());
+    }
+    pool.flush(b, OBJ_HEADER);
+    Ok(b)
+}
+
 /// Points `obj`'s header at `backup` (0 to unlink) and persists it.
 pub(crate) fn link(pool: &Pool, obj: PoolOffset, backup: PoolOffset) -> Result<()> {
     pool.store_u64(obj + H_BACKUP, backup)?;
@@ -307,6 +330,30 @@ impl Dynamic {
         self.bytes.fetch_add(len, Ordering::Relaxed);
         self.parts[part].lock().stamp(obj, DynEntry { backup: b, len, at, stamp: 0 });
         Ok(b)
+    }
+
+    /// [`Dynamic::insert`] for a write in the critical path: when the pool
+    /// is full, the copies of other objects (least recently written first,
+    /// none that a transaction holds) are the room, so they are evicted —
+    /// twice the copy's size, then four times, and so on — until the copy
+    /// fits or nothing is left to evict. Without this a full pool refused
+    /// the very deletes that would empty it.
+    pub fn insert_evicting(&self, pool: &Pool, locks: &LockTable, obj: PoolOffset, len: u64) -> Result<PoolOffset> {
+        let mut want = len;
+        loop {
+            match self.insert(pool, obj, len) {
+                Err(KaminoError::Pmem(tembo_pmem::PmemError::PoolFull { .. })) if self.bytes() > 0 => {
+                    let before = self.bytes();
+                    want = want.saturating_mul(2);
+                    self.make_room(pool, locks, obj, 0, before.saturating_sub(want))?;
+                    if self.bytes() >= before {
+                        // Every copy is held by a transaction: give up.
+                        return self.insert(pool, obj, len);
+                    }
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Forgets `obj` (being freed): its entry goes before the object does.

@@ -799,6 +799,10 @@ fn coordinator_loop(inner: &Inner) {
                 // The job is queued again; should it never succeed, the
                 // next open's recovery rolls its objects forward from the log.
                 inner.pool.keep_unclean();
+                if inner.shutdown.load(Ordering::Acquire) {
+                    // A job that keeps failing must not hold the close.
+                    return;
+                }
                 std::thread::sleep(Duration::from_millis(10));
             }
         }
@@ -889,7 +893,14 @@ pub(crate) fn roll_forward(inner: &Inner, obj: PoolOffset) -> Result<()> {
         // the budget has room (never evicting for it), so its first update
         // need not copy it.
         if d.bytes() + len <= inner.dynamic_budget() {
-            d.insert(pool, obj, len)?;
+            match d.insert(pool, obj, len) {
+                // Optional: at a full pool the object goes without a copy
+                // until its first update makes one.
+                Err(KaminoError::Pmem(tembo_pmem::PmemError::PoolFull { .. })) => {}
+                r => {
+                    r?;
+                }
+            }
         }
         Ok(())
     } else {

@@ -176,7 +176,7 @@ impl<'h> Tx<'h> {
                     }
                 } else {
                     d.make_room(pool, &heap.locks, o, len, heap.dynamic_budget())?;
-                    d.insert(pool, o, len)?;
+                    d.insert_evicting(pool, &heap.locks, o, len)?;
                     heap.counters.add(Count::Misses, 1);
                     heap.counters.add(Count::CopiesCritical, 1);
                 }
@@ -280,6 +280,13 @@ impl<'h> Tx<'h> {
         if let Err(e) = init {
             let _ = pool.free(o);
             return Err(e.into());
+        }
+        if heap.mode == TxMode::Kamino {
+            // Its copy's space now (see `backup::reserve_copy`).
+            if let Err(e) = backup::reserve_copy(pool, o, len) {
+                let _ = pool.free(o);
+                return Err(e);
+            }
         }
         // Nobody else can reach it yet: this cannot wait.
         heap.locks.lock_write(o, self.txid, false)?;
@@ -488,6 +495,15 @@ impl<'h> Tx<'h> {
         for w in &self.written {
             if w.fresh {
                 heap.object_bytes.fetch_sub(OBJ_HEADER + w.len, Ordering::Relaxed);
+                // Its reserved copy (Kamino mode) goes with it.
+                if heap.mode == TxMode::Kamino {
+                    match backup::backup_of(pool, w.obj) {
+                        Ok(b) if b != 0 => {
+                            let _ = pool.free(b);
+                        }
+                        _ => {}
+                    }
+                }
                 let _ = pool.free(w.obj);
             }
             heap.locks.unlock_write(w.obj, 0);

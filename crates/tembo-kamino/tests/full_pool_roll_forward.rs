@@ -1,11 +1,12 @@
-//! A roll-forward that cannot make its copy (the pool is full) stays to do.
+//! A new object's backup copy is allocated with it, inside its transaction.
 //!
-//! A new object gets its first backup copy from the coordinator. If that
-//! allocation fails, the job must stay queued with the object still
-//! pending, so that a later roll-forward, once there is room, makes the
-//! copy. Counting it as done would retire the log slot and leave the object
-//! with no backup: an abort or crash recovery would then have nothing to
-//! restore it from.
+//! In `kamino` mode every object has a copy. Its block used to be allocated
+//! by the roll-forward after the commit; at a full pool that allocation
+//! failed in the coordinator (and in recovery, which could then not open
+//! the pool) while the transaction had already been acknowledged. Now the
+//! transaction allocates both blocks: one that finds room for the object
+//! but not its copy fails whole with `PoolFull` and leaves nothing behind,
+//! and the roll-forward only copies.
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use tembo_kamino::{Coordinator, Heap, HeapOptions, KaminoError, TxMode, OBJ_HEAD
 use tembo_pmem::{PmemError, Pool, PoolOptions};
 
 #[test]
-fn a_failed_first_copy_is_made_later() {
+fn a_new_objects_copy_is_allocated_in_its_transaction() {
     let dir = std::env::temp_dir().join(format!("tembo-kamino-full-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let popts = PoolOptions { max_size: Some(4 << 20), ..PoolOptions::with_size(4 << 20) };
@@ -36,25 +37,29 @@ fn a_failed_first_copy_is_made_later() {
         }
     }
     assert!(fillers.len() > 2);
-    // Room for the object, none for its copy.
+    // Room for the object, none for its copy: the transaction fails
+    // whole and leaves nothing allocated.
     pool.free(fillers.pop().unwrap()).unwrap();
-    let obj = heap
-        .transaction(|tx| {
+    let blocks = pool.alloc_stats().allocated_blocks;
+    let new_object = |heap: &Heap| {
+        heap.transaction(|tx| {
             let w = tx.alloc::<()>(LEN)?;
             tx.set(w, 0, &[7u8; LEN as usize])?;
             Ok(w.obj())
         })
-        .unwrap();
-    match heap.coordinate(usize::MAX) {
+    };
+    match new_object(&heap) {
         Err(KaminoError::Pmem(PmemError::PoolFull { .. })) => {}
-        other => panic!("the copy should have found the pool full: {other:?}"),
+        other => panic!("the copy's allocation should have found the pool full: {other:?}"),
     }
-    assert_eq!(heap.object_info(obj).unwrap().1, 0, "no copy was made");
+    assert_eq!(pool.alloc_stats().allocated_blocks, blocks, "the failed transaction left blocks behind");
 
-    // Room again: the job was kept, and its copy is made now.
+    // Room for both: the copy is linked at once, and the roll-forward
+    // (which allocates nothing now) fills it.
     pool.free(fillers.pop().unwrap()).unwrap();
+    let obj = new_object(&heap).unwrap();
+    assert_ne!(heap.object_info(obj).unwrap().1, 0, "the new object has its copy's block");
     assert_eq!(heap.coordinate(usize::MAX).unwrap(), 1);
-    assert_ne!(heap.object_info(obj).unwrap().1, 0, "the new object has its first copy");
     let v = heap.check(&[warm.offset(), obj.offset()]).unwrap();
     assert!(v.is_empty(), "{v:?}");
     drop(heap);

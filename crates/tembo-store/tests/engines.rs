@@ -155,3 +155,55 @@ fn in_place_writers_on_disjoint_keys_run_in_parallel() {
         assert!(c.is_ok(), "{engine}: {:?}", c.violations());
     }
 }
+
+/// Puts keys `key0000000`, `key0000001`, … until the pool is full; returns
+/// how many fitted.
+fn fill_until_full(db: &Db, engine: Engine, round: u8) -> u32 {
+    let mut n = 0u32;
+    loop {
+        let k = format!("key{n:07}");
+        match db.put(k.as_bytes(), &vec![round; 100 + (n % 200) as usize]) {
+            Ok(()) => n += 1,
+            Err(DbError::Pool { source: tembo_pmem::PmemError::PoolFull { .. }, .. }) => return n,
+            Err(e) => panic!("{engine}: {e}"),
+        }
+        assert!(n < 1_000_000, "{engine}: an 8 MiB pool never filled");
+    }
+}
+
+/// Every engine at its pool's maximum size: puts fail with `PoolFull` and
+/// change nothing, the full pool closes and reopens, deleting every key
+/// (in random order) succeeds, and the room comes back — as many keys fit
+/// again.
+#[test]
+fn every_engine_empties_and_refills_a_full_pool() {
+    use rand::seq::SliceRandom;
+    for engine in Engine::ALL {
+        let o = Options {
+            size: 8 << 20,
+            max_size: Some(8 << 20),
+            engine,
+            alpha: 0.3,
+            mode: tembo_pmem::ModeRequest::Emulated,
+            ..Options::default()
+        };
+        let path = dir().join("full.pool");
+        let db = Db::create(&path, &o).unwrap();
+        let n = fill_until_full(&db, engine, 1);
+        assert!(n > 2_000, "{engine}: only {n} keys fit");
+        assert_eq!(db.iter().count(), n as usize, "{engine}");
+        drop(db);
+        let db = Db::open(&path, &o).unwrap_or_else(|e| panic!("{engine}: reopen of a full pool: {e}"));
+        assert_eq!(db.iter().count(), n as usize, "{engine}");
+        let mut order: Vec<u32> = (0..n).collect();
+        order.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(3));
+        for i in order {
+            let k = format!("key{i:07}");
+            assert!(db.delete(k.as_bytes()).unwrap_or_else(|e| panic!("{engine}: delete {k}: {e}")), "{engine} {k}");
+        }
+        assert_eq!(db.iter().count(), 0, "{engine}");
+        let again = fill_until_full(&db, engine, 2);
+        assert!(again >= n * 9 / 10, "{engine}: {again} keys fit after emptying, {n} before");
+        assert!(db.check().unwrap().is_ok(), "{engine}: {:?}", db.check().unwrap());
+    }
+}

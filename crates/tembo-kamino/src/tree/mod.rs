@@ -255,7 +255,7 @@ impl Tree {
     /// As [`Tree::put`].
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
         self.check_sizes(key, None)?;
-        self.single(|op| op.delete(key))
+        reserve_if_full(self.heap.pool(), || self.single(|op| op.delete(key)))
     }
 
     fn single(&self, f: impl Fn(&mut Op<'_, '_, '_>) -> Result<bool>) -> Result<bool> {
@@ -283,15 +283,22 @@ impl Tree {
             }
         }
         let _s = self.exclusive();
-        self.heap.transaction(|tx| {
-            let mut op = Op { tree: self, tx, scope: Scope::Full };
-            ops.iter()
-                .map(|o| match *o {
-                    TreeOp::Put(k, v) => op.put(k, v),
-                    TreeOp::Delete(k) => op.delete(k),
-                })
-                .collect()
-        })
+        let run = || {
+            self.heap.transaction(|tx| {
+                let mut op = Op { tree: self, tx, scope: Scope::Full };
+                ops.iter()
+                    .map(|o| match *o {
+                        TreeOp::Put(k, v) => op.put(k, v),
+                        TreeOp::Delete(k) => op.delete(k),
+                    })
+                    .collect()
+            })
+        };
+        if ops.iter().all(|o| matches!(o, TreeOp::Delete(_))) {
+            reserve_if_full(self.heap.pool(), run)
+        } else {
+            run()
+        }
     }
 
     /// Up to [`SCAN_CHUNK`] pairs in `(lo, hi)` in key order (`rev`: from the
@@ -556,3 +563,14 @@ fn trace(pool: &Pool, anchor: PoolOffset, m: &mut Marker<'_>) -> Result<(), Pmem
 
 #[allow(dead_code)]
 const _: () = assert!(MAXK >= 4);
+
+/// Runs a transaction that only deletes; should the pool be full (a
+/// rebalance may need a new separator record or node), runs it again with
+/// the pool's reserve open (`Pool::with_reserve`): deletes are how a full
+/// pool gets room back. A failed transaction changed nothing.
+fn reserve_if_full<T>(pool: &Pool, run: impl Fn() -> Result<T>) -> Result<T> {
+    match run() {
+        Err(KaminoError::Pmem(PmemError::PoolFull { .. })) => pool.with_reserve(run),
+        r => r,
+    }
+}

@@ -890,9 +890,22 @@ impl Pool {
     /// # Errors
     /// As [`Pool::alloc`].
     pub fn alloc_deferred(&self, size: u64) -> Result<PoolOffset> {
+        self.alloc_unfenced(size, false)
+    }
+
+    /// [`Pool::alloc_cold`] made durable as [`Pool::alloc_deferred`]'s
+    /// allocations are: at the caller's next fence.
+    ///
+    /// # Errors
+    /// As [`Pool::alloc`].
+    pub fn alloc_cold_deferred(&self, size: u64) -> Result<PoolOffset> {
+        self.alloc_unfenced(size, true)
+    }
+
+    fn alloc_unfenced(&self, size: u64, cold: bool) -> Result<PoolOffset> {
         let (r, unflushed) = {
             let mut a = self.alloc.lock();
-            let r = a.alloc(self, size, false, false);
+            let r = a.alloc(self, size, false, cold);
             (r, a.unflushed.take())
         };
         if let Some(word) = unflushed {
