@@ -74,27 +74,36 @@ pub(crate) fn make_copy(pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOf
     Ok(b)
 }
 
-/// Allocates the backup block of a new object of `len` bytes and links
-/// it, flushed but not fenced and its payload not yet copied: the full
-/// backup's space is taken when the object is, inside its transaction, so
-/// a full pool fails that transaction rather than the roll-forward (or a
-/// recovery) that would otherwise have to allocate the copy later. The
-/// commit's fence makes header and link durable; the roll-forward copies
-/// the payload before any later transaction may write the object.
+/// Allocates the backup block of a new object and links it, neither
+/// written nor flushed beyond that: the full backup's space is taken when
+/// the object's is, inside its transaction, so a full pool fails that
+/// transaction rather than the roll-forward (or a recovery) that would
+/// otherwise allocate the copy after the commit. The commit flushes the
+/// object's header (the link) and fences; the roll-forward writes the
+/// copy's header ([`stamp_header`]) and payload before any later
+/// transaction may write the object. The block's contents matter to
+/// nobody until then.
 pub(crate) fn reserve_copy(pool: &Pool, obj: PoolOffset, len: u64) -> Result<PoolOffset> {
     // Deferred: durable at the commit's fence, before anything committed
     // can point here; an uncommitted one is leaked with its object and swept.
     let b = pool.alloc_cold_deferred(OBJ_HEADER + len)?;
-    let made = pool
-        .store_u64(b + H_BACKUP, 0)
-        .and_then(|()| pool.store_u64(b + H_LEN, BACKUP_MAGIC << 32 | len))
-        .and_then(|()| pool.store_u64(obj + H_BACKUP, b));
-    if let Err(e) = made {
+    if let Err(e) = pool.store_u64(obj + H_BACKUP, b) {
         let _ = pool.free(b);
         return Err(e.into());
     }
-    pool.flush(b, OBJ_HEADER);
     Ok(b)
+}
+
+/// Writes a backup block's header if it does not hold it yet (a copy
+/// [`reserve_copy`] allocated), flushed (the caller fences).
+pub(crate) fn stamp_header(pool: &Pool, b: PoolOffset, len: u64) -> Result<()> {
+    let want = BACKUP_MAGIC << 32 | len;
+    if pool.load_u64(b + H_LEN)? != want || pool.load_u64(b + H_BACKUP)? != 0 {
+        pool.store_u64(b + H_BACKUP, 0)?;
+        pool.store_u64(b + H_LEN, want)?;
+        pool.flush(b, OBJ_HEADER);
+    }
+    Ok(())
 }
 
 /// Points `obj`'s header at `backup` (0 to unlink) and persists it.

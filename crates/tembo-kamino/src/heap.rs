@@ -884,6 +884,7 @@ pub(crate) fn roll_forward(inner: &Inner, obj: PoolOffset) -> Result<()> {
     let len = object_len(pool, obj)?;
     let b = backup::backup_of(pool, obj)?;
     if b != 0 {
+        backup::stamp_header(pool, b, len)?;
         backup::copy_range(pool, payload(obj), payload(b), 0, len)
     } else if inner.mode == TxMode::Kamino {
         let b = backup::make_copy(pool, obj, len)?;
@@ -977,6 +978,7 @@ fn recover(pool: &Pool, root: PoolOffset) -> Result<HeapRecovery> {
                 let Some(len) = live_object(pool, obj) else { continue };
                 let b = backup::backup_of(pool, obj)?;
                 if b != 0 {
+                    backup::stamp_header(pool, b, len)?;
                     backup::copy_range(pool, payload(obj), payload(b), 0, len)?;
                     r.objects_copied += 1;
                 } else if mode == TxMode::Kamino {
