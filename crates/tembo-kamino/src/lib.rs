@@ -51,6 +51,22 @@
 //!   crash comes first, recovery copies committed data to the backup again,
 //!   which is harmless because rolling back runs first.
 //!
+//! ## A full pool
+//! - In `Kamino` mode a new object's copy block is allocated with the
+//!   object, inside its transaction (its header and payload are written by
+//!   the roll-forward): a transaction that finds room for one but not both
+//!   fails whole with `PoolFull`. Allocating the copy after the commit, as
+//!   the coordinator did until session 19, could fail there — and in the
+//!   recovery that must make it instead, which then could not open the pool.
+//! - In `KaminoDynamic` mode a write whose object needs a copy at a full
+//!   pool evicts other objects' copies (least recently written, none held)
+//!   until it fits; copies of new objects are skipped while the pool is full.
+//! - The B+tree runs a delete-only transaction that found the pool full
+//!   again with the pool's reserve open (`Pool::with_reserve`): a rebalance
+//!   may need a new separator record, and deletes are how a full pool gets
+//!   room back. `tembo-store`'s `every_engine_empties_and_refills_a_full_pool`
+//!   fills, reopens, empties and refills a pool with every engine.
+//!
 //! ## Crash consistency
 //! `campaign` runs random multi-object transactions (with aborts, allocs and
 //! frees) on the crash simulator at every fence, for every mode; `tembo
