@@ -301,7 +301,7 @@ impl Tree {
         }
     }
 
-    /// Up to [`SCAN_CHUNK`] pairs in `(lo, hi)` in key order (`rev`: from the
+    /// Up to `SCAN_CHUNK` pairs in `(lo, hi)` in key order (`rev`: from the
     /// top down), each chunk consistent (read under locks); the caller
     /// continues after the last key returned.
     ///
