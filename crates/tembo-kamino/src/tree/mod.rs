@@ -195,16 +195,8 @@ impl Tree {
     /// # Errors
     /// [`KaminoError::Invariant`] or [`KaminoError::Pmem`] if the tree is damaged.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let _s = self.shared();
-        let rd = self.rd();
-        let leaf = self.leaf_for(key, false)?;
-        let _g = self.heap.read_lock(PPtr::<()>::new(leaf))?;
-        let (_, count) = rd.meta(leaf)?;
-        let (i, found) = rd.search(leaf, count, key, false)?;
-        if !found {
-            return Ok(None);
-        }
-        Ok(Some(rd.rec_value(rd.rec(leaf, i)?)?))
+        let mut v = Vec::new();
+        Ok(self.get_into(key, &mut v)?.then_some(v))
     }
 
     /// [`Tree::get`] into `buf` (cleared first; left empty for a
