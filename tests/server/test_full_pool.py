@@ -3,7 +3,8 @@
 A write that cannot be stored gets an error reply that says the pool is
 full and what to do; everything acknowledged before it reads back intact;
 deleting every key (strings and hash fields, in random order) succeeds at
-the full pool; and the room comes back: as many keys fit again.
+the full pool; and the room comes back: as many keys fit again. Every
+engine.
 
     TEMBO_BIN=target/debug/tembo python3 -m pytest -q tests/server/test_full_pool.py
 """
@@ -37,12 +38,13 @@ def fill(c, prefix):
         except redis.ResponseError as e:
             return strings, fields, str(e)
         i += 1
-        assert i < 100_000, "an 8 MiB pool never filled"
+        assert i < 100_000, "a 16 MiB pool never filled"
 
 
-def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server):
+@pytest.mark.parametrize("engine", ["cdds", "kamino", "kamino-dynamic", "undo"])
+def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server, engine):
     start, _ = own_server
-    _, port = start("--pool-size", "8M", "--pool-max-size", "8M")
+    _, port = start("--pool-size", "16M", "--pool-max-size", "16M", "--engine", engine)
     assert port, "tembo serve did not start"
     c = redis.Redis(port=port)
     strings, fields, refusal = fill(c, "a")
