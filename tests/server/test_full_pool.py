@@ -3,8 +3,9 @@
 A write that cannot be stored gets an error reply that says the pool is
 full and what to do; everything acknowledged before it reads back intact;
 deleting every key (strings and hash fields, in random order) succeeds at
-the full pool; and the room comes back: as many keys fit again. Every
-engine.
+the full pool; and the room comes back: as many keys fit again. And a
+server killed (SIGKILL) at a full pool restarts with every acknowledged
+write. Every engine.
 
     TEMBO_BIN=target/debug/tembo python3 -m pytest -q tests/server/test_full_pool.py
 """
@@ -73,4 +74,33 @@ def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server
     again, again_fields, _ = fill(c, "b")
     assert len(again) + len(again_fields) >= 0.9 * (len(strings) + len(fields)), (len(again), len(strings))
     assert c.execute_command("PING") in (True, b"PONG")
+    c.close()
+
+
+@pytest.mark.parametrize("engine", ["cdds", "kamino", "kamino-dynamic", "undo"])
+def test_kill9_at_a_full_pool_loses_no_acknowledged_write(own_server, engine):
+    start, _ = own_server
+    p, port = start("--pool-size", "16M", "--pool-max-size", "16M", "--engine", engine)
+    assert port, "tembo serve did not start"
+    c = redis.Redis(port=port)
+    strings, fields, _ = fill(c, "a")
+    # Keep knocking on the full pool, then kill the server outright.
+    for i in range(50):
+        with pytest.raises(redis.ResponseError):
+            c.set(f"late:{i}", b"y" * VALUE)
+    c.close()
+    p.kill()
+    p.wait(10)
+    _, port = start()
+    assert port, "tembo serve did not restart on the full pool"
+    c = redis.Redis(port=port)
+    keys = list(strings)
+    for n in range(0, len(keys), 500):
+        chunk = keys[n:n + 500]
+        assert c.mget(chunk) == [strings[k] for k in chunk]
+    assert c.hgetall("a:h") == {k.encode(): v for k, v in fields.items()}
+    assert c.exists(*[f"late:{i}" for i in range(50)]) == 0
+    # And it still frees room.
+    assert c.delete(*keys[:500]) == 500
+    assert c.set("after", b"z" * VALUE)
     c.close()
