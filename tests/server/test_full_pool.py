@@ -42,13 +42,28 @@ def fill(c, prefix):
         assert i < 100_000, "a 16 MiB pool never filled"
 
 
-@pytest.mark.parametrize("engine", ["cdds", "kamino", "kamino-dynamic", "undo"])
-def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server, engine):
+def assert_all_there(c, strings, fields):
+    """Every acknowledged string key and hash field reads back its value."""
+    keys = list(strings)
+    for n in range(0, len(keys), 500):
+        chunk = keys[n:n + 500]
+        assert c.mget(chunk) == [strings[k] for k in chunk]
+    assert c.hgetall("a:h") == {k.encode(): v for k, v in fields.items()}
+
+
+@pytest.fixture(params=["cdds", "kamino", "kamino-dynamic", "undo"])
+def full(own_server, request):
+    """A server of its own on a 16 MiB pool that may not grow, filled by
+    `fill`: (start, its process, a client, strings, fields, the refusal)."""
     start, _ = own_server
-    _, port = start("--pool-size", "16M", "--pool-max-size", "16M", "--engine", engine)
+    p, port = start("--pool-size", "16M", "--pool-max-size", "16M", "--engine", request.param)
     assert port, "tembo serve did not start"
     c = redis.Redis(port=port)
-    strings, fields, refusal = fill(c, "a")
+    return (start, p, c) + fill(c, "a")
+
+
+def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(full):
+    _, _, c, strings, fields, refusal = full
     assert "pool is full" in refusal and "tembo pool grow" in refusal, refusal
     assert len(strings) > 1000, len(strings)
     # A second refused write changes nothing either.
@@ -56,11 +71,8 @@ def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server
         c.set("one-more", b"x" * VALUE)
     assert c.get("one-more") is None
     # Everything acknowledged is there.
+    assert_all_there(c, strings, fields)
     keys = list(strings)
-    for n in range(0, len(keys), 500):
-        chunk = keys[n:n + 500]
-        assert c.mget(chunk) == [strings[k] for k in chunk]
-    assert c.hgetall("a:h") == {k.encode(): v for k, v in fields.items()}
     # Deleting at the full pool succeeds, every time.
     order = [("s", k) for k in keys] + [("h", f) for f in fields]
     random.Random(7).shuffle(order)
@@ -77,13 +89,8 @@ def test_full_pool_refuses_writes_loses_nothing_and_deletes_make_room(own_server
     c.close()
 
 
-@pytest.mark.parametrize("engine", ["cdds", "kamino", "kamino-dynamic", "undo"])
-def test_kill9_at_a_full_pool_loses_no_acknowledged_write(own_server, engine):
-    start, _ = own_server
-    p, port = start("--pool-size", "16M", "--pool-max-size", "16M", "--engine", engine)
-    assert port, "tembo serve did not start"
-    c = redis.Redis(port=port)
-    strings, fields, _ = fill(c, "a")
+def test_kill9_at_a_full_pool_loses_no_acknowledged_write(full):
+    start, p, c, strings, fields, _ = full
     # Keep knocking on the full pool, then kill the server outright.
     for i in range(50):
         with pytest.raises(redis.ResponseError):
@@ -94,11 +101,8 @@ def test_kill9_at_a_full_pool_loses_no_acknowledged_write(own_server, engine):
     _, port = start()
     assert port, "tembo serve did not restart on the full pool"
     c = redis.Redis(port=port)
+    assert_all_there(c, strings, fields)
     keys = list(strings)
-    for n in range(0, len(keys), 500):
-        chunk = keys[n:n + 500]
-        assert c.mget(chunk) == [strings[k] for k in chunk]
-    assert c.hgetall("a:h") == {k.encode(): v for k, v in fields.items()}
     assert c.exists(*[f"late:{i}" for i in range(50)]) == 0
     # And it still frees room.
     assert c.delete(*keys[:500]) == 500
