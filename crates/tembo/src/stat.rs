@@ -211,6 +211,9 @@ pub struct HeapStat {
     pub overhead_bytes: u64,
     /// Bytes the pool may still grow by.
     pub growable_bytes: u64,
+    /// Free bytes kept back at the maximum size for deletes
+    /// (`Pool::with_reserve`).
+    pub reserve_bytes: u64,
 }
 
 /// A named root.
@@ -249,6 +252,7 @@ impl PoolStat {
                 fragmentation: a.fragmentation,
                 overhead_bytes: a.overhead_bytes,
                 growable_bytes: a.growable_bytes,
+                reserve_bytes: a.reserve_bytes,
             },
             roots: pool.roots().into_iter().map(|r| RootStat { name: r.name, offset: r.offset }).collect(),
             database: None,
@@ -287,6 +291,7 @@ impl PoolStat {
         let _ = writeln!(s, "  largest free   {}", human(h.largest_free_run_bytes));
         let _ = writeln!(s, "  fragmentation  {:.1}%", h.fragmentation * 100.0);
         let _ = writeln!(s, "  growable by    {}", human(h.growable_bytes));
+        let _ = writeln!(s, "  reserve        {} (kept for deletes at the maximum size)", human(h.reserve_bytes));
         if self.roots.is_empty() {
             let _ = writeln!(s, "roots            (none)");
         } else {
