@@ -157,6 +157,12 @@ impl TreeCore {
         }
         let mut ws = self.writer.lock();
         let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough)?;
+        self.count_step(&step);
+        Ok(step)
+    }
+
+    /// Adds a step to the totals [`TreeCore::gc_stats`] reports.
+    fn count_step(&self, step: &GcStep) {
         let mut st = self.gc_stats.lock();
         st.steps += 1;
         st.passes += u64::from(step.pass_complete);
@@ -164,7 +170,15 @@ impl TreeCore {
         st.nodes_compacted += step.nodes_compacted;
         st.entries_removed += step.entries_removed;
         st.blocks_retired += step.blocks_retired;
-        Ok(step)
+    }
+
+    /// Whether a pass could find anything to remove: false only after a
+    /// pass that removed nothing, while neither the version nor the oldest
+    /// retained version has moved since.
+    fn pass_may_find_work(&self, ws: &WriterState) -> Result<bool> {
+        let Some((oldest, version)) = ws.gc.clean else { return Ok(true) };
+        let v = self.current_version()?;
+        Ok(v != version || self.oldest_retained(v, self.pins.min_pinned()) != oldest)
     }
 
     /// Runs GC steps until a whole pass is done (for tests and tools).
@@ -202,32 +216,19 @@ impl TreeCore {
         if self.lazy_aborted().is_some() {
             return Ok(false);
         }
-        if let Some((oldest, version)) = ws.gc.clean {
-            let v = self.current_version()?;
-            if v == version && self.oldest_retained(v, self.pins.min_pinned()) == oldest {
-                return Ok(false);
-            }
+        if !self.pass_may_find_work(ws)? {
+            return Ok(false);
         }
         ws.gc.after = None;
-        let mut total = GcStep::default();
         loop {
             let s = self.gc_step_locked(ws, 4096, true)?;
-            total.nodes_visited += s.nodes_visited;
-            total.nodes_compacted += s.nodes_compacted;
-            total.entries_removed += s.entries_removed;
-            total.blocks_retired += s.blocks_retired;
+            self.count_step(&s);
             if s.pass_complete {
                 break;
             }
         }
         self.free_limbo(ws, usize::MAX);
-        let mut st = self.gc_stats.lock();
-        st.passes += 1;
-        st.nodes_visited += total.nodes_visited;
-        st.nodes_compacted += total.nodes_compacted;
-        st.entries_removed += total.entries_removed;
-        st.blocks_retired += total.blocks_retired;
-        st.pressure_passes += 1;
+        self.gc_stats.lock().pressure_passes += 1;
         Ok(true)
     }
 
@@ -245,9 +246,7 @@ impl TreeCore {
         if ws.limbo.has_freeable(self.pins.min_pinned()) {
             return Ok(true);
         }
-        let Some((oldest, version)) = ws.gc.clean else { return Ok(true) };
-        let v = self.current_version()?;
-        Ok(v != version || self.oldest_retained(v, self.pins.min_pinned()) != oldest)
+        self.pass_may_find_work(&ws)
     }
 
     fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize, thorough: bool) -> Result<GcStep> {

@@ -107,11 +107,6 @@ fn fill(pool: &Pool, off: u64, key: &[u8], flags: u32, word: u64, value: &[u8]) 
     Ok(())
 }
 
-/// Writes a leaf record for `key`/`value` and flushes it.
-pub fn write_leaf(pool: &Pool, key: &[u8], value: &[u8]) -> Result<u64> {
-    write(pool, key, 0, value.len() as u64, value)
-}
-
 /// Writes an inner record pointing to `child`; `key` `None` is the sentinel.
 pub fn write_inner(pool: &Pool, key: Option<&[u8]>, child: u64) -> Result<u64> {
     match key {

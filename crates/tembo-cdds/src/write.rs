@@ -122,9 +122,8 @@ impl TreeCore {
             // that keeps a node at `MIN_LIVE` live entries needs a new
             // node. Without room for one, leave nodes underfull (readers
             // and `check` accept that; later writes merge them) rather
-            // than refuse the delete.
-            // And open the pool's reserve: a node's last live entry still
-            // needs a new node (or inner record) when its leaf goes.
+            // than refuse the delete, and open the pool's reserve for what
+            // a node's last live entry still needs when its leaf goes.
             r = self.pool.with_reserve(|| self.write_locked_with(&mut ws, ops, true));
         }
         r

@@ -894,12 +894,11 @@ pub(crate) fn roll_forward(inner: &Inner, obj: PoolOffset) -> Result<()> {
         // the budget has room (never evicting for it), so its first update
         // need not copy it.
         if d.bytes() + len <= inner.dynamic_budget() {
-            match d.insert(pool, obj, len) {
-                // Optional: at a full pool the object goes without a copy
-                // until its first update makes one.
-                Err(KaminoError::Pmem(tembo_pmem::PmemError::PoolFull { .. })) => {}
-                r => {
-                    r?;
+            // Optional: at a full pool the object goes without a copy
+            // until its first update makes one.
+            if let Err(e) = d.insert(pool, obj, len) {
+                if !matches!(e, KaminoError::Pmem(PmemError::PoolFull { .. })) {
+                    return Err(e);
                 }
             }
         }
