@@ -13,11 +13,12 @@
 //! Map: [`entry`] (self-checking slots), [`record`] (immutable key/value
 //! blocks), [`node`] (layout, seqlock copies, ordered shifts), `search`,
 //! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
-//! reuse), `gc` (the background, incremental GC), `scan` (iterators),
+//! reuse), `combine` (the writer lock; concurrent writes share a commit), `gc` (the background, incremental GC), `scan` (iterators),
 //! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6, done lazily:
 //! the tree serves at once after a crash and repairs and sweeps behind it), `verify` (`check`, `stats`).
 
 pub mod campaign;
+mod combine;
 pub mod entry;
 mod error;
 mod gc;

@@ -500,7 +500,7 @@ impl TreeCore {
             }
             self.recovery.report.lock().nodes_visited += visited as u64;
             // A writer waiting for the lock gets it before the next step.
-            parking_lot::MutexGuard::unlock_fair(ws);
+            ws.unlock_fair();
         }
         let _ws = self.writer.lock();
         self.meta.clear_aborted(pool)?;
@@ -580,7 +580,7 @@ impl TreeCore {
                 pool.concurrent_sweep_mark(&marks, true)?;
                 marks.clear();
             }
-            parking_lot::MutexGuard::unlock_fair(ws);
+            ws.unlock_fair();
         }
         let deferred = {
             // Everything reachable now is marked (or allocated since), and

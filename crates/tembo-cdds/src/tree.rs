@@ -68,7 +68,8 @@ pub struct TreeCore {
     pub(crate) meta: Meta,
     pub(crate) session: u64,
     pub(crate) pins: Pins,
-    pub(crate) writer: Arc<Mutex<WriterState>>,
+    /// The writer lock, and writes waiting to ride in its holder's batch.
+    pub(crate) writer: crate::combine::Writer,
     /// Versions pinned by snapshots (version → holders).
     pub(crate) snapshots: Mutex<BTreeMap<u64, usize>>,
     pub(crate) limits: Limits,
@@ -174,7 +175,7 @@ impl TreeCore {
             meta,
             session,
             pins: Pins::default(),
-            writer: Arc::new(Mutex::new(WriterState::default())),
+            writer: crate::combine::Writer::default(),
             snapshots: Mutex::new(BTreeMap::new()),
             limits,
             recovery: Default::default(),
@@ -201,6 +202,12 @@ impl TreeCore {
 
     pub(crate) fn version_word(&self) -> Result<&AtomicU64> {
         self.meta.version_word(&self.pool)
+    }
+
+    /// Writes since open that found the writer busy and were committed in
+    /// another thread's batch (see `combine`).
+    pub fn combined_writes(&self) -> u64 {
+        self.writer.combined()
     }
 
     /// The current (last committed) version.

@@ -1,7 +1,8 @@
 //! The writer: batches of puts and deletes at version `w = current + 1`,
 //! insert with dead-slot reuse and split (thesis Alg. 2, 3), delete with
 //! copy-from-sibling / merge on underflow (Alg. 4), root split, and the
-//! commit store. One writer at a time (the `writer` mutex).
+//! commit store. One writer at a time (the `writer` lock; writes that
+//! find it taken ride in the holder's batch, see `combine`).
 //!
 //! Every change writes only slots no retained version can see (new entries
 //! start at `w`, ended ones end at `w`, shifts keep every overwritten slot's
@@ -101,21 +102,68 @@ impl TreeCore {
                 }
             }
         }
+        let mut ws = match self.writer.try_lock() {
+            Some(ws) => ws,
+            None if crate::combine::op_bytes(ops) <= crate::combine::MAX_COMBINED_BYTES => {
+                // Another write runs: ride in the next batch (see `combine`).
+                return self.writer.ride(ops, |ws| {
+                    let _ = self.write_serving(ws, &[]);
+                });
+            }
+            None => self.writer.lock(),
+        };
+        self.write_serving(&mut ws, ops)
+    }
+
+    /// With the writer lock: applies `ops` and every write queued to ride
+    /// along in one batch, and answers the queued ones. If that batch
+    /// fails it is undone and each runs alone (see `combine`).
+    fn write_serving(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
+        let served = self.writer.take_queued(ws);
+        if served.0.is_empty() {
+            return self.write_alone(ws, ops);
+        }
+        let mut all: Vec<Op<'_>> = Vec::with_capacity(ops.len() + served.0.iter().map(|r| r.len()).sum::<usize>());
+        all.extend_from_slice(ops);
+        for r in &served.0 {
+            all.extend(r.ops());
+        }
+        if let Ok(out) = self.write_locked(ws, &all) {
+            let mut existed = out.existed.into_iter();
+            let mine = WriteOutcome { version: out.version, existed: existed.by_ref().take(ops.len()).collect() };
+            for r in &served.0 {
+                r.finish(Ok(WriteOutcome { version: out.version, existed: existed.by_ref().take(r.len()).collect() }));
+            }
+            self.writer.count_combined(served.0.len());
+            return Ok(mine);
+        }
+        // The combined batch was undone: one request's failure must not
+        // fail the others, so each runs alone.
+        let mine = self.write_alone(ws, ops);
+        for r in &served.0 {
+            let theirs: Vec<Op<'_>> = r.ops().collect();
+            r.finish(self.write_alone(ws, &theirs));
+        }
+        mine
+    }
+
+    /// With the writer lock: applies `ops` as one batch, and when the pool
+    /// is full, frees what it can and tries again before it fails.
+    fn write_alone(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
         let full = |r: &Result<WriteOutcome>| matches!(r, Err(CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. })));
-        let mut ws = self.writer.lock();
-        let mut r = self.write_locked(&mut ws, ops);
+        let mut r = self.write_locked(ws, ops);
         if full(&r) && ws.limbo.has_freeable(self.pins.min_pinned()) {
             // The limbo frees a bounded number of blocks per commit, so
             // after a big retirement it may hold the space this batch
             // needs: free all it can and try once more (the failed batch
             // was undone).
-            self.free_limbo(&mut ws, usize::MAX);
-            r = self.write_locked(&mut ws, ops);
+            self.free_limbo(ws, usize::MAX);
+            r = self.write_locked(ws, ops);
         }
-        if full(&r) && self.reclaim_locked(&mut ws)? {
+        if full(&r) && self.reclaim_locked(ws)? {
             // Dead entries' records and replaced nodes wait for logical GC:
             // a whole pass turns them into room before the write gives up.
-            r = self.write_locked(&mut ws, ops);
+            r = self.write_locked(ws, ops);
         }
         if full(&r) && ops.iter().all(|op| matches!(op, Op::Delete(_))) {
             // Deletes are how a full pool gets room back, but the merge
@@ -124,7 +172,7 @@ impl TreeCore {
             // and `check` accept that; later writes merge them) rather
             // than refuse the delete, and open the pool's reserve for what
             // a node's last live entry still needs when its leaf goes.
-            r = self.pool.with_reserve(|| self.write_locked_with(&mut ws, ops, true));
+            r = self.pool.with_reserve(|| self.write_locked_with(ws, ops, true));
         }
         r
     }
