@@ -52,8 +52,10 @@ pub(crate) const MAX_COMBINED_REQUESTS: usize = 64;
 /// takes some microseconds; parking and waking costs about as much).
 const SPINS: u32 = 2_000;
 /// A parked waiter looks at the lock again after this long even if no one
-/// woke it (a safety net: every release wakes the first waiter).
+/// woke it (a safety net: every release wakes the first waiter); each
+/// further nap doubles, up to `MAX_PARK`.
 const PARK: Duration = Duration::from_millis(1);
+const MAX_PARK: Duration = Duration::from_millis(8);
 
 const WAITING: u32 = 0;
 const PARKED: u32 = 1;
@@ -68,6 +70,11 @@ pub(crate) struct Writer {
     queued: AtomicU64,
     /// Requests applied in another thread's batch, since open.
     combined: AtomicU64,
+    /// Why writes are refused, once a batch stopped midway (see
+    /// [`Writer::poison`]).
+    poisoned: Mutex<Option<String>>,
+    /// Whether `poisoned` holds a reason (read on every write).
+    is_poisoned: std::sync::atomic::AtomicBool,
 }
 
 /// The writer lock held: the writer's state. Dropping it releases the
@@ -127,6 +134,23 @@ impl Writer {
         self.state.try_lock().map(|g| WriterGuard { guard: Some(g), writer: self })
     }
 
+    /// Refuses every later write: a batch stopped midway (a panic, or an
+    /// undo that failed) may have left entries at the version the next
+    /// batch would commit, and only recovery (a reopen) removes them.
+    pub(crate) fn poison(&self, why: &str) {
+        self.poisoned.lock().get_or_insert_with(|| why.to_string());
+        self.is_poisoned.store(true, Ordering::Release);
+    }
+
+    /// The error for writes once [`Writer::poison`]ed.
+    pub(crate) fn check_poisoned(&self) -> Result<()> {
+        if !self.is_poisoned.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let why = self.poisoned.lock().clone().unwrap_or_default();
+        Err(CddsError::WriterPoisoned(why))
+    }
+
     /// Requests applied in another thread's batch since open.
     pub(crate) fn combined(&self) -> u64 {
         self.combined.load(Ordering::Relaxed)
@@ -142,15 +166,20 @@ impl Writer {
 
     /// Takes up to [`MAX_COMBINED_REQUESTS`] queued requests (the caller
     /// holds the lock, through `_held`).
-    pub(crate) fn take_queued(&self, _held: &mut WriterState) -> Served {
-        if self.queued.load(Ordering::Relaxed) == 0 {
-            return Served(Vec::new());
+    pub(crate) fn take_queued(&self, _held: &mut WriterState) -> Served<'_> {
+        if !self.has_queued() {
+            return Served { requests: Vec::new(), writer: self };
         }
         let mut q = self.queue.lock();
         let n = q.len().min(MAX_COMBINED_REQUESTS);
         let taken: Vec<Arc<Request>> = q.drain(..n).collect();
         self.queued.store(q.len() as u64, Ordering::Relaxed);
-        Served(taken)
+        Served { requests: taken, writer: self }
+    }
+
+    /// Whether writes wait in the queue.
+    pub(crate) fn has_queued(&self) -> bool {
+        self.queued.load(Ordering::Relaxed) > 0
     }
 
     /// Runs `ops` through another thread's batch, or leads a batch of the
@@ -160,6 +189,7 @@ impl Writer {
         let req = Arc::new(Request::new(ops));
         self.enqueue(req.clone());
         let mut spins = 0u32;
+        let mut park = PARK;
         loop {
             if let Some(r) = req.take_if_done() {
                 return r;
@@ -187,8 +217,12 @@ impl Writer {
                 }
                 continue;
             }
-            req.park(&self.state);
-            spins = 0;
+            // After the first nap, no more spinning, and longer naps: a
+            // release wakes the first waiter, and an answer its owner, so
+            // the time-out is only a safety net, and a long hold (GC,
+            // `check`) should not cost every waiter a core.
+            req.park(&self.state, park);
+            park = (park * 2).min(MAX_PARK);
         }
     }
 
@@ -274,7 +308,7 @@ impl Request {
 
     /// Sleeps until woken (answered, or the lock released while this is
     /// first in the queue) or for [`PARK`].
-    fn park(&self, lock: &Mutex<WriterState>) {
+    fn park(&self, lock: &Mutex<WriterState>, timeout: Duration) {
         if self.state.compare_exchange(WAITING, PARKED, Ordering::SeqCst, Ordering::Acquire).is_err() {
             return; // done meanwhile
         }
@@ -285,7 +319,7 @@ impl Request {
             let _ = self.state.compare_exchange(PARKED, WAITING, Ordering::AcqRel, Ordering::Acquire);
             return;
         }
-        std::thread::park_timeout(PARK);
+        std::thread::park_timeout(timeout);
         let _ = self.state.compare_exchange(PARKED, WAITING, Ordering::AcqRel, Ordering::Acquire);
     }
 }
@@ -301,19 +335,81 @@ pub(crate) fn op_bytes(ops: &[Op<'_>]) -> usize {
 }
 
 /// Requests a batch took from the queue. Each is answered before this is
-/// dropped; any left unanswered (the batch panicked) gets an error, so no
-/// waiter waits forever.
-pub(crate) struct Served(pub(crate) Vec<Arc<Request>>);
+/// dropped; any left unanswered (the batch panicked) gets an error, and
+/// the writer is poisoned, so no waiter waits forever and none is told a
+/// write that may be half there did nothing.
+pub(crate) struct Served<'a> {
+    pub(crate) requests: Vec<Arc<Request>>,
+    writer: &'a Writer,
+}
 
-impl Drop for Served {
+impl Drop for Served<'_> {
     fn drop(&mut self) {
-        for r in &self.0 {
+        if self.requests.iter().all(|r| r.done()) {
+            return;
+        }
+        let why = "a combined write stopped midway";
+        self.writer.poison(why);
+        for r in &self.requests {
             if !r.done() {
-                r.finish(Err(CddsError::invariant(
-                    "the thread applying this write in its batch stopped before committing",
-                    0,
-                )));
+                r.finish(Err(CddsError::WriterPoisoned(why.into())));
             }
         }
+    }
+}
+
+/// Poisons the writer if dropped while its thread panics: held across a
+/// batch, whose entries a panic leaves in the nodes unundone.
+pub(crate) struct PoisonOnPanic<'a>(pub(crate) &'a Writer);
+
+impl Drop for PoisonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.poison("a write panicked midway");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_left_unanswered_gets_an_error_and_poisons_the_writer() {
+        let w = Writer::default();
+        let req = Arc::new(Request::new(&[Op::Put(b"k", b"v"), Op::Delete(b"x")]));
+        assert_eq!(req.len(), 2);
+        let ops: Vec<Op<'_>> = req.ops().collect();
+        assert!(matches!(ops[0], Op::Put(b"k", b"v")));
+        assert!(matches!(ops[1], Op::Delete(b"x")));
+        w.check_poisoned().unwrap();
+        drop(Served { requests: vec![req.clone()], writer: &w });
+        assert!(matches!(req.take_if_done(), Some(Err(CddsError::WriterPoisoned(_)))));
+        assert!(matches!(w.check_poisoned(), Err(CddsError::WriterPoisoned(_))));
+    }
+
+    #[test]
+    fn answered_requests_leave_the_writer_usable() {
+        let w = Writer::default();
+        let req = Arc::new(Request::new(&[Op::Put(b"k", b"v")]));
+        let served = Served { requests: vec![req.clone()], writer: &w };
+        req.finish(Ok(WriteOutcome { version: 7, existed: vec![true] }));
+        drop(served);
+        assert_eq!(req.take_if_done().unwrap().unwrap(), WriteOutcome { version: 7, existed: vec![true] });
+        w.check_poisoned().unwrap();
+    }
+
+    #[test]
+    fn a_panic_under_the_guard_poisons_the_writer() {
+        let w = Writer::default();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _g = PoisonOnPanic(&w);
+            panic!("midway");
+        }));
+        assert!(r.is_err());
+        assert!(matches!(w.check_poisoned(), Err(CddsError::WriterPoisoned(_))));
+        let ok = Writer::default();
+        drop(PoisonOnPanic(&ok));
+        ok.check_poisoned().unwrap();
     }
 }

@@ -53,6 +53,11 @@ pub enum CddsError {
     /// Named-snapshot table full or name too long.
     #[error("snapshot table: {0}")]
     SnapshotTable(String),
+    /// An earlier write stopped midway (it panicked, or its failed batch
+    /// could not be undone), so the tree accepts no more writes until it
+    /// is reopened; reopening recovers, as after a crash.
+    #[error("no write is accepted: {0}; close and reopen the database (its recovery repairs what that write left)")]
+    WriterPoisoned(String),
 }
 
 impl CddsError {

@@ -156,7 +156,10 @@ impl TreeCore {
             return Ok(GcStep::default());
         }
         let mut ws = self.writer.lock();
-        let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough)?;
+        let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough);
+        // Writes that queued meanwhile go before the next step.
+        self.serve_riders(&mut ws);
+        let step = step?;
         self.count_step(&step);
         Ok(step)
     }

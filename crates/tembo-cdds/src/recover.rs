@@ -487,7 +487,7 @@ impl TreeCore {
         let mut seen = SeenNodes::new(pool);
         while !stack.is_empty() {
             let step = self.between_steps()?;
-            let ws = self.writer.lock();
+            let mut ws = self.writer.lock();
             let started = Instant::now();
             let mut visited = 0;
             while visited < step && started.elapsed() < STEP_TIME {
@@ -499,7 +499,8 @@ impl TreeCore {
                 self.repair_and_descend(n, &is_aborted, pinned, &mut stack)?;
             }
             self.recovery.report.lock().nodes_visited += visited as u64;
-            // A writer waiting for the lock gets it before the next step.
+            // Writers waiting for the lock go before the next step.
+            self.serve_riders(&mut ws);
             ws.unlock_fair();
         }
         let _ws = self.writer.lock();
@@ -555,7 +556,7 @@ impl TreeCore {
         let mut marks = Vec::new();
         while !stack.is_empty() {
             let step = self.between_steps()?;
-            let ws = self.writer.lock();
+            let mut ws = self.writer.lock();
             let started = Instant::now();
             for _ in 0..step {
                 if started.elapsed() >= STEP_TIME {
@@ -580,6 +581,7 @@ impl TreeCore {
                 pool.concurrent_sweep_mark(&marks, true)?;
                 marks.clear();
             }
+            self.serve_riders(&mut ws);
             ws.unlock_fair();
         }
         let deferred = {

@@ -40,6 +40,7 @@ pub enum Op<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteOutcome {
     /// The version the batch committed (unchanged if it changed nothing).
+    /// A write that rode in another thread's batch gets that batch's.
     pub version: u64,
     /// For each op, whether its key existed before it.
     pub existed: Vec<bool>,
@@ -107,44 +108,62 @@ impl TreeCore {
             None if crate::combine::op_bytes(ops) <= crate::combine::MAX_COMBINED_BYTES => {
                 // Another write runs: ride in the next batch (see `combine`).
                 return self.writer.ride(ops, |ws| {
-                    let _ = self.write_serving(ws, &[]);
+                    let _ = self.write_serving(ws, &[], true);
                 });
             }
             None => self.writer.lock(),
         };
-        self.write_serving(&mut ws, ops)
+        self.write_serving(&mut ws, ops, false)
     }
 
     /// With the writer lock: applies `ops` and every write queued to ride
     /// along in one batch, and answers the queued ones. If that batch
     /// fails it is undone and each runs alone (see `combine`).
-    fn write_serving(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
+    /// `queued_own`: the caller's own write is one of the queued ones (it
+    /// rode, then found the lock free), not `ops`.
+    fn write_serving(
+        &self,
+        ws: &mut crate::tree::WriterState,
+        ops: &[Op<'_>],
+        queued_own: bool,
+    ) -> Result<WriteOutcome> {
         let served = self.writer.take_queued(ws);
-        if served.0.is_empty() {
+        if served.requests.is_empty() {
             return self.write_alone(ws, ops);
         }
-        let mut all: Vec<Op<'_>> = Vec::with_capacity(ops.len() + served.0.iter().map(|r| r.len()).sum::<usize>());
+        let riders = &served.requests;
+        let mut all: Vec<Op<'_>> = Vec::with_capacity(ops.len() + riders.iter().map(|r| r.len()).sum::<usize>());
         all.extend_from_slice(ops);
-        for r in &served.0 {
+        for r in riders {
             all.extend(r.ops());
         }
         if let Ok(out) = self.write_locked(ws, &all) {
             let mut existed = out.existed.into_iter();
             let mine = WriteOutcome { version: out.version, existed: existed.by_ref().take(ops.len()).collect() };
-            for r in &served.0 {
+            for r in riders {
                 r.finish(Ok(WriteOutcome { version: out.version, existed: existed.by_ref().take(r.len()).collect() }));
             }
-            self.writer.count_combined(served.0.len());
+            self.writer.count_combined(riders.len() - usize::from(queued_own));
             return Ok(mine);
         }
-        // The combined batch was undone: one request's failure must not
-        // fail the others, so each runs alone.
+        // The combined batch was undone (or the writer is poisoned, which
+        // each rerun reports at once): one request's failure, a full pool
+        // say, must not fail the others, so each runs alone.
         let mine = self.write_alone(ws, ops);
-        for r in &served.0 {
+        for r in riders {
             let theirs: Vec<Op<'_>> = r.ops().collect();
             r.finish(self.write_alone(ws, &theirs));
         }
         mine
+    }
+
+    /// With the writer lock, before a holder that does not write (GC,
+    /// recovery) lets it go: applies the writes waiting to ride, so that
+    /// a holder that takes the lock again at once cannot starve them.
+    pub(crate) fn serve_riders(&self, ws: &mut crate::tree::WriterState) {
+        if self.writer.has_queued() {
+            let _ = self.write_serving(ws, &[], false);
+        }
     }
 
     /// With the writer lock: applies `ops` as one batch, and when the pool
@@ -190,6 +209,8 @@ impl TreeCore {
         ops: &[Op<'_>],
         spare: bool,
     ) -> Result<WriteOutcome> {
+        self.writer.check_poisoned()?;
+        let _poison = crate::combine::PoisonOnPanic(&self.writer);
         let v = self.current_version()?;
         if v >= MAX_VERSION {
             return Err(CddsError::VersionsExhausted(v));
@@ -218,7 +239,12 @@ impl TreeCore {
             Some(e) => {
                 let undo = b.undo();
                 self.to_limbo(ws, v + 1, retired, trees);
-                undo?;
+                if let Err(u) = undo {
+                    // Entries of the failed batch may remain at `v + 1`,
+                    // which the next batch would commit.
+                    self.writer.poison(&format!("a failed write could not be undone ({u})"));
+                    return Err(u);
+                }
                 return Err(e);
             }
             None if b.changed => {
