@@ -124,6 +124,10 @@ pub struct HeapStats {
     pub copies_critical: u64,
     /// Objects copied to the backup off the critical path (the coordinator).
     pub copies_background: u64,
+    /// Committed transactions whose thread rolled its objects forward
+    /// itself because the coordinator was behind (their copies count in
+    /// `copies_background`: the transaction was already durable).
+    pub self_rolled: u64,
     /// Write intents whose object had a current backup.
     pub backup_hits: u64,
     /// Write intents whose object needed a copy first.
@@ -167,12 +171,13 @@ pub(crate) enum Count {
     Hits,
     Misses,
     LockWaits,
+    SelfRolled,
 }
 
 /// The heap's counters, per-thread sharded: every transaction bumps a few,
 /// and one shared line bumped by every writer was a point all cores met.
 #[derive(Debug, Default)]
-pub(crate) struct Counters(tembo_pmem::ShardedCounts<7>);
+pub(crate) struct Counters(tembo_pmem::ShardedCounts<8>);
 
 impl Counters {
     #[inline]
@@ -264,6 +269,15 @@ impl Inner {
             let _g = self.coordinator_wait.lock();
             self.jobs_cv.notify_one();
         }
+    }
+
+    /// Whether the coordinator is behind: so many jobs wait that a
+    /// committing thread does better to roll its own forward now, while
+    /// its objects are in its core's cache, than to queue it behind the
+    /// others. With every core writing there is no idle core for the
+    /// coordinator, and its copies read each object from another core.
+    pub(crate) fn coordinator_behind(&self) -> bool {
+        self.jobs.len() as u64 * BEHIND_DIVISOR >= u64::from(self.slots.count)
     }
 
     /// The dynamic backup's budget now: α × the heap's object bytes.
@@ -557,6 +571,7 @@ impl Heap {
             aborted: c.get(Count::Aborted),
             copies_critical: c.get(Count::CopiesCritical),
             copies_background: c.get(Count::CopiesBackground),
+            self_rolled: c.get(Count::SelfRolled),
             backup_hits: c.get(Count::Hits),
             backup_misses: c.get(Count::Misses),
             evictions,
@@ -718,6 +733,10 @@ fn to_pmem(e: KaminoError) -> PmemError {
         other => PmemError::Corrupted { what: other.to_string(), offset: 0 },
     }
 }
+
+/// The coordinator is behind when this fraction (1/n) of the log slots
+/// hold jobs waiting for it.
+const BEHIND_DIVISOR: u64 = 4;
 
 /// The coordinator's first nap after work (it doubles while idle, to 1 ms).
 const POLL_NAP: Duration = Duration::from_micros(20);

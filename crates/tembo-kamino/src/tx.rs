@@ -14,7 +14,7 @@ use tembo_pmem::{PPtr, PoolOffset};
 
 use crate::backup;
 use crate::error::{KaminoError, Result};
-use crate::heap::{object_len, process_job, roll_forward, Count, Inner, Job, TxMode};
+use crate::heap::{object_len, process_job, process_jobs, roll_forward, Count, Inner, Job, TxMode};
 use crate::layout::{obj_len_word, payload, SlotState, ALLOC_TAG, H_BACKUP, H_LEN, MAX_OBJECT_BYTES, OBJ_HEADER};
 use crate::log::SlotWriter;
 
@@ -442,8 +442,15 @@ impl<'h> Tx<'h> {
             heap.locks.unlock_read(o);
         }
         if let Some(log) = self.log.take() {
-            if keep_pending {
-                heap.queue_job(Job { slot: log.slot, txid: self.txid, objects: roll });
+            let job = Job { slot: log.slot, txid: self.txid, objects: roll };
+            if keep_pending && heap.coordinator_behind() {
+                // The transaction is durable; its roll-forward is done
+                // here. What cannot be finished now (an object another
+                // thread is rolling forward, an error) is queued again.
+                heap.counters.add(Count::SelfRolled, 1);
+                let _ = process_jobs(heap, &mut vec![job], self.txid);
+            } else if keep_pending {
+                heap.queue_job(job);
             } else {
                 heap.release_slot(log.slot);
             }
