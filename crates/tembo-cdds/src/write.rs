@@ -305,7 +305,7 @@ impl TreeCore {
         // One fence for the batch. A failed (or, in a crash, unfenced)
         // free leaves a leak for the next recovery's sweep, never a double
         // use: nothing references these blocks.
-        let _ = self.pool.free_many(&self.take_freeable(ws, budget));
+        let _ = self.pool.free_many_deferred(&self.take_freeable(ws, budget));
     }
 
     /// Removes from the limbo up to about `budget` blocks no running read

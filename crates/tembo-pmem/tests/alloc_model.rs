@@ -559,6 +559,39 @@ fn free_many_frees_all_with_one_fence_and_reports_a_bad_block() {
     assert!(pool.free_many(&[]).is_ok());
 }
 
+/// `free_many_deferred` frees like `free_many` but without a fence: a
+/// crash before the caller's next fence may leave the blocks allocated
+/// (a leak, never a block in use twice); after that fence the frees are
+/// durable.
+#[test]
+fn free_many_deferred_is_durable_at_the_next_fence() {
+    let opts = PoolOptions { size: 4 * MIB, max_size: Some(4 * MIB), ..PoolOptions::default() };
+    let pool = Pool::simulated(&opts).expect("pool");
+    let sim = pool.simulator().expect("simulated");
+    let blocks: Vec<PoolOffset> = (0..8).map(|i| pool.alloc(64 + i * 40).expect("alloc")).collect();
+    let before = pool.allocated_blocks().expect("blocks").len();
+    let fences = sim.fence_count();
+    let mut batch = blocks.clone();
+    batch.insert(3, blocks[0] + 8); // not a block's start
+    let err = pool.free_many_deferred(&batch).expect_err("a bad block is reported");
+    assert!(matches!(err, PmemError::InvalidFree { .. }), "{err}");
+    assert_eq!(sim.fence_count(), fences, "no fence");
+    assert_eq!(pool.allocated_blocks().expect("blocks").len(), before - 8, "every real block was freed");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let count_after_crash = |pool: &Pool, rng: &mut rand_chacha::ChaCha8Rng, policy| {
+        let image = pool.simulator().expect("simulated").crash_image(pool, policy, rng);
+        let p = Pool::from_image(&image, &opts).expect("a crashed pool opens");
+        p.allocated_blocks().expect("blocks").len()
+    };
+    // Unfenced: the frees may be lost (then leaked), or not.
+    assert_eq!(count_after_crash(&pool, &mut rng, CrashPolicy::None), before, "lost frees leave the blocks allocated");
+    assert_eq!(count_after_crash(&pool, &mut rng, CrashPolicy::All), before - 8);
+    pool.fence();
+    for policy in CrashPolicy::ALL {
+        assert_eq!(count_after_crash(&pool, &mut rng, policy), before - 8, "{policy:?}: fenced frees are durable");
+    }
+}
+
 /// Cold blocks (`alloc_cold`) share slabs only with cold blocks while
 /// there is room for slabs of their own; at a full pool either arena's
 /// free slots serve the other.

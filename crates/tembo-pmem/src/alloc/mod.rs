@@ -95,6 +95,18 @@ pub(crate) struct Slab {
     cold: bool,
 }
 
+/// What a free does with the bitmap word it clears.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FreeFlush {
+    /// Flush and fence it ([`Pool::free`]).
+    Persist,
+    /// Flush it; the caller fences once for many ([`Pool::free_many`]).
+    Flush,
+    /// Leave it for the caller to flush after the lock
+    /// ([`Pool::free_many_deferred`]).
+    Defer,
+}
+
 /// The `slab_pages` entry of the page `back` pages into a slab of `class`
 /// (never 0: 0 marks a page outside slabs).
 fn slab_page_code(back: u64, class: u8) -> u16 {
@@ -207,6 +219,9 @@ pub(crate) struct AllocState {
     /// (the unlock) right after a CLWB waits for the write-back as a fence
     /// does, and that stall was 7% of a server busy with INCR.
     unflushed: Option<PoolOffset>,
+    /// Bitmap words of blocks freed with [`FreeFlush::Defer`], for the
+    /// caller to flush after the lock.
+    unflushed_frees: Vec<PoolOffset>,
 }
 
 fn page_offset(page: u64) -> PoolOffset {
@@ -603,18 +618,18 @@ impl AllocState {
         }
     }
 
-    fn free(&mut self, pool: &Pool, offset: PoolOffset, fence: bool) -> Result<()> {
+    fn free(&mut self, pool: &Pool, offset: PoolOffset, how: FreeFlush) -> Result<()> {
         let at = self.locate(pool, offset).map_err(|why| PmemError::InvalidFree { offset, why })?;
-        self.free_located_with(pool, at, fence)
+        self.free_located_with(pool, at, how)
     }
 
     fn free_located(&mut self, pool: &Pool, at: BlockAt) -> Result<()> {
-        self.free_located_with(pool, at, true)
+        self.free_located_with(pool, at, FreeFlush::Persist)
     }
 
-    /// Frees a located block; a slab block's bitmap word is flushed, and
-    /// fenced too with `fence` (without, the caller fences once for many).
-    fn free_located_with(&mut self, pool: &Pool, at: BlockAt, fence: bool) -> Result<()> {
+    /// Frees a located block; what happens to a slab block's bitmap word
+    /// is `how`'s.
+    fn free_located_with(&mut self, pool: &Pool, at: BlockAt, how: FreeFlush) -> Result<()> {
         self.used_bytes -= at.usable;
         self.blocks -= 1;
         let Some((class, word_off, bit)) = at.slot else {
@@ -622,10 +637,10 @@ impl AllocState {
         };
         let word = pool.atomic_u64(word_off)?;
         word.store(word.load(Ordering::Relaxed) & !(1 << bit), Ordering::Release);
-        if fence {
-            pool.persist(word_off, 8);
-        } else {
-            pool.flush(word_off, 8);
+        match how {
+            FreeFlush::Persist => pool.persist(word_off, 8),
+            FreeFlush::Flush => pool.flush(word_off, 8),
+            FreeFlush::Defer => self.unflushed_frees.push(word_off),
         }
         let g = geometry(class);
         let slab = self.slabs.get_mut(&at.page).ok_or_else(|| PmemError::Invariant {
@@ -920,7 +935,7 @@ impl Pool {
     /// [`PmemError::InvalidFree`] for anything that is not an allocated
     /// block's start (including a double free); the pool is unchanged then.
     pub fn free(&self, offset: PoolOffset) -> Result<()> {
-        self.alloc.lock().free(self, offset, true)
+        self.alloc.lock().free(self, offset, FreeFlush::Persist)
     }
 
     /// Frees several blocks, each as [`Pool::free`] would, with one fence
@@ -937,7 +952,7 @@ impl Pool {
         {
             let mut a = self.alloc.lock();
             for &offset in offsets {
-                if let Err(e) = a.free(self, offset, false) {
+                if let Err(e) = a.free(self, offset, FreeFlush::Flush) {
                     if first.is_ok() {
                         first = Err(e);
                     }
@@ -945,6 +960,35 @@ impl Pool {
             }
         }
         self.fence();
+        first
+    }
+
+    /// [`Pool::free_many`] without its fence: the frees become durable at
+    /// the caller's next fence (an engine that commits again soon). Until
+    /// then a crash leaves the blocks allocated and unreachable, a leak the
+    /// recovery's sweep reclaims, as `free_many` promises before its
+    /// fence. The bitmap words are flushed after the allocator's lock is
+    /// released: a flush issued under it made the unlock's locked
+    /// instruction wait for the write-back, as a fence would.
+    ///
+    /// # Errors
+    /// As [`Pool::free_many`].
+    pub fn free_many_deferred(&self, offsets: &[PoolOffset]) -> Result<()> {
+        let mut first = Ok(());
+        let words = {
+            let mut a = self.alloc.lock();
+            for &offset in offsets {
+                if let Err(e) = a.free(self, offset, FreeFlush::Defer) {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+            }
+            std::mem::take(&mut a.unflushed_frees)
+        };
+        for w in words {
+            self.flush(w, 8);
+        }
         first
     }
 

@@ -550,6 +550,10 @@ impl Pool {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
+        // Whatever an engine flushed without a fence yet (frees made
+        // durable at its next fence, `Pool::free_many_deferred`) is
+        // durable before the clean flag can be.
+        self.fence();
         if matches!(self.backend, Backend::Msync { .. }) {
             self.region.msync(0, self.size() as usize)?;
         }
