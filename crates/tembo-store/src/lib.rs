@@ -49,8 +49,11 @@
 //! - Share a pool between processes: a file pool is locked by the process
 //!   that opened it (a second open gets [`PmemError::Locked`]).
 //! - Read-modify-write transactions: a batch is blind (no conditional
-//!   operations); one writer runs at a time, so callers that need
-//!   read-then-write atomicity serialize themselves.
+//!   operations), so callers that need read-then-write atomicity
+//!   serialize themselves. Concurrent writes are safe and each is atomic:
+//!   on `cdds` one writer runs at a time and writes that find it busy
+//!   share its next commit; the in-place engines run writers on
+//!   different leaves in parallel.
 //! - Accept the empty key: it is reserved ([`DbError::EmptyKey`]).
 //!
 //! ## Map
