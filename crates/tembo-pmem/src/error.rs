@@ -66,8 +66,9 @@ pub enum PmemError {
         /// The file that was opened.
         path: PathBuf,
     },
-    /// No free space is left and the pool may not grow further.
-    #[error("pool full: cannot allocate {requested} bytes (pool size {size}, maximum {max_size}); raise the maximum with `tembo pool grow`")]
+    /// No free space is left and the pool may not grow further: it is at
+    /// its maximum size, or the filesystem holding its file is full.
+    #[error("pool full: cannot allocate {requested} bytes (pool size {size}, maximum {max_size}); {}", full_hint(*.filesystem_full))]
     PoolFull {
         /// Bytes of pool space the request needed: a whole slab or page run,
         /// so it can exceed the bytes the caller asked for.
@@ -76,6 +77,9 @@ pub enum PmemError {
         size: u64,
         /// Configured maximum size in bytes.
         max_size: u64,
+        /// The pool is below its maximum, but the filesystem holding its
+        /// file has no room to grow it.
+        filesystem_full: bool,
     },
     /// A requested pool size is below what a pool needs.
     #[error("pool size {requested} bytes is too small: at least {minimum} bytes are needed")]
@@ -162,3 +166,11 @@ impl PmemError {
 
 /// Result alias for this crate.
 pub type Result<T, E = PmemError> = std::result::Result<T, E>;
+
+fn full_hint(filesystem_full: bool) -> &'static str {
+    if filesystem_full {
+        "the filesystem holding the pool file has no room to grow it: free space there"
+    } else {
+        "raise the maximum with `tembo pool grow`"
+    }
+}

@@ -315,3 +315,38 @@ pub(crate) fn on_ram_filesystem(file: &File) -> bool {
     let t = st.f_type as i64;
     t == TMPFS_MAGIC || t == RAMFS_MAGIC
 }
+
+/// Allocates the file's blocks for `[offset, offset + len)` now
+/// (`fallocate`, extending the file if needed). A mapped page of a sparse
+/// file is allocated when it is first stored to; if the filesystem is full
+/// then, the store raises `SIGBUS` and kills the process. Reserving the
+/// pool's pages when it is created or grown turns that into an error
+/// returned where it can be handled (`ENOSPC`). Returns `Ok(false)` on a
+/// filesystem that cannot preallocate (the file stays sparse, as before).
+pub(crate) fn reserve_file_space(file: &File, offset: u64, len: u64) -> std::io::Result<bool> {
+    if len == 0 {
+        return Ok(true);
+    }
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    loop {
+        // SAFETY: a valid open file descriptor; mode 0 only allocates blocks
+        // (and extends the size), it never touches existing data.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, off, n) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(false),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Whether `e` says the filesystem is out of space.
+pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}

@@ -143,7 +143,7 @@ impl Model {
                 }
                 Ok(Some(off))
             }
-            Err(PmemError::PoolFull { requested, size: pool_size, max_size }) => {
+            Err(PmemError::PoolFull { requested, size: pool_size, max_size, .. }) => {
                 prop_assert_eq!(pool_size, pool.size());
                 prop_assert_eq!(max_size, pool.max_size());
                 prop_assert!(requested >= size, "PoolFull reports {} bytes for alloc({})", requested, size);

@@ -74,8 +74,40 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("tembo: error: {e:#}");
+            eprintln!("tembo: error: {}", describe(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The error and its causes joined by ": ", each cause left out when the
+/// message before it already says it (the pool's errors put their OS
+/// error in their own message and also report it as their source).
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_error_chain_is_told_once() {
+        let io = std::io::Error::from_raw_os_error(28);
+        let inner = anyhow::Error::new(io).context("reserving 8 bytes: No space left on device (os error 28)");
+        let e = inner.context("tembo serve: pool p");
+        assert_eq!(
+            super::describe(&e),
+            "tembo serve: pool p: reserving 8 bytes: No space left on device (os error 28)"
+        );
     }
 }

@@ -62,8 +62,14 @@ impl Workload for Micro {
         // misses (the `Vec`'s header, then its bytes) in the harness, for
         // every target alike (session 20).
         let (kb, vb) = (self.key_bytes, self.value_bytes);
-        let keys: Vec<u8> = self.keyset.iter().flatten().copied().collect();
-        let vals: Vec<u8> = (0..n).flat_map(|i| self.value(i)).collect();
+        let mut keys = Vec::with_capacity(n * kb);
+        for k in &self.keyset {
+            keys.extend_from_slice(k);
+        }
+        let mut vals = Vec::with_capacity(n * vb);
+        for i in 0..n {
+            vals.extend_from_slice(&self.value(i));
+        }
         let key = |i: usize| &keys[i * kb..(i + 1) * kb];
         let value = |i: usize| &vals[i * vb..(i + 1) * vb];
         let order = Rng::seed_from_u64(self.seed ^ (run as u64).wrapping_mul(0x51)).permutation(n);

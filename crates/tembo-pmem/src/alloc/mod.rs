@@ -340,7 +340,12 @@ impl AllocState {
         if self.free_pages.saturating_add(growable) >= pages.saturating_add(reserve) {
             return Ok(());
         }
-        Err(PmemError::PoolFull { requested: pages * PAGE_BYTES, size: pool.size(), max_size: pool.max_size() })
+        Err(PmemError::PoolFull {
+            requested: pages * PAGE_BYTES,
+            size: pool.size(),
+            max_size: pool.max_size(),
+            filesystem_full: false,
+        })
     }
 
     fn write_header(&self, pool: &Pool, page: u64, kind: RunKind, pages: u64) -> Result<()> {
@@ -417,13 +422,22 @@ impl AllocState {
         let need = (pages - tail_free).saturating_mul(PAGE_BYTES);
         let want = size.saturating_add(need);
         if want > limit {
-            return Err(PmemError::PoolFull { requested: pages * PAGE_BYTES, size, max_size: pool.max_size() });
+            return Err(PmemError::PoolFull {
+                requested: pages * PAGE_BYTES,
+                size,
+                max_size: pool.max_size(),
+                filesystem_full: false,
+            });
         }
         // Grow geometrically (doubling, at most 1 GiB a step) so that a
         // steadily filling pool pays for few growths.
         let step = size.min(1 << 30);
         let target = want.max(size.saturating_add(step)).min(limit);
-        self.grow_to(pool, target)
+        match self.grow_to(pool, target) {
+            // The filesystem may still hold what this request needs.
+            Err(PmemError::PoolFull { filesystem_full: true, .. }) if target > want => self.grow_to(pool, want),
+            r => r,
+        }
     }
 
     pub(crate) fn grow_to(&mut self, pool: &Pool, new_size: u64) -> Result<()> {
@@ -1035,6 +1049,7 @@ impl Pool {
                 requested: new_size - self.size(),
                 size: self.size(),
                 max_size: self.max_size(),
+                filesystem_full: false,
             });
         }
         st.grow_to(self, new_size)

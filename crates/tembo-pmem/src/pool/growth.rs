@@ -20,6 +20,20 @@ impl Pool {
         debug_assert!(new_size > old && new_size <= self.max_size());
         match (&self.file, &self.backend) {
             (Some(file), _) => {
+                // The new pages' blocks first: a full filesystem is then a
+                // full pool here, not a SIGBUS at the first store to them.
+                crate::map::reserve_file_space(file, old, new_size - old).map_err(|e| {
+                    if crate::map::is_no_space(&e) {
+                        PmemError::PoolFull {
+                            requested: new_size - old,
+                            size: old,
+                            max_size: self.max_size(),
+                            filesystem_full: true,
+                        }
+                    } else {
+                        PmemError::io(format!("reserving space to grow {} to {new_size} bytes", self.path.display()), e)
+                    }
+                })?;
                 file.set_len(new_size)
                     .map_err(|e| PmemError::io(format!("growing {} to {new_size} bytes", self.path.display()), e))?;
                 // The new length must be durable before the size word says

@@ -187,6 +187,7 @@ impl Pool {
         let made = (|| {
             lock_file(&file, path)?;
             file.set_len(size).map_err(|e| PmemError::io(format!("sizing {} to {size} bytes", path.display()), e))?;
+            reserve_pages(&file, path, size)?;
             let (region, mode) = Self::map_with_mode(&file, path, size, max, opts.mode)?;
             let backend = Self::backend_for(mode);
             let pool = Pool::assemble(region, mode, backend, instr, opts.ordering, Some(file), path, max)?;
@@ -233,6 +234,9 @@ impl Pool {
             .map_err(|e| PmemError::io(format!("opening pool file {}", path.display()), e))?;
         lock_file(&file, path)?;
         let checked = Self::check_file(&mut file, path).and_then(|header| {
+            // A pool made sparse (by an older build, or copied without its
+            // holes) gets its pages now, or a clear error.
+            reserve_pages(&file, path, header.size)?;
             Ok((Self::map_with_mode(&file, path, header.size, header.max_size, opts.mode)?, header))
         });
         let ((region, mode), header) = match checked {
@@ -572,4 +576,21 @@ impl Drop for Pool {
             unlock_file(file);
         }
     }
+}
+
+/// Allocates the blocks of a pool file's first `size` bytes, so that no
+/// store to the mapping can find the filesystem full (see
+/// `map::reserve_file_space`).
+fn reserve_pages(file: &File, path: &Path, size: u64) -> Result<()> {
+    map::reserve_file_space(file, 0, size).map(|_| ()).map_err(|e| {
+        let why = if map::is_no_space(&e) {
+            format!(
+                "reserving {size} bytes for pool file {}: the filesystem is full (free space there, or choose a smaller pool size)",
+                path.display()
+            )
+        } else {
+            format!("reserving {size} bytes for pool file {}", path.display())
+        };
+        PmemError::io(why, e)
+    })
 }
