@@ -350,3 +350,9 @@ pub(crate) fn reserve_file_space(file: &File, offset: u64, len: u64) -> std::io:
 pub(crate) fn is_no_space(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
 }
+
+/// Bytes of the file's allocated blocks (`st_blocks`), if `fstat` says.
+pub(crate) fn allocated_bytes(file: &File) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| m.blocks().saturating_mul(512))
+}

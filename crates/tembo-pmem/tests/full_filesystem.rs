@@ -100,3 +100,30 @@ fn a_full_filesystem_is_an_error_not_a_crash() {
         }
     }
 }
+
+/// A pool left sparse (an older build made them so) gets its pages when it
+/// is opened; a pool whose pages are all there is not walked again.
+#[test]
+fn opening_a_sparse_pool_reserves_its_pages() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::env::temp_dir().join(format!("tembo-sparse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.pool");
+    let opts = PoolOptions { size: 4 * MIB, max_size: Some(8 * MIB), ..PoolOptions::default() };
+    drop(Pool::create(&path, &opts).unwrap());
+    let allocated = |p: &Path| std::fs::metadata(p).unwrap().blocks() * 512;
+    assert!(allocated(&path) >= 4 * MIB, "a new pool's pages are reserved");
+    // Punch out the unused last 2 MiB, as a sparse copy would leave them.
+    let punched = Command::new("fallocate")
+        .args(["--punch-hole", "--offset", &(2 * MIB).to_string(), "--length", &(2 * MIB).to_string()])
+        .arg(&path)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !punched || allocated(&path) >= 4 * MIB {
+        eprintln!("skipped the sparse part: this filesystem cannot punch holes");
+    } else {
+        drop(Pool::open(&path, &opts).unwrap());
+        assert!(allocated(&path) >= 4 * MIB, "the open did not reserve the holes");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
