@@ -302,9 +302,10 @@ impl TreeCore {
         if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
             return; // the leak sweep needs every block it may reach to stay put
         }
-        // One fence for the batch. A failed (or, in a crash, unfenced)
-        // free leaves a leak for the next recovery's sweep, never a double
-        // use: nothing references these blocks.
+        // No fence: the next commit's makes these frees durable. A failed
+        // (or, in a crash, unfenced) free leaves a leak for the next
+        // recovery's sweep, never a double use: nothing references these
+        // blocks.
         let _ = self.pool.free_many_deferred(&self.take_freeable(ws, budget));
     }
 

@@ -321,11 +321,11 @@ pub(crate) fn on_ram_filesystem(file: &File) -> bool {
 /// file is allocated when it is first stored to; if the filesystem is full
 /// then, the store raises `SIGBUS` and kills the process. Reserving the
 /// pool's pages when it is created or grown turns that into an error
-/// returned where it can be handled (`ENOSPC`). Returns `Ok(false)` on a
-/// filesystem that cannot preallocate (the file stays sparse, as before).
-pub(crate) fn reserve_file_space(file: &File, offset: u64, len: u64) -> std::io::Result<bool> {
+/// returned where it can be handled (`ENOSPC`). On a filesystem that
+/// cannot preallocate the file stays sparse, as before.
+pub(crate) fn reserve_file_space(file: &File, offset: u64, len: u64) -> std::io::Result<()> {
     if len == 0 {
-        return Ok(true);
+        return Ok(());
     }
     let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
@@ -335,12 +335,12 @@ pub(crate) fn reserve_file_space(file: &File, offset: u64, len: u64) -> std::io:
         // (and extends the size), it never touches existing data.
         let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, off, n) };
         if rc == 0 {
-            return Ok(true);
+            return Ok(());
         }
         let e = std::io::Error::last_os_error();
         match e.raw_os_error() {
             Some(libc::EINTR) => continue,
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(false),
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(()),
             _ => return Err(e),
         }
     }

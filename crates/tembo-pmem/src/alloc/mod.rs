@@ -100,10 +100,8 @@ pub(crate) struct Slab {
 enum FreeFlush {
     /// Flush and fence it ([`Pool::free`]).
     Persist,
-    /// Flush it; the caller fences once for many ([`Pool::free_many`]).
-    Flush,
     /// Leave it for the caller to flush after the lock
-    /// ([`Pool::free_many_deferred`]).
+    /// ([`Pool::free_many_deferred`], [`Pool::free_many`]).
     Defer,
 }
 
@@ -653,7 +651,6 @@ impl AllocState {
         word.store(word.load(Ordering::Relaxed) & !(1 << bit), Ordering::Release);
         match how {
             FreeFlush::Persist => pool.persist(word_off, 8),
-            FreeFlush::Flush => pool.flush(word_off, 8),
             FreeFlush::Defer => self.unflushed_frees.push(word_off),
         }
         let g = geometry(class);
@@ -962,19 +959,9 @@ impl Pool {
     /// The first block that could not be freed, as [`Pool::free`] reports
     /// it; every other block is freed all the same.
     pub fn free_many(&self, offsets: &[PoolOffset]) -> Result<()> {
-        let mut first = Ok(());
-        {
-            let mut a = self.alloc.lock();
-            for &offset in offsets {
-                if let Err(e) = a.free(self, offset, FreeFlush::Flush) {
-                    if first.is_ok() {
-                        first = Err(e);
-                    }
-                }
-            }
-        }
+        let r = self.free_many_deferred(offsets);
         self.fence();
-        first
+        r
     }
 
     /// [`Pool::free_many`] without its fence: the frees become durable at

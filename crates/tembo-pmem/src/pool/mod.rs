@@ -586,7 +586,7 @@ impl Drop for Pool {
 /// store to the mapping can find the filesystem full (see
 /// `map::reserve_file_space`).
 fn reserve_pages(file: &File, path: &Path, size: u64) -> Result<()> {
-    map::reserve_file_space(file, 0, size).map(|_| ()).map_err(|e| {
+    map::reserve_file_space(file, 0, size).map_err(|e| {
         let why = if map::is_no_space(&e) {
             format!(
                 "reserving {size} bytes for pool file {}: the filesystem is full (free space there, or choose a smaller pool size)",
