@@ -253,7 +253,7 @@ impl TreeCore {
     }
 
     fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize, thorough: bool) -> Result<GcStep> {
-        let mut b = Batch::new(self, self.current_version()?)?;
+        let mut b = Batch::new(self, self.current_version()?, std::mem::take(&mut ws.scratch))?;
         let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
         if ws.gc.after.is_none() {
             ws.gc.pass_work = 0;
@@ -280,6 +280,7 @@ impl TreeCore {
             // read op started after this step.
             self.to_limbo(ws, b.w, retired, trees);
         }
+        ws.scratch = b.into_scratch();
         if !ws.limbo.is_empty() {
             // More than a commit frees: between busy writers' commits the
             // steps are what drains a backlog.

@@ -22,6 +22,7 @@ mod combine;
 pub mod entry;
 mod error;
 mod gc;
+mod lazy_order;
 mod limbo;
 mod meta;
 pub mod node;

@@ -490,9 +490,12 @@ impl<'p> NodeWriter<'p> {
         Ok(NodeWriter { pool, node, words, odd, order: OrderLine::load(words) })
     }
 
-    /// Inserts `e` at `rank` in key order: into a free slot, then into the
-    /// order line. Both lines are flushed; the commit's fence orders them
-    /// (nothing a committed version sees is overwritten).
+    /// Inserts `e` at `rank` in key order: into a free slot, which is
+    /// flushed (the commit's fence orders it; nothing a committed version
+    /// sees is overwritten), then into the order line, which is stored but
+    /// **not flushed**: no crash trusts an order line, and the caller
+    /// records the node so that its line is flushed when the node dies or
+    /// the tree closes (see `lazy_order`).
     pub fn insert(&mut self, rank: usize, e: &Entry) -> Result<()> {
         let n = self.order.len();
         let Some(mask) = self.order.mask() else {
@@ -506,7 +509,7 @@ impl<'p> NodeWriter<'p> {
         write_slot_words(self.pool, off, &e.encode())?;
         self.pool.flush(off, SLOT_BYTES);
         self.order.insert(rank, free as u8);
-        self.publish_order();
+        store_order(self.words, &self.order);
         Ok(())
     }
 

@@ -43,6 +43,8 @@ pub(crate) struct WriterState {
     pub limbo: crate::limbo::Limbo,
     /// Where the incremental GC resumes (see `gc`).
     pub gc: crate::gc::GcCursor,
+    /// Buffers batches reuse.
+    pub scratch: crate::write::BatchScratch,
 }
 
 /// A CDDS B+tree on a pool: the handle applications hold. Every operation
@@ -79,6 +81,8 @@ pub struct TreeCore {
     /// What the incremental GC has done (steps run by the thread or by
     /// [`TreeCore::gc_step`]).
     pub(crate) gc_stats: Mutex<crate::gc::GcStats>,
+    /// Nodes whose order line an insert stored without flushing it.
+    pub(crate) dirty_orders: crate::lazy_order::DirtyOrders,
 }
 
 impl Tree {
@@ -180,6 +184,7 @@ impl TreeCore {
             limits,
             recovery: Default::default(),
             gc_stats: Default::default(),
+            dirty_orders: Default::default(),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
         if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {
@@ -332,6 +337,9 @@ impl Drop for TreeCore {
             self.pool.abandon_concurrent_sweep();
         }
         let mut ws = self.writer.lock();
+        // Before the pool's clean flag (its close fences first): a clean
+        // open trusts every order line.
+        self.dirty_orders.flush_all(&self.pool);
         let blocks = ws.limbo.take_freeable(&self.pool, None, usize::MAX);
         let _ = self.pool.free_many(&blocks);
     }

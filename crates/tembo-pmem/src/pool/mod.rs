@@ -546,6 +546,17 @@ impl Pool {
         self.close_inner()
     }
 
+    /// Closes the pool as [`Pool::close`] does (a fence, then the clean
+    /// flag) but keeps it mapped: what a simulated pool's media image shows
+    /// afterwards is what a clean close leaves (for tests). Later writes are
+    /// not made durable by the drop.
+    ///
+    /// # Errors
+    /// [`PmemError::Io`] if the final msync fails.
+    pub fn close_in_place(&self) -> Result<()> {
+        self.close_inner()
+    }
+
     /// Marks the pool as needing recovery at its next open: dropping or
     /// closing it will not set the clean-shutdown flag. An engine calls it
     /// when its recovery failed, so the next open recovers again instead of
