@@ -105,35 +105,37 @@ impl Entry {
         Entry { start, end: 0, moved: false, rec, prefix }
     }
 
-    /// The `end` word for `end`/`moved` of this entry.
-    pub fn end_word(&self, end: u64, moved: bool) -> u64 {
+    /// The `end` word for `end`/`moved` of this entry in a node whose
+    /// slots are checked with `salt` (see `node`).
+    pub fn end_word(&self, salt: u64, end: u64, moved: bool) -> u64 {
         let e48 = (end & MASK48) | if moved { MOVED } else { 0 };
-        e48 << 16 | check(0x11, e48, self.start, self.rec, 16)
+        e48 << 16 | check(0x11 ^ salt, e48, self.start, self.rec, 16)
     }
 
-    /// The four words of the slot.
-    pub fn encode(&self) -> [u64; SLOT_WORDS] {
+    /// The four words of the slot, in a node whose slots are checked with
+    /// `salt` (0 in nodes made before tree layout 5).
+    pub fn encode(&self, salt: u64) -> [u64; SLOT_WORDS] {
         debug_assert!(self.start <= MAX_VERSION && self.end <= MAX_VERSION && self.rec % 16 == 0);
-        let w0 = (self.start & MASK48) << 16 | check(0x10, self.start, self.rec, self.prefix, 16);
-        let w2 = (self.rec >> 4) << 20 | check(0x12, self.start, self.rec, self.prefix, 20);
-        [w0, self.end_word(self.end, self.moved), w2, self.prefix]
+        let w0 = (self.start & MASK48) << 16 | check(0x10 ^ salt, self.start, self.rec, self.prefix, 16);
+        let w2 = (self.rec >> 4) << 20 | check(0x12 ^ salt, self.start, self.rec, self.prefix, 20);
+        [w0, self.end_word(salt, self.end, self.moved), w2, self.prefix]
     }
 
-    /// Decodes a slot's words.
-    pub fn decode(w: &[u64]) -> Slot {
+    /// Decodes a slot's words, checked with `salt`.
+    pub fn decode(w: &[u64], salt: u64) -> Slot {
         if w[0] == 0 {
             return Slot::Empty;
         }
         let start = w[0] >> 16;
         let rec = (w[2] >> 20) << 4;
         let prefix = w[3];
-        if w[0] & 0xFFFF != check(0x10, start, rec, prefix, 16)
-            || w[2] & 0xF_FFFF != check(0x12, start, rec, prefix, 20)
+        if w[0] & 0xFFFF != check(0x10 ^ salt, start, rec, prefix, 16)
+            || w[2] & 0xF_FFFF != check(0x12 ^ salt, start, rec, prefix, 20)
         {
             return Slot::Torn;
         }
         let e48 = w[1] >> 16;
-        if w[1] & 0xFFFF != check(0x11, e48, start, rec, 16) {
+        if w[1] & 0xFFFF != check(0x11 ^ salt, e48, start, rec, 16) {
             return Slot::Torn;
         }
         Slot::Valid(Entry { start, end: e48 & !MOVED, moved: e48 & MOVED != 0, rec, prefix })
@@ -184,23 +186,39 @@ mod tests {
     #[test]
     fn round_trip_and_empty() {
         let e = Entry { start: 77, end: 90, moved: true, rec: 0x1234_5670, prefix: key_prefix(b"hello") };
-        assert_eq!(Entry::decode(&e.encode()), Slot::Valid(e));
-        assert_eq!(Entry::decode(&[0, 1, 2, 3]), Slot::Empty);
+        for salt in [0, 0x5eed_5a17] {
+            assert_eq!(Entry::decode(&e.encode(salt), salt), Slot::Valid(e));
+            assert_eq!(Entry::decode(&[0, 1, 2, 3], salt), Slot::Empty);
+        }
         let z = Entry::new(0, 16, 0);
-        assert_ne!(z.encode()[0], 0, "start 0 must not read as empty");
+        assert_ne!(z.encode(0)[0], 0, "start 0 must not read as empty");
+    }
+
+    #[test]
+    fn a_slot_of_another_salt_is_torn() {
+        // A node's salt differs from that of every earlier node in its
+        // block: a stale slot left there reads as torn, not as an entry.
+        let e = Entry::new(5, 0x1000, key_prefix(b"aaa"));
+        let mut accepted = 0;
+        for salt in 1..2_000u64 {
+            if Entry::decode(&e.encode(salt.wrapping_mul(0x9E37_79B9)), 7) != Slot::Torn {
+                accepted += 1;
+            }
+        }
+        assert_eq!(accepted, 0);
     }
 
     #[test]
     fn mixed_slots_are_torn() {
         let a = Entry::new(5, 0x1000, key_prefix(b"aaa"));
         let b = Entry::new(6, 0x2000, key_prefix(b"bbb"));
-        let (wa, wb) = (a.encode(), b.encode());
+        let (wa, wb) = (a.encode(0), b.encode(0));
         for mask in 1u32..15 {
             let mut w = [0u64; 4];
             for (i, word) in w.iter_mut().enumerate() {
                 *word = if mask & (1 << i) != 0 { wb[i] } else { wa[i] };
             }
-            assert_eq!(Entry::decode(&w), Slot::Torn, "mask {mask:b}");
+            assert_eq!(Entry::decode(&w, 0), Slot::Torn, "mask {mask:b}");
         }
     }
 

@@ -25,14 +25,19 @@ pub const META_BYTES: u64 = 128;
 const MAGIC: u64 = u64::from_le_bytes(*b"CDDSTREE");
 /// 2: nodes with an order line and unsorted slots (1: sorted, shifted
 /// slots); 3: leaves record the prefix their key range shares; 4: inner
-/// nodes do too.
-const LAYOUT: u64 = 4;
+/// nodes do too; 5: new nodes are persisted only where used, their slots
+/// checked with a salt from their birth word (`node`).
+const LAYOUT: u64 = 5;
 /// Layouts this build opens and upgrades in place: every node of layout 2
 /// and every inner node of layout 3 reads prefix length 0, which layout 4
-/// means the same way. (A layout-3 build would insert whole-key prefix
-/// words into an inner node that records a prefix, so it must refuse the
-/// upgraded pool: the recorded number is what makes it.)
-const LAYOUTS_UPGRADED: [u64; 2] = [2, 3];
+/// means the same way; a node of layouts 2–4 has birth word 0, which
+/// layout 5 reads as "persisted whole, salt 0" (its checks unchanged).
+/// (A layout-3 build would insert whole-key prefix words into an inner
+/// node that records a prefix, and a layout-4 build would check a
+/// layout-5 node's slots without their salt and read them all as torn
+/// after a crash, so each must refuse the upgraded pool: the recorded
+/// number is what makes it.)
+const LAYOUTS_UPGRADED: [u64; 3] = [2, 3, 4];
 const W_VERSION: u64 = 16;
 const W_ROOT: u64 = 24;
 const W_SESSION: u64 = 32;

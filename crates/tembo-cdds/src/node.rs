@@ -6,9 +6,22 @@
 //! word 1     NODE_MAGIC:32 | plen:16 | level:8   (level 0 = leaf; immutable)
 //! words 2..5 the order line: byte 0 = n, bytes 1..=n = the used slots'
 //!            indices in (key, start) order
-//! words 6..7 zero
+//! word 6     birth (layout 5): filled:8 << 56 | born:48, immutable; 0 in older nodes
+//! word 7     zero
 //! 64 + 32·i  slot i (see `entry`)
 //! ```
+//!
+//! Why a birth word: a new node is persisted only where it is used — its
+//! header line and the lines of the `filled` slots it is made with — not
+//! whole (a split persisted two 16-line nodes; now about 9 lines each).
+//! Its other slots are zero in the cache, but a crash may bring back what
+//! its block held before (an earlier node's slots, a record's bytes). So
+//! the slots of a node are checked with a *salt* derived from `born` (the
+//! version of the batch that made it) and its offset: a stale slot of an
+//! earlier node in the same block, whose checks used another salt, reads
+//! as torn; and past `filled` any slot that starts before `born` is torn
+//! too (every later insert starts at or after it), whatever its checks.
+//! Recovery clears torn slots of every node it walks, as before.
 //!
 //! Why an order line instead of sorted slots: an insert into sorted slots
 //! shifts half a node, one persisted line and one fence per line crossed
@@ -51,6 +64,61 @@ const ORDER_WORDS: usize = 4;
 const ALL_SLOTS: u32 = (1 << NODE_SLOTS) - 1;
 /// The longest prefix a node records (its head word has 16 bits for it).
 pub const MAX_PLEN: usize = 0xFFFF;
+
+/// Header word 6: the node's birth (see the module docs).
+const BIRTH_WORD: usize = 6;
+const MASK48: u64 = (1 << 48) - 1;
+
+/// How a node's slots are checked: its salt, and which slots could hold
+/// stale words from before it was made (see the module docs).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Birth {
+    born: u64,
+    filled: usize,
+    salt: u64,
+}
+
+impl Birth {
+    /// The birth of node `node` from its header word 6 (0: made before
+    /// layout 5, persisted whole, salt 0).
+    pub fn of(word: u64, node: u64) -> Birth {
+        if word == 0 {
+            return Birth::default();
+        }
+        let born = word & MASK48;
+        let salt = (born ^ node.rotate_left(23) ^ 0xB1A7_5EED).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        Birth { born, filled: ((word >> 56) as usize).min(NODE_SLOTS), salt: salt ^ (salt >> 29) }
+    }
+
+    /// The node's birth word.
+    fn word(born: u64, filled: usize) -> u64 {
+        (filled as u64) << 56 | (born & MASK48)
+    }
+
+    /// The salt its slots are checked with.
+    pub fn salt(&self) -> u64 {
+        self.salt
+    }
+
+    /// Decodes slot `i`'s words with the node's checks.
+    pub fn decode(&self, i: usize, w: &[u64]) -> Slot {
+        match Entry::decode(w, self.salt) {
+            Slot::Valid(e) if i >= self.filled && e.start < self.born => Slot::Torn,
+            s => s,
+        }
+    }
+
+    /// Whether slot `i` may hold stale words from before the node was made
+    /// after a crash (it was not persisted at birth).
+    pub fn unpersisted(&self, i: usize) -> bool {
+        self.born != 0 && i >= self.filled
+    }
+}
+
+/// The birth of `node`, from its header.
+pub fn birth(pool: &Pool, node: u64) -> Result<Birth> {
+    Ok(Birth::of(pool.load_u64(node + 8 * BIRTH_WORD as u64)?, node))
+}
 
 /// Offset of slot `i` in node `node`.
 #[inline]
@@ -312,8 +380,9 @@ pub fn read_checked(pool: &Pool, node: u64, session: u64, at: ReadAt<'_>) -> Res
     let mut copy = NodeCopy::empty(head);
     let mut valid = 0u32;
     let mut decoded = [Slot::Empty; NODE_SLOTS];
+    let birth = Birth::of(buf[BIRTH_WORD], node);
     for (i, d) in decoded.iter_mut().enumerate() {
-        *d = Entry::decode(&slot_words_of(&buf, i));
+        *d = birth.decode(i, &slot_words_of(&buf, i));
         match d {
             Slot::Empty => {}
             Slot::Torn => {
@@ -414,8 +483,10 @@ fn decode_ordered(
 /// Allocates a node of `level` whose keys share their first `plen` bytes
 /// (the entries' prefix words must hold the bytes after them), fills it
 /// with `entries` (slots 0.., in that order, which must be key order), and
-/// persists it. Nothing points to it yet.
-pub fn create(pool: &Pool, level: u8, plen: usize, entries: &[Entry]) -> Result<u64> {
+/// persists its header and those slots; `born` is the version of the batch
+/// making it (no entry inserted later starts before it). Nothing points
+/// to it yet.
+pub fn create(pool: &Pool, level: u8, plen: usize, born: u64, entries: &[Entry]) -> Result<u64> {
     if entries.len() > NODE_SLOTS {
         return Err(CddsError::invariant(format!("{} entries for one node", entries.len()), 0));
     }
@@ -427,14 +498,18 @@ pub fn create(pool: &Pool, level: u8, plen: usize, entries: &[Entry]) -> Result<
         let _ = pool.free(node);
         return Err(CddsError::invariant("allocator returned a node that is not line aligned", node));
     }
+    // Zero in the cache: without a crash the unused slots read as empty.
     pool.fill(node, NODE_BYTES, 0)?;
     pool.store_u64(node + 8, NODE_MAGIC << 32 | (plen as u64) << 8 | level as u64)?;
+    let word = Birth::word(born, entries.len());
+    pool.store_u64(node + 8 * BIRTH_WORD as u64, word)?;
+    let salt = Birth::of(word, node).salt;
     for (i, e) in entries.iter().enumerate() {
-        write_slot_words(pool, slot_offset(node, i), &e.encode())?;
+        write_slot_words(pool, slot_offset(node, i), &e.encode(salt))?;
     }
     let identity: Vec<u8> = (0..entries.len() as u8).collect();
     store_order(pool.atomic_words(node, NODE_WORDS)?, &OrderLine::of(&identity));
-    pool.persist(node, NODE_BYTES);
+    pool.persist(node, HEADER_BYTES + entries.len() as u64 * SLOT_BYTES);
     Ok(node)
 }
 
@@ -476,6 +551,7 @@ pub struct NodeWriter<'p> {
     words: &'p [AtomicU64],
     odd: u64,
     order: OrderLine,
+    birth: Birth,
 }
 
 impl<'p> NodeWriter<'p> {
@@ -487,7 +563,8 @@ impl<'p> NodeWriter<'p> {
         let odd = session << 48 | ((counter + 1) | 1) & ((1 << 48) - 1);
         words[0].store(odd, Ordering::Relaxed);
         fence(Ordering::Release);
-        Ok(NodeWriter { pool, node, words, odd, order: OrderLine::load(words) })
+        let birth = Birth::of(words[BIRTH_WORD].load(Ordering::Relaxed), node);
+        Ok(NodeWriter { pool, node, words, odd, order: OrderLine::load(words), birth })
     }
 
     /// Inserts `e` at `rank` in key order: into a free slot, which is
@@ -505,8 +582,14 @@ impl<'p> NodeWriter<'p> {
             return Err(CddsError::invariant(format!("insert at rank {rank} with {n} slots used"), self.node));
         }
         let free = (!mask & ALL_SLOTS).trailing_zeros() as usize;
+        if e.start < self.birth.born {
+            return Err(CddsError::invariant(
+                format!("insert of an entry starting at {} into a node born at {}", e.start, self.birth.born),
+                self.node,
+            ));
+        }
         let off = slot_offset(self.node, free);
-        write_slot_words(self.pool, off, &e.encode())?;
+        write_slot_words(self.pool, off, &e.encode(self.birth.salt))?;
         self.pool.flush(off, SLOT_BYTES);
         self.order.insert(rank, free as u8);
         store_order(self.words, &self.order);
@@ -559,7 +642,7 @@ impl Drop for NodeWriter<'_> {
 /// flushes it; the commit's fence orders it.
 pub fn set_end(pool: &Pool, node: u64, slot: usize, e: &Entry, end: u64, moved: bool) -> Result<()> {
     let off = slot_offset(node, slot) + 8;
-    pool.store_u64(off, e.end_word(end, moved))?;
+    pool.store_u64(off, e.end_word(birth(pool, node)?.salt, end, moved))?;
     pool.flush(off, 8);
     Ok(())
 }
@@ -567,9 +650,10 @@ pub fn set_end(pool: &Pool, node: u64, slot: usize, e: &Entry, end: u64, moved: 
 /// The raw state of every slot, by slot index (for the writer, recovery
 /// and `check`).
 pub fn raw_slots(pool: &Pool, node: u64) -> Result<Vec<Slot>> {
+    let b = birth(pool, node)?;
     let mut out = Vec::with_capacity(NODE_SLOTS);
     for i in 0..NODE_SLOTS {
-        out.push(Entry::decode(&read_slot_words(pool, slot_offset(node, i))?));
+        out.push(b.decode(i, &read_slot_words(pool, slot_offset(node, i))?));
     }
     Ok(out)
 }
@@ -710,6 +794,32 @@ impl<'p> RawNode<'p> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tembo_pmem::PoolOptions;
+
+    /// What a crash can leave in the slots a node did not persist at birth
+    /// reads as torn: a slot of an earlier node in the block (another
+    /// salt), and, whatever its checks, one that starts before the node
+    /// was born; an entry inserted since reads back.
+    #[test]
+    fn stale_slots_past_the_filled_ones_read_as_torn() {
+        let pool = Pool::simulated(&PoolOptions { size: 4 << 20, ..PoolOptions::default() }).expect("pool");
+        let made = [Entry::new(10, 0x1000, 1), Entry::new(10, 0x2000, 2)];
+        let n = create(&pool, 0, 0, 10, &made).expect("node");
+        let b = birth(&pool, n).expect("birth");
+        assert!(!b.unpersisted(1) && b.unpersisted(2));
+        let earlier = Birth::of(Birth::word(4, 30), n);
+        write_slot_words(&pool, slot_offset(n, 5), &Entry::new(4, 0x3000, 3).encode(earlier.salt())).unwrap();
+        write_slot_words(&pool, slot_offset(n, 6), &Entry::new(9, 0x4000, 4).encode(b.salt())).unwrap();
+        write_slot_words(&pool, slot_offset(n, 7), &Entry::new(12, 0x5000, 5).encode(b.salt())).unwrap();
+        let slots = raw_slots(&pool, n).expect("slots");
+        assert_eq!(slots[0], Slot::Valid(made[0]));
+        assert_eq!(slots[5], Slot::Torn, "a slot checked with an earlier node's salt");
+        assert_eq!(slots[6], Slot::Torn, "a slot starting before the node's birth");
+        assert_eq!(slots[7], Slot::Valid(Entry::new(12, 0x5000, 5)));
+        assert_eq!(slots[8], Slot::Empty);
+        let mut w = NodeWriter::begin(&pool, n, 1).expect("writer");
+        assert!(w.insert(0, &Entry::new(9, 0x6000, 0)).is_err(), "nothing starting before birth is inserted");
+    }
 
     #[test]
     fn order_line_round_trip_and_insert() {

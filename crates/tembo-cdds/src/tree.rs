@@ -94,7 +94,8 @@ impl Tree {
         if pool.root(ROOT_NAME).is_some() {
             return Err(CddsError::NotATree("the pool already holds a CDDS tree; open it instead".into()));
         }
-        let root = node::create(&pool, 0, 0, &[])?;
+        // Born at version 1, the first batch's.
+        let root = node::create(&pool, 0, 0, 1, &[])?;
         let meta = Meta::create(&pool, root)?;
         pool.set_root(ROOT_NAME, meta.off)?;
         TreeCore::finish_open(pool, meta, limits).map(Tree::wrap)

@@ -227,13 +227,14 @@ fn space_stays_bounded_under_churn() {
     assert!(c.is_ok(), "{:?}", c.violations);
 }
 
-/// A pool of an older tree layout (2: no prefixes; 3: leaf prefixes only)
-/// opens with its contents and is upgraded to layout 4, so that a build
-/// that would misread inner prefixes refuses it; an unknown layout is
-/// refused with an error that says what to do.
+/// A pool of an older tree layout (2: no prefixes; 3: leaf prefixes only;
+/// 4: nodes persisted whole, without birth words) opens with its contents
+/// and is upgraded to layout 5, so that a build that would misread inner
+/// prefixes or salted slots refuses it; an unknown layout is refused with
+/// an error that says what to do.
 #[test]
 fn older_layouts_upgrade_and_unknown_ones_are_refused() {
-    for old in [2u64, 3] {
+    for old in [2u64, 3, 4] {
         let t = tree();
         let mut m = Model::new();
         for i in 0..2000u32 {
@@ -245,12 +246,12 @@ fn older_layouts_upgrade_and_unknown_ones_are_refused() {
         let meta = pool.root(tembo_cdds::ROOT_NAME).unwrap();
         pool.store_u64(meta + 8, old).unwrap();
         let t = Tree::open(pool.clone(), Limits::default()).unwrap();
-        assert_eq!(pool.load_u64(meta + 8).unwrap(), 4, "layout {old} is recorded as 4 once opened");
+        assert_eq!(pool.load_u64(meta + 8).unwrap(), 5, "layout {old} is recorded as 5 once opened");
         check(&t, &m);
         drop(t);
-        pool.store_u64(meta + 8, 5).unwrap();
-        let Err(err) = Tree::open(pool.clone(), Limits::default()) else { panic!("layout 5 must be refused") };
+        pool.store_u64(meta + 8, 6).unwrap();
+        let Err(err) = Tree::open(pool.clone(), Limits::default()) else { panic!("layout 6 must be refused") };
         let err = err.to_string();
-        assert!(err.contains("tree layout 5") && err.contains("copy the data out"), "{err}");
+        assert!(err.contains("tree layout 6") && err.contains("copy the data out"), "{err}");
     }
 }
