@@ -7,11 +7,14 @@
 //! a version, copy nodes under per-node version words (Persistent Masstree)
 //! and never see a torn or half-shifted node. Every node records the key
 //! prefix its range shares, and its slots' prefix words hold the bytes
-//! after it (leaves since tree layout 3, inner nodes since layout 4). See
-//! `docs/design/cdds.md`.
+//! after it (leaves since tree layout 3, inner nodes since layout 4). A
+//! new node is persisted only where it is used, its slots checked with a
+//! salt from its birth (layout 5), and order lines are flushed lazily
+//! (`lazy_order`): no crash trusts one. See `docs/design/cdds.md`.
 //!
 //! Map: [`entry`] (self-checking slots), [`record`] (immutable key/value
-//! blocks), [`node`] (layout, seqlock copies, ordered shifts), `search`,
+//! blocks), [`node`] (layout, seqlock copies, births), `lazy_order` (order
+//! lines flushed when nodes die or the tree closes), `search`,
 //! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
 //! reuse), `combine` (the writer lock; concurrent writes share a commit), `gc` (the background, incremental GC), `scan` (iterators),
 //! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6, done lazily:
