@@ -28,7 +28,8 @@ if [ ${#UNITS[@]} -eq 0 ]; then
     unit/type/stream unit/type/stream-cgroups
     unit/expire unit/keyspace unit/dump unit/scan unit/bitops unit/bitfield unit/sort unit/multi unit/pubsub
     unit/protocol unit/quit unit/tracking unit/info-command unit/scripting unit/functions unit/hyperloglog unit/geo unit/slowlog
-    unit/other unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor unit/pause unit/introspection unit/introspection-2 unit/lazyfree unit/tembo-info)
+    unit/other unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor unit/pause unit/introspection unit/introspection-2 unit/lazyfree unit/tembo-info
+    unit/querybuf)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 

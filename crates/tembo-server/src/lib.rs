@@ -51,6 +51,7 @@ mod pause;
 mod prefetch;
 mod proc_stats;
 mod pubsub;
+mod querybuf;
 mod rdb;
 mod rdb_value;
 pub mod resp;

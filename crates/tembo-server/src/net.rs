@@ -10,6 +10,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,6 +18,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender as Sender};
 
 use crate::client::{Client, ConnShared, Out};
 use crate::exec::Msg;
+use crate::querybuf::QueryBuf;
 use crate::resp::{self, ParseLimits, Reply};
 
 /// Limits the network side enforces, changeable by CONFIG SET.
@@ -187,12 +189,10 @@ fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr,
         log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
         fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
     }
-    if buf.is_empty() && buf.capacity() > 256 * 1024 {
-        // A big request is done with: a client idle after it does not keep
-        // its buffer (10,000 such clients would hold gigabytes).
-        *buf = Vec::with_capacity(16 * 1024);
-    } else if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(buf.len().clamp(16 * 1024, 1 << 20));
+    // A big request's room is given back by the connection's periodic
+    // check (`querybuf`), as Redis does, not here.
+    if buf.capacity() - buf.len() < 4096 {
+        buf.reserve(buf.len().clamp(crate::querybuf::IO_BYTES, 1 << 20));
     }
     (reqs, used, fatal)
 }
@@ -264,7 +264,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
         return;
     }
     let (mut rd, mut wr) = sock.into_split();
-    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut qb = QueryBuf::new(Instant::now());
     let mut waiting = false;
     let mut fatal: Option<Vec<u8>> = None;
     loop {
@@ -272,8 +272,14 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
         // unanswered input stays bounded; a client blocked in BLPOP & co. is,
         // to notice at once that it went away.
         let reading = fatal.is_none() && (!waiting || conn.blocked.load(Ordering::Relaxed));
+        let check_due = qb.check_due();
+        let check_at = check_due.unwrap_or_else(Instant::now);
         tokio::select! {
-            r = rd.read_buf(&mut buf), if reading => {
+            _ = tokio::time::sleep_until(check_at.into()), if check_due.is_some() => {
+                qb.check(Instant::now());
+                conn.qbuf_free.store(qb.buf.capacity() - qb.buf.len(), Ordering::Relaxed);
+            }
+            r = rd.read_buf(&mut qb.buf), if reading => {
                 match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => {
@@ -281,6 +287,8 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                         shared.count(Net::Reads, 1);
                     }
                 }
+                qb.read(Instant::now());
+                let buf = &mut qb.buf;
                 if waiting {
                     // Kept for when the blocking command is answered.
                     if buf.len() > shared.query_limit() {
@@ -289,7 +297,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                     }
                     continue;
                 }
-                match forward(&mut buf, shared, id, peer, inbox, &mut fatal, &conn) {
+                match forward(buf, shared, id, peer, inbox, &mut fatal, &conn) {
                     Forwarded::Sent => waiting = true,
                     Forwarded::Idle => {}
                     Forwarded::Close(err) => {
@@ -311,14 +319,15 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                         if !write_out(&mut wr, &bytes, &conn, shared).await || close {
                             return;
                         }
+                        qb.wrote(Instant::now());
                         waiting = false;
                         if let Some(err) = fatal.take() {
                             let _ = write_out(&mut wr, &err, &conn, shared).await;
                             return;
                         }
-                        if !buf.is_empty() {
+                        if !qb.buf.is_empty() {
                             // Input that came while the client was blocked.
-                            match forward(&mut buf, shared, id, peer, inbox, &mut fatal, &conn) {
+                            match forward(&mut qb.buf, shared, id, peer, inbox, &mut fatal, &conn) {
                                 Forwarded::Sent => waiting = true,
                                 Forwarded::Idle => {}
                                 Forwarded::Close(err) => {
