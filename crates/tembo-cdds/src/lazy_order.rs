@@ -26,10 +26,8 @@
 //! which is most puts (11.3 → 10.3 lines per put at 1M x 256 B). A node
 //! put into again before it is flushed costs nothing more.
 
-use std::collections::HashSet;
-
 use parking_lot::Mutex;
-use tembo_pmem::Pool;
+use tembo_pmem::{OffsetSet, Pool};
 
 /// Bytes of a node's header line, which holds its order line.
 const HEADER_BYTES: u64 = 64;
@@ -42,7 +40,7 @@ const EVICT: usize = 16;
 /// Nodes whose order line was changed and not yet flushed.
 #[derive(Debug, Default)]
 pub(crate) struct DirtyOrders {
-    nodes: Mutex<HashSet<u64>>,
+    nodes: Mutex<OffsetSet>,
 }
 
 impl DirtyOrders {

@@ -48,6 +48,7 @@ pub mod alloc;
 mod error;
 pub mod header;
 mod map;
+mod offset_hash;
 mod ordered;
 pub mod persist;
 mod pool;
@@ -57,6 +58,7 @@ mod stats;
 
 pub use alloc::{AllocStats, CheckReport, LeakReport, LeakTracer, Marker, ReclaimReport, SweepFreeStep, Violation};
 pub use error::{PmemError, Result};
+pub use offset_hash::{OffsetHasher, OffsetMap, OffsetSet};
 pub use ordered::OrderedWrites;
 pub use persist::{FlushInstruction, OrderingMode, CACHE_LINE_BYTES};
 pub use pool::{Mode, ModeRequest, Pool, PoolOptions, Root, DEFAULT_MAX_FACTOR, MIN_POOL_BYTES};

@@ -45,8 +45,7 @@ pub mod run;
 pub mod size_class;
 mod sweep;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 
 pub use run::{RunKind, RUN_HEADER_BYTES};
@@ -61,23 +60,7 @@ use crate::{Pool, PoolOffset};
 /// further).
 pub const MAX_ALLOC_BYTES: u64 = run::RUN_PAGES_MAX * PAGE_BYTES - RUN_HEADER_BYTES;
 
-/// Hasher for page numbers, which are already well spread integers.
-#[derive(Default)]
-pub(crate) struct PageHasher(u64);
-impl Hasher for PageHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-type PageMap<V> = HashMap<u64, V, BuildHasherDefault<PageHasher>>;
+type PageMap<V> = crate::offset_hash::OffsetMap<V>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Run {

@@ -9,36 +9,11 @@
 //! The sweep frees with the ordinary, crash-safe `free` steps, so a crash in
 //! the middle of it just leaves fewer leaks for the next recovery.
 
-use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use super::AllocState;
 use crate::error::{PmemError, Result};
 use crate::{Pool, PoolOffset};
 
-/// A multiplicative hasher for block offsets: marking visits every block of
-/// the pool, and SipHash's DoS resistance buys nothing for offsets the pool
-/// itself produced, at several times the cost.
-#[derive(Default)]
-pub(super) struct OffsetHasher(u64);
-
-impl Hasher for OffsetHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.0 ^= self.0 >> 32;
-    }
-}
-
-/// A set of block offsets.
-pub(super) type OffsetSet = HashSet<PoolOffset, BuildHasherDefault<OffsetHasher>>;
+pub(super) use crate::offset_hash::OffsetSet;
 
 /// Describes the blocks an engine can reach from its roots.
 ///
