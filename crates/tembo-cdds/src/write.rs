@@ -316,11 +316,11 @@ impl TreeCore {
         if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
             return; // the leak sweep needs every block it may reach to stay put
         }
-        // No fence: the next commit's makes these frees durable. A failed
-        // (or, in a crash, unfenced) free leaves a leak for the next
-        // recovery's sweep, never a double use: nothing references these
-        // blocks.
-        let _ = self.pool.free_many_deferred(&self.take_freeable(ws, budget));
+        // Not even flushed: the pool flushes these bitmap words at its
+        // close. A free a crash undoes leaves a leak for the recovery's
+        // sweep, which every unclean open runs, never a double use:
+        // nothing references these blocks.
+        let _ = self.pool.free_many_lazy(&self.take_freeable(ws, budget));
     }
 
     /// Removes from the limbo up to about `budget` blocks no running read

@@ -592,6 +592,44 @@ fn free_many_deferred_is_durable_at_the_next_fence() {
     }
 }
 
+/// `free_many_lazy` does not flush: a crash at any point before the close
+/// may leave the blocks allocated (a leak, never a block in use twice);
+/// a clean close makes the frees durable; a durable change to the same
+/// bitmap word carries the clears along.
+#[test]
+fn free_many_lazy_is_durable_at_the_close() {
+    let opts = PoolOptions { size: 4 * MIB, max_size: Some(4 * MIB), ..PoolOptions::default() };
+    let pool = Pool::simulated(&opts).expect("pool");
+    // 64-byte blocks: 64 to a bitmap word, 512 to a line of bitmap words
+    // (or in another slab).
+    let blocks: Vec<PoolOffset> = (0..600).map(|_| pool.alloc(64).expect("alloc")).collect();
+    let (first_word, other_word) = (&blocks[1..4], &blocks[560..563]);
+    let before = pool.allocated_blocks().expect("blocks").len();
+    let flushes = pool.write_stats().flush_count;
+    pool.free_many_lazy(first_word).expect("free");
+    pool.free_many_lazy(other_word).expect("free");
+    assert_eq!(pool.write_stats().flush_count, flushes, "nothing flushed");
+    assert_eq!(pool.allocated_blocks().expect("blocks").len(), before - 6);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
+    let after_crash = |pool: &Pool, rng: &mut rand_chacha::ChaCha8Rng| {
+        let image = pool.simulator().expect("simulated").crash_image(pool, CrashPolicy::None, rng);
+        let p = Pool::from_image(&image, &opts).expect("a crashed pool opens");
+        p.allocated_blocks().expect("blocks").into_iter().map(|(o, _)| o).collect::<Vec<_>>()
+    };
+    pool.fence();
+    let crashed = after_crash(&pool, &mut rng);
+    assert!(first_word.iter().chain(other_word).all(|b| crashed.contains(b)), "lost frees leave blocks allocated");
+    // A durable free of a block in the same word carries the clears along.
+    pool.free(blocks[5]).expect("free");
+    let crashed = after_crash(&pool, &mut rng);
+    assert!(first_word.iter().all(|b| !crashed.contains(b)), "carried along by the word's flush");
+    assert!(other_word.iter().all(|b| crashed.contains(b)), "another line's clears still wait");
+    pool.close_in_place().expect("close");
+    let closed = after_crash(&pool, &mut rng);
+    assert!(other_word.iter().all(|b| !closed.contains(b)), "a clean close makes every lazy free durable");
+    assert!(closed.contains(&blocks[0]) && closed.contains(&blocks[599]));
+}
+
 /// Cold blocks (`alloc_cold`) share slabs only with cold blocks while
 /// there is room for slabs of their own; at a full pool either arena's
 /// free slots serve the other.

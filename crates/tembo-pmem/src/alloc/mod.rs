@@ -86,7 +86,16 @@ enum FreeFlush {
     /// Leave it for the caller to flush after the lock
     /// ([`Pool::free_many_deferred`], [`Pool::free_many`]).
     Defer,
+    /// Flush it at the pool's close, or when too many wait
+    /// ([`Pool::free_many_lazy`]).
+    Lazy,
 }
+
+/// Most bitmap words whose clears wait for the close; beyond it an eighth
+/// of them are flushed (a few hundred microseconds of flushes, and the set
+/// stays 1 MiB). 2^16 words cover the slabs of about a million 320-byte
+/// records, so a free usually finds its word already waiting.
+const LAZY_FREE_WORDS: usize = 1 << 16;
 
 /// The `slab_pages` entry of the page `back` pages into a slab of `class`
 /// (never 0: 0 marks a page outside slabs).
@@ -203,6 +212,9 @@ pub(crate) struct AllocState {
     /// Bitmap words of blocks freed with [`FreeFlush::Defer`], for the
     /// caller to flush after the lock.
     unflushed_frees: Vec<PoolOffset>,
+    /// Bitmap words of blocks freed with [`FreeFlush::Lazy`], flushed at
+    /// the close (see [`Pool::free_many_lazy`]).
+    lazy_frees: crate::offset_hash::OffsetSet,
 }
 
 fn page_offset(page: u64) -> PoolOffset {
@@ -635,6 +647,9 @@ impl AllocState {
         match how {
             FreeFlush::Persist => pool.persist(word_off, 8),
             FreeFlush::Defer => self.unflushed_frees.push(word_off),
+            FreeFlush::Lazy => {
+                self.lazy_frees.insert(word_off);
+            }
         }
         let g = geometry(class);
         let slab = self.slabs.get_mut(&at.page).ok_or_else(|| PmemError::Invariant {
@@ -974,6 +989,55 @@ impl Pool {
             self.flush(w, 8);
         }
         first
+    }
+
+    /// Frees several blocks without making the frees durable: each bitmap
+    /// word is flushed when the pool closes (cleanly), or earlier when
+    /// 2^16 words wait; a word a later allocation or free in it flushes
+    /// carries the clear along. A crash may undo any of these frees,
+    /// leaving the block allocated and unreachable: **only for engines
+    /// whose recovery reclaims leaks** (the CDDS tree's sweep does, after
+    /// every unclean open). Never a block in use twice: a lost clear only
+    /// keeps a block allocated. What it saves is a flushed line per freed
+    /// block (deleting a million keys frees a million records, whose
+    /// clears share about 16,000 bitmap words).
+    ///
+    /// # Errors
+    /// As [`Pool::free_many`].
+    pub fn free_many_lazy(&self, offsets: &[PoolOffset]) -> Result<()> {
+        let mut first = Ok(());
+        let spill: Vec<PoolOffset> = {
+            let mut a = self.alloc.lock();
+            for &offset in offsets {
+                if let Err(e) = a.free(self, offset, FreeFlush::Lazy) {
+                    if first.is_ok() {
+                        first = Err(e);
+                    }
+                }
+            }
+            if a.lazy_frees.len() > LAZY_FREE_WORDS {
+                let out: Vec<PoolOffset> = a.lazy_frees.iter().copied().take(LAZY_FREE_WORDS / 8).collect();
+                for w in &out {
+                    a.lazy_frees.remove(w);
+                }
+                out
+            } else {
+                Vec::new()
+            }
+        };
+        for w in spill {
+            self.flush(w, 8);
+        }
+        first
+    }
+
+    /// Flushes the bitmap words of every lazy free (the close, before its
+    /// fence and clean flag).
+    pub(crate) fn flush_lazy_frees(&self) {
+        let words = std::mem::take(&mut self.alloc.lock().lazy_frees);
+        for w in words {
+            self.flush(w, 8);
+        }
     }
 
     /// The usable size of an allocated block.

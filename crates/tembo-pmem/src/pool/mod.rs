@@ -570,8 +570,10 @@ impl Pool {
             return Ok(());
         }
         // Whatever an engine flushed without a fence yet (frees made
-        // durable at its next fence, `Pool::free_many_deferred`) is
-        // durable before the clean flag can be.
+        // durable at its next fence, `Pool::free_many_deferred`), and the
+        // frees left for the close (`Pool::free_many_lazy`), are durable
+        // before the clean flag can be.
+        self.flush_lazy_frees();
         self.fence();
         if matches!(self.backend, Backend::Msync { .. }) {
             self.region.msync(0, self.size() as usize)?;
