@@ -7,7 +7,8 @@
 //! words 2..5 the order line: byte 0 = n, bytes 1..=n = the used slots'
 //!            indices in (key, start) order
 //! word 6     birth (layout 5): filled:8 << 56 | born:48, immutable; 0 in older nodes
-//! word 7     zero
+//! word 7     the writer's tag while the node's order line waits to be
+//!            flushed (`lazy_order`); meaningless after a restart
 //! 64 + 32·i  slot i (see `entry`)
 //! ```
 //!

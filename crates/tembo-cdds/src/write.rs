@@ -476,7 +476,7 @@ impl<'t> Batch<'t> {
             // The old root is retired, but versions before `oldest` are
             // gone: no reader needs its order line. Flushed anyway, so no
             // order line of a node outside the tree waits in the set.
-            self.tree.dirty_orders.settle(self.pool, root);
+            self.tree.dirty_orders.settle(self.pool, root)?;
             self.tree.meta.set_root(self.pool, child)?;
             self.old_root = child;
             for e in copy.entries() {
@@ -528,7 +528,7 @@ impl<'t> Batch<'t> {
             let mut nw = NodeWriter::begin(self.pool, leaf, self.tree.session)?;
             nw.insert(rank, &Entry::new(self.w, rec, pfx))?;
             drop(nw);
-            self.tree.dirty_orders.note(self.pool, leaf);
+            self.tree.dirty_orders.note(self.pool, leaf)?;
             if old.is_some() && depth > 0 {
                 // An overwrite keeps the live count, which may already be
                 // below ml (a node without a sibling): as the slow path does.
@@ -625,7 +625,7 @@ impl<'t> Batch<'t> {
             if copy.level > 0 {
                 // Its child dies with it: named snapshots may read it
                 // after a crash, with no recovery walk to fix its order line.
-                self.tree.dirty_orders.settle(self.pool, search::child_of(self.pool, e)?);
+                self.tree.dirty_orders.settle(self.pool, search::child_of(self.pool, e)?)?;
             }
             node::set_end(self.pool, n, slot, e, self.w, false)?;
             self.touch(n);
@@ -654,7 +654,7 @@ impl<'t> Batch<'t> {
                 let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
                 nw.insert(rank, a)?;
                 drop(nw);
-                self.tree.dirty_orders.note(self.pool, n);
+                self.tree.dirty_orders.note(self.pool, n)?;
                 self.touch(n);
             }
             if !ends.is_empty() {
@@ -812,7 +812,7 @@ impl<'t> Batch<'t> {
                 let root = node::create(self.pool, level + 1, 0, self.w, &entries)?;
                 self.allocs.push(root);
                 // The old root dies at `w` (see `rewrite_from`).
-                self.tree.dirty_orders.settle(self.pool, n);
+                self.tree.dirty_orders.settle(self.pool, n)?;
                 self.tree.meta.set_root(self.pool, root)
             }
         }
