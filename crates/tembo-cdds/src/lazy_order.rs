@@ -1,7 +1,7 @@
 //! Order lines persisted lazily: an insert stores a node's new order line
 //! but does not flush it; the node is remembered here instead, and its
-//! header line is flushed when the node dies, when too many nodes wait, or
-//! when the tree closes.
+//! header line is flushed when the node dies, when its generation of
+//! waiting nodes drains, or when the tree closes.
 //!
 //! Why this is safe: no crash ever trusts an order line. After an unclean
 //! shutdown every reader takes `node::read_checked` (the order line is
