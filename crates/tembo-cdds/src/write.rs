@@ -337,9 +337,8 @@ impl<'t> Batch<'t> {
     /// `scratch`: buffers from an earlier batch (see [`BatchScratch`]).
     pub(crate) fn new(tree: &'t TreeCore, v: u64, scratch: BatchScratch) -> Result<Batch<'t>> {
         let oldest = tree.oldest_retained(v, tree.pins.min_pinned());
-        let BatchScratch { mut allocs, mut touched, path } = scratch;
-        allocs.clear();
-        touched.clear();
+        // Empty: `into_scratch` clears what it hands back.
+        let BatchScratch { allocs, touched, path } = scratch;
         Ok(Batch {
             tree,
             pool: &tree.pool,
@@ -359,11 +358,15 @@ impl<'t> Batch<'t> {
 
     /// The batch's buffers, emptied, for the next one.
     pub(crate) fn into_scratch(mut self) -> BatchScratch {
-        self.allocs.clear();
-        self.touched.clear();
-        let mut path = std::mem::take(&mut self.path);
-        path.clear();
-        BatchScratch { allocs: std::mem::take(&mut self.allocs), touched: std::mem::take(&mut self.touched), path }
+        let mut scratch = BatchScratch {
+            allocs: std::mem::take(&mut self.allocs),
+            touched: std::mem::take(&mut self.touched),
+            path: std::mem::take(&mut self.path),
+        };
+        scratch.allocs.clear();
+        scratch.touched.clear();
+        scratch.path.clear();
+        scratch
     }
 
     /// Repairs `n` first if a lazy recovery may not have reached it yet.
@@ -473,9 +476,9 @@ impl<'t> Batch<'t> {
             }
             let Some(only) = only else { return Ok(()) };
             let child = search::child_of(self.pool, &only)?;
-            // The old root is retired, but versions before `oldest` are
-            // gone: no reader needs its order line. Flushed anyway, so no
-            // order line of a node outside the tree waits in the set.
+            // The old root dies like any node an ended entry points to
+            // (no retained version still reads it here, but the rule
+            // stays the same everywhere).
             self.tree.dirty_orders.settle(self.pool, root)?;
             self.tree.meta.set_root(self.pool, child)?;
             self.old_root = child;

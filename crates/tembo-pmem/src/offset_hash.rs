@@ -1,6 +1,6 @@
 //! A hasher for pool offsets and page numbers: one multiplication and a
 //! fold. The maps and sets keyed by them (slabs by page, blocks marked by
-//! a leak sweep, an engine's nodes) hold values the pool itself produced,
+//! a leak sweep, bitmap words of lazy frees) hold values the pool itself produced,
 //! so SipHash's resistance to chosen keys buys nothing there, at several
 //! times the cost. The fold moves the product's well-mixed high bits into
 //! the low ones, which a table indexes by (offsets are aligned, so their

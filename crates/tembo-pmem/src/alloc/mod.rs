@@ -625,6 +625,20 @@ impl AllocState {
         }
     }
 
+    /// Frees every block of `offsets` that can be; the first that cannot
+    /// is the error, the others are freed all the same.
+    fn free_each(&mut self, pool: &Pool, offsets: &[PoolOffset], how: FreeFlush) -> Result<()> {
+        let mut first = Ok(());
+        for &offset in offsets {
+            if let Err(e) = self.free(pool, offset, how) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
     fn free(&mut self, pool: &Pool, offset: PoolOffset, how: FreeFlush) -> Result<()> {
         let at = self.locate(pool, offset).map_err(|why| PmemError::InvalidFree { offset, why })?;
         self.free_located_with(pool, at, how)
@@ -973,17 +987,10 @@ impl Pool {
     /// # Errors
     /// As [`Pool::free_many`].
     pub fn free_many_deferred(&self, offsets: &[PoolOffset]) -> Result<()> {
-        let mut first = Ok(());
-        let words = {
+        let (first, words) = {
             let mut a = self.alloc.lock();
-            for &offset in offsets {
-                if let Err(e) = a.free(self, offset, FreeFlush::Defer) {
-                    if first.is_ok() {
-                        first = Err(e);
-                    }
-                }
-            }
-            std::mem::take(&mut a.unflushed_frees)
+            let first = a.free_each(self, offsets, FreeFlush::Defer);
+            (first, std::mem::take(&mut a.unflushed_frees))
         };
         for w in words {
             self.flush(w, 8);
@@ -1005,17 +1012,10 @@ impl Pool {
     /// # Errors
     /// As [`Pool::free_many`].
     pub fn free_many_lazy(&self, offsets: &[PoolOffset]) -> Result<()> {
-        let mut first = Ok(());
-        let spill: Vec<PoolOffset> = {
+        let (first, spill) = {
             let mut a = self.alloc.lock();
-            for &offset in offsets {
-                if let Err(e) = a.free(self, offset, FreeFlush::Lazy) {
-                    if first.is_ok() {
-                        first = Err(e);
-                    }
-                }
-            }
-            if a.lazy_frees.len() > LAZY_FREE_WORDS {
+            let first = a.free_each(self, offsets, FreeFlush::Lazy);
+            let spill: Vec<PoolOffset> = if a.lazy_frees.len() > LAZY_FREE_WORDS {
                 let out: Vec<PoolOffset> = a.lazy_frees.iter().copied().take(LAZY_FREE_WORDS / 8).collect();
                 for w in &out {
                     a.lazy_frees.remove(w);
@@ -1023,7 +1023,8 @@ impl Pool {
                 out
             } else {
                 Vec::new()
-            }
+            };
+            (first, spill)
         };
         for w in spill {
             self.flush(w, 8);
