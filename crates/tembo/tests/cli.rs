@@ -359,9 +359,15 @@ fn stat_of_a_crashed_database_runs_recovery_and_says_so() {
     let live = d.file("live.pool");
     let crashed = d.file("crashed.pool");
     let crashed2 = d.file("crashed2.pool");
-    let db = tembo_store::Db::create(&live, &db_opts()).unwrap();
+    // No background GC thread: a file copy is not one instant, and GC
+    // removing a dead entry and then freeing its node while the copy runs
+    // would leave an image no crash can (the entry from before, the free
+    // from after).
+    let opts = tembo_store::Options { gc: None, ..db_opts() };
+    let db = tembo_store::Db::create(&live, &opts).unwrap();
     fill(&db, 300, 0);
-    // A copy taken while the database is open is what a crash leaves behind.
+    // A copy taken while the database is open (and idle) is what a crash
+    // leaves behind.
     std::fs::copy(&live, &crashed).unwrap();
     std::fs::copy(&live, &crashed2).unwrap();
     db.close().unwrap();
