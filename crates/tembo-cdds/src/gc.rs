@@ -22,11 +22,12 @@
 //!   thread only wakes to see whether anything was written or the oldest
 //!   retained version moved since;
 //! - while writers commit, the thread compacts only nearly full nodes with
-//!   dead entries — the dead-slot reuse the writer would otherwise do on its
-//!   critical path (removing one dead entry shifts every slot after it,
-//!   persisted line by line; a node that shrinks toward a merge loses its
-//!   dead entries for free in the merge) — and once no commit happened
-//!   between two of its steps it removes every dead entry.
+//!   dead entries whose slots are still mostly live — the dead-slot reuse
+//!   the writer would otherwise do on its critical path (removing one dead
+//!   entry shifts every slot after it, persisted line by line; a node that
+//!   deletes are emptying shrinks toward a merge, which drops its dead
+//!   entries for free) — and once no commit happened between two of its
+//!   steps it removes every dead entry.
 //!
 //! The walk resumes from a key (the upper bound of the last subtree it
 //! finished), so writers may split, merge and collapse nodes between steps
@@ -128,6 +129,15 @@ pub(crate) struct GcCursor {
 /// its critical path (dead-slot reuse when a node is full). Nodes that
 /// shrink toward a merge lose their dead entries for free when merged.
 const BUSY_COMPACT_USED: usize = crate::node::NODE_SLOTS * 3 / 4;
+
+/// Whether a busy writer would soon compact this node itself: it is
+/// nearly full, and mostly of live entries. A node whose live entries
+/// went below half its used slots is being emptied (deletes), not
+/// refilled (overwrites keep the live count): it heads for a merge,
+/// which drops its dead entries for free.
+fn busy_worth_compacting(used: usize, live: usize) -> bool {
+    used >= BUSY_COMPACT_USED && 2 * live >= used
+}
 
 enum Flow {
     Done,
@@ -310,7 +320,8 @@ impl Batch<'_> {
         *budget = budget.saturating_sub(1);
         let oldest = self.oldest;
         let dead = copy.entries().iter().filter(|e| e.end != 0 && e.end <= oldest).count();
-        if copy.dirty || (dead > 0 && (thorough || copy.used >= BUSY_COMPACT_USED)) {
+        let live = copy.entries().iter().filter(|e| e.end == 0).count();
+        if copy.dirty || (dead > 0 && (thorough || busy_worth_compacting(copy.used, live))) {
             let removed = self.compact(n)?;
             if removed > 0 {
                 step.nodes_compacted += 1;
@@ -414,4 +425,50 @@ fn step(core: &TreeCore, nodes: usize, last_version: &mut Option<u64>) -> Result
     *last_version = Some(v);
     core.gc_step_with(nodes, thorough)?;
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tembo_pmem::{Pool, PoolOptions};
+
+    use crate::write::Op;
+    use crate::{Limits, Tree};
+
+    fn key(i: u32) -> Vec<u8> {
+        format!("key{i:03}").into_bytes()
+    }
+
+    /// A root leaf of 24 used slots: `dead` of them ended by `how`, the
+    /// rest live. Returns the entries a busy step (not thorough) removed.
+    fn busy_step_removes(overwrite: bool, dead: u32) -> u64 {
+        let pool = Arc::new(Pool::simulated(&PoolOptions { size: 8 << 20, ..PoolOptions::default() }).expect("pool"));
+        let tree = Tree::create(pool, Limits::default()).expect("tree");
+        let live = if overwrite { 24 - dead } else { 24 };
+        for i in 0..live {
+            tree.write(&[Op::Put(&key(i), b"v")]).expect("put");
+        }
+        for i in 0..dead {
+            if overwrite {
+                tree.write(&[Op::Put(&key(i), b"w")]).expect("overwrite");
+            } else {
+                tree.write(&[Op::Delete(&key(i))]).expect("delete");
+            }
+        }
+        let s = tree.stats().expect("stats");
+        assert_eq!((s.nodes, s.dead_entries), (1, u64::from(dead)));
+        tree.gc_step_with(16, false).expect("step").entries_removed
+    }
+
+    #[test]
+    fn a_busy_step_compacts_nodes_refilled_not_nodes_emptied() {
+        // Overwrites keep the live count: the writer would soon have to
+        // compact this node on its critical path.
+        assert_eq!(busy_step_removes(true, 4), 4);
+        // Deletes took most of it: it heads for a merge, left alone...
+        assert_eq!(busy_step_removes(false, 14), 0);
+        // ...unless it is still mostly live.
+        assert_eq!(busy_step_removes(false, 4), 4);
+    }
 }
