@@ -117,6 +117,16 @@ pub(crate) struct GcCursor {
     /// Slots removed, nodes skipped and blocks retired so far in the
     /// current pass (0 at its end: a clean pass).
     pass_work: u64,
+    /// Leaf ends counted (`TreeCore::leaf_ends`) when the current pass
+    /// started, and whether it has met a leaf that still holds an ended
+    /// (or torn) entry.
+    pass_leaf_ends: u64,
+    pass_leaves_dirty: bool,
+    /// The leaf-end count at the start of the last pass that found every
+    /// leaf free of ended entries: while the count is still that, no leaf
+    /// holds one (new nodes hold live entries only), so passes read inner
+    /// nodes alone.
+    leaves_clean_at: Option<u64>,
     /// Smallest oldest-retained version a step of the current pass used.
     pass_oldest: u64,
     /// A pass that removed nothing: (its oldest retained version, the
@@ -137,6 +147,16 @@ const BUSY_COMPACT_USED: usize = crate::node::NODE_SLOTS * 3 / 4;
 /// which drops its dead entries for free.
 fn busy_worth_compacting(used: usize, live: usize) -> bool {
     used >= BUSY_COMPACT_USED && 2 * live >= used
+}
+
+/// How a step walks: `thorough` removes every dead entry (else only
+/// from nodes a busy writer would soon compact); `skip_leaves` leaves
+/// leaves unread (none holds an ended entry); `leaves_dirty` is set when
+/// a leaf visited still holds an ended or torn entry.
+struct WalkMode {
+    thorough: bool,
+    skip_leaves: bool,
+    leaves_dirty: bool,
 }
 
 enum Flow {
@@ -265,20 +285,34 @@ impl TreeCore {
     fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize, thorough: bool) -> Result<GcStep> {
         let mut b = Batch::new(self, self.current_version()?, std::mem::take(&mut ws.scratch))?;
         let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
+        let leaf_ends = self.leaf_ends.load(std::sync::atomic::Ordering::Relaxed);
         if ws.gc.after.is_none() {
             ws.gc.pass_work = 0;
             ws.gc.pass_oldest = b.oldest;
+            ws.gc.pass_leaf_ends = leaf_ends;
+            ws.gc.pass_leaves_dirty = false;
         }
         ws.gc.pass_oldest = ws.gc.pass_oldest.min(b.oldest);
         b.collapse_root()?;
         let mut budget = nodes;
         let root = self.meta.root(&self.pool)?;
-        let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, thorough, 0)?;
+        let mut mode =
+            WalkMode { thorough, skip_leaves: ws.gc.leaves_clean_at == Some(leaf_ends), leaves_dirty: false };
+        let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, &mut mode, 0);
+        ws.gc.pass_leaves_dirty |= mode.leaves_dirty;
+        let flow = match flow {
+            Ok(f) => f,
+            Err(e) => {
+                ws.gc.leaves_clean_at = None;
+                return Err(e);
+            }
+        };
         step.blocks_retired = (b.retired.len() + b.retired_trees.len()) as u64;
         ws.gc.pass_work += step.entries_removed + step.nodes_skipped + step.blocks_retired;
         if let Flow::Done = flow {
             ws.gc.after = None;
             step.pass_complete = true;
+            ws.gc.leaves_clean_at = (!ws.gc.pass_leaves_dirty).then_some(ws.gc.pass_leaf_ends);
             ws.gc.clean = (ws.gc.pass_work == 0).then(|| (ws.gc.pass_oldest, b.w - 1));
         } else {
             ws.gc.clean = None;
@@ -309,7 +343,7 @@ impl Batch<'_> {
         after: &mut Option<Vec<u8>>,
         budget: &mut usize,
         step: &mut GcStep,
-        thorough: bool,
+        mode: &mut WalkMode,
         depth: usize,
     ) -> Result<Flow> {
         if depth > 64 {
@@ -321,7 +355,7 @@ impl Batch<'_> {
         let oldest = self.oldest;
         let dead = copy.entries().iter().filter(|e| e.end != 0 && e.end <= oldest).count();
         let live = copy.entries().iter().filter(|e| e.end == 0).count();
-        if copy.dirty || (dead > 0 && (thorough || busy_worth_compacting(copy.used, live))) {
+        if copy.dirty || (dead > 0 && (mode.thorough || busy_worth_compacting(copy.used, live))) {
             let removed = self.compact(n)?;
             if removed > 0 {
                 step.nodes_compacted += 1;
@@ -332,6 +366,10 @@ impl Batch<'_> {
             step.nodes_skipped += 1;
         }
         if copy.level == 0 {
+            mode.leaves_dirty |= copy.dirty || copy.entries().iter().any(|e| e.end != 0);
+            return Ok(Flow::Done);
+        }
+        if copy.level == 1 && mode.skip_leaves {
             return Ok(Flow::Done);
         }
         let entries = copy.entries();
@@ -347,7 +385,7 @@ impl Batch<'_> {
                 return Ok(Flow::Paused);
             }
             let child = search::child_of(self.pool, e)?;
-            if let Flow::Paused = self.gc_walk(child, after, budget, step, thorough, depth + 1)? {
+            if let Flow::Paused = self.gc_walk(child, after, budget, step, mode, depth + 1)? {
                 return Ok(Flow::Paused);
             }
             // Everything below this entry's key is done; the sentinel's
@@ -459,6 +497,43 @@ mod tests {
         let s = tree.stats().expect("stats");
         assert_eq!((s.nodes, s.dead_entries), (1, u64::from(dead)));
         tree.gc_step_with(16, false).expect("step").entries_removed
+    }
+
+    #[test]
+    fn passes_read_leaves_only_while_one_may_hold_an_ended_entry() {
+        let pool = Arc::new(Pool::simulated(&PoolOptions { size: 16 << 20, ..PoolOptions::default() }).expect("pool"));
+        let tree = Tree::create(pool, Limits::default()).expect("tree");
+        for i in 0..3000u32 {
+            tree.write(&[Op::Put(format!("k{:08}", i.wrapping_mul(2_654_435_761)).as_bytes(), b"v")]).expect("put");
+        }
+        // Inserts end inner entries only (splits); the first pass reads
+        // every node and finds the leaves clean, the second reads the inner
+        // nodes alone.
+        assert!(tree.gc_pass().expect("pass").entries_removed > 0, "dead inner entries");
+        let all = tree.stats().expect("stats").nodes;
+        assert_eq!(tree.stats().expect("stats").dead_entries, 0);
+        let inner = tree.gc_pass().expect("pass").nodes_visited;
+        assert!(inner > 1 && inner * 10 < all, "{inner} of {all} nodes read");
+        // A delete ends a leaf entry: the next pass reads the leaves again
+        // and removes it; the one after is back to the inner nodes.
+        tree.write(&[Op::Delete(format!("k{:08}", 7u32.wrapping_mul(2_654_435_761)).as_bytes())]).expect("delete");
+        let p = tree.gc_pass().expect("pass");
+        assert_eq!((p.nodes_visited, p.entries_removed), (tree.stats().expect("stats").nodes, 1));
+        assert_eq!(tree.stats().expect("stats").dead_entries, 0);
+        assert_eq!(tree.gc_pass().expect("pass").nodes_visited, inner);
+        // So does an overwrite.
+        tree.write(&[Op::Put(format!("k{:08}", 9u32.wrapping_mul(2_654_435_761)).as_bytes(), b"w")]).expect("put");
+        assert_eq!(tree.gc_pass().expect("pass").entries_removed, 1);
+        assert_eq!(tree.stats().expect("stats").dead_entries, 0);
+        // An ended entry a snapshot still sees stays, and keeps the leaves
+        // read until it can go.
+        let snap = tree.snapshot().expect("snapshot");
+        tree.write(&[Op::Delete(format!("k{:08}", 11u32.wrapping_mul(2_654_435_761)).as_bytes())]).expect("delete");
+        assert_eq!(tree.gc_pass().expect("pass").entries_removed, 0);
+        assert!(tree.gc_pass().expect("pass").nodes_visited > inner);
+        drop(snap);
+        assert_eq!(tree.gc_pass().expect("pass").entries_removed, 1);
+        assert_eq!(tree.gc_pass().expect("pass").nodes_visited, inner);
     }
 
     #[test]

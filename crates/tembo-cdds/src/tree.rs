@@ -83,6 +83,8 @@ pub struct TreeCore {
     pub(crate) gc_stats: Mutex<crate::gc::GcStats>,
     /// Nodes whose order line an insert stored without flushing it.
     pub(crate) dirty_orders: crate::lazy_order::DirtyOrders,
+    /// Entries ended in leaves since the tree was opened (see `gc`).
+    pub(crate) leaf_ends: std::sync::atomic::AtomicU64,
 }
 
 impl Tree {
@@ -186,6 +188,7 @@ impl TreeCore {
             recovery: Default::default(),
             gc_stats: Default::default(),
             dirty_orders: Default::default(),
+            leaf_ends: Default::default(),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
         if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {

@@ -526,7 +526,7 @@ impl<'t> Batch<'t> {
             // `undo` must repair this leaf too.
             self.touch(leaf);
             if let Some((e, slot)) = old {
-                node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
+                self.end_entry(leaf, 0, slot, &e)?;
             }
             let mut nw = NodeWriter::begin(self.pool, leaf, self.tree.session)?;
             nw.insert(rank, &Entry::new(self.w, rec, pfx))?;
@@ -566,10 +566,20 @@ impl<'t> Batch<'t> {
         };
         self.changed = true;
         self.touch(leaf);
-        node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
+        self.end_entry(leaf, 0, slot, &e)?;
         let live = self.live_in(&raw, leaf)?;
         self.rebalance_if_low(path, depth, live)?;
         Ok(true)
+    }
+
+    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.
+    /// Ends in leaves are counted: the GC reads leaves only while one may
+    /// hold an ended entry (see `gc`).
+    fn end_entry(&self, n: u64, level: u8, slot: usize, e: &Entry) -> Result<()> {
+        if level == 0 {
+            self.tree.leaf_ends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        node::set_end(self.pool, n, slot, e, self.w, false)
     }
 
     fn slot_of(&self, n: u64, copy: &NodeCopy, e: &Entry) -> Result<usize> {
@@ -630,7 +640,7 @@ impl<'t> Batch<'t> {
                 // after a crash, with no recovery walk to fix its order line.
                 self.tree.dirty_orders.settle(self.pool, search::child_of(self.pool, e)?)?;
             }
-            node::set_end(self.pool, n, slot, e, self.w, false)?;
+            self.end_entry(n, copy.level, slot, e)?;
             self.touch(n);
         }
         if !ends.is_empty() {
