@@ -375,3 +375,24 @@ fn deletes_at_a_full_pool_skip_merges_and_free_the_room() {
     assert!(t.gc_stats().pressure_passes > passes, "the overwrites never had to reclaim");
     assert_checks(&t);
 }
+
+/// Alg. 4's bound: a delete that leaves a non-root node with fewer than
+/// `MIN_LIVE` live entries borrows or merges at once, so with room in the
+/// pool no node is ever left under it (the delete path counts the live
+/// entries before ending the key's, and must subtract it).
+#[test]
+fn deletes_never_leave_a_node_under_the_live_bound() {
+    let pool = Pool::in_memory(&PoolOptions { size: 16 << 20, ..PoolOptions::default() }).unwrap();
+    let t = Tree::create(Arc::new(pool), Limits::default()).unwrap();
+    for i in shuffled(3000) {
+        t.write(&[Op::Put(&key(i), b"v")]).unwrap();
+    }
+    for (n, i) in shuffled(3000).into_iter().enumerate() {
+        t.write(&[Op::Delete(&key(i))]).unwrap();
+        if n % 7 == 0 {
+            let s = t.stats().unwrap();
+            assert_eq!(s.underfull_nodes, 0, "after {} deletes: {s:?}", n + 1);
+        }
+    }
+    assert_checks(&t);
+}
