@@ -422,15 +422,15 @@ impl<'t> Batch<'t> {
     }
 
     /// Entries of a leaf read in place that are visible at `w`, counted up
-    /// to `cap`: its callers only ask whether the leaf is below `MIN_LIVE`,
+    /// to `MIN_LIVE`: its callers only ask whether the leaf is below that,
     /// and a leaf holds up to 30 entries to decode (the count was 7–10% of
     /// a random delete's time).
-    fn live_in(&self, raw: &node::RawNode<'_>, leaf: u64, cap: usize) -> Result<usize> {
+    fn live_in(&self, raw: &node::RawNode<'_>, leaf: u64) -> Result<usize> {
         let mut live = 0;
         for i in 0..raw.used() {
             if raw.entry_checked(i, leaf)?.visible_at(self.w, &[]) {
                 live += 1;
-                if live == cap {
+                if live == MIN_LIVE {
                     break;
                 }
             }
@@ -535,7 +535,7 @@ impl<'t> Batch<'t> {
             if old.is_some() && depth > 0 {
                 // An overwrite keeps the live count, which may already be
                 // below ml (a node without a sibling): as the slow path does.
-                let live = self.live_in(&raw, leaf, MIN_LIVE)? + 1;
+                let live = self.live_in(&raw, leaf)? + 1;
                 self.rebalance_if_low(path, depth, live)?;
             }
             return Ok(old.is_some());
@@ -561,19 +561,14 @@ impl<'t> Batch<'t> {
         let depth = path.len() - 1;
         let leaf = path[depth].node;
         raw.check_order(leaf)?;
-        // Comparing the key is a dependent miss on the candidate's record:
-        // start it, and count the live entries while it is on its way
-        // (one more than `MIN_LIVE`, as the entry deleted is among them).
-        search::prefetch_ties(self.pool, &raw, key_prefix_at(key, raw.plen()));
-        let live_before = self.live_in(&raw, leaf, MIN_LIVE + 1)?;
         let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
             return Ok(false);
         };
         self.changed = true;
         self.touch(leaf);
         self.end_entry(leaf, 0, slot, &e)?;
-        // `e` was visible at `w`, so it was counted.
-        self.rebalance_if_low(path, depth, live_before - 1)?;
+        let live = self.live_in(&raw, leaf)?;
+        self.rebalance_if_low(path, depth, live)?;
         Ok(true)
     }
 
