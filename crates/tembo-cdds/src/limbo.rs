@@ -93,6 +93,10 @@ impl Limbo {
             }
             match nodes.pop() {
                 Some(n) => {
+                    // The next node's lines load while this one is walked.
+                    if let Some(&next) = nodes.last() {
+                        pool.prefetch(next, node::NODE_BYTES);
+                    }
                     let _ = walk_one(pool, n, &mut out, nodes);
                 }
                 None => {

@@ -97,6 +97,11 @@ enum FreeFlush {
 /// records, so a free usually finds its word already waiting.
 const LAZY_FREE_WORDS: usize = 1 << 16;
 
+/// How many blocks ahead a batch of frees fetches their bitmap words (and
+/// twice as far their pages' index entries): enough misses in flight to
+/// cover a memory access at a free's cost of ~30 ns.
+const FREE_AHEAD: usize = 8;
+
 /// The `slab_pages` entry of the page `back` pages into a slab of `class`
 /// (never 0: 0 marks a page outside slabs).
 fn slab_page_code(back: u64, class: u8) -> u16 {
@@ -597,6 +602,26 @@ impl AllocState {
         (page < p + run.pages).then_some((p, run))
     }
 
+    /// Brings `offset`'s page entry of `slab_pages` into the cache.
+    fn prefetch_index_of(&self, offset: PoolOffset) {
+        if let Some(page) = offset.checked_sub(HEADER_BYTES).map(|o| o / PAGE_BYTES) {
+            if let Some(entry) = self.slab_pages.get(page as usize) {
+                Pool::prefetch_value(entry);
+            }
+        }
+    }
+
+    /// The bitmap word that would hold `offset`'s bit if it is a block of
+    /// a slab (unchecked beyond that: for prefetching).
+    fn bitmap_word_of(&self, offset: PoolOffset) -> Option<PoolOffset> {
+        let (page, run) = self.run_of(offset)?;
+        let RunKind::Slab(class) = run.kind else { return None };
+        let g = geometry(class);
+        let run_off = page_offset(page);
+        let index = offset.checked_sub(run_off + g.first_block)? / g.block_bytes;
+        Some(run_off + RUN_HEADER_BYTES + index / 64 * 8)
+    }
+
     /// Where an allocated block starting at `offset` is: its run page, slab
     /// bitmap word and bit (for slab blocks), and its usable size.
     fn locate(&self, pool: &Pool, offset: PoolOffset) -> std::result::Result<BlockAt, &'static str> {
@@ -629,7 +654,21 @@ impl AllocState {
     /// is the error, the others are freed all the same.
     fn free_each(&mut self, pool: &Pool, offsets: &[PoolOffset], how: FreeFlush) -> Result<()> {
         let mut first = Ok(());
-        for &offset in offsets {
+        for (i, &offset) in offsets.iter().enumerate() {
+            // A batch of retired blocks lies all over the heap, and each
+            // free waits for two misses in turn: the page's index entry,
+            // then the slab's bitmap word. Fetching both ahead lets a
+            // batch's misses overlap (the limbo frees hundreds at a time;
+            // in a profile of 1M random deletes the frees went from 11.2%
+            // to 9.0% of the time, the bitmap word's miss out of `locate`).
+            if let Some(&far) = offsets.get(i + 2 * FREE_AHEAD) {
+                self.prefetch_index_of(far);
+            }
+            if let Some(&near) = offsets.get(i + FREE_AHEAD) {
+                if let Some(word) = self.bitmap_word_of(near) {
+                    pool.prefetch(word, 8);
+                }
+            }
             if let Err(e) = self.free(pool, offset, how) {
                 if first.is_ok() {
                     first = Err(e);
@@ -1094,5 +1133,32 @@ impl Pool {
     /// against the DRAM index), reporting every violation by name.
     pub fn check(&self) -> CheckReport {
         self.alloc.lock().check(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PoolOptions;
+
+    /// The prefetching of a batch of frees must fetch the word the free
+    /// will read: the same word `locate` finds, for every size class.
+    #[test]
+    fn the_prefetched_bitmap_word_is_the_one_a_free_reads() {
+        let pool = Pool::in_memory(&PoolOptions::with_size(64 << 20)).unwrap();
+        let mut blocks = Vec::new();
+        for &size in size_class::CLASS_SIZES.iter() {
+            for _ in 0..70 {
+                blocks.push(pool.alloc(size).unwrap());
+            }
+        }
+        let large = pool.alloc(MAX_SLAB_BLOCK + 1).unwrap();
+        let a = pool.alloc.lock();
+        for &b in &blocks {
+            let (_, word, _) = a.locate(&pool, b).unwrap().slot.expect("a slab block");
+            assert_eq!(a.bitmap_word_of(b), Some(word), "block {b:#x}");
+        }
+        assert_eq!(a.bitmap_word_of(large), None);
+        assert_eq!(a.bitmap_word_of(0), None);
     }
 }

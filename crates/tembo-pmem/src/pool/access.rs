@@ -41,10 +41,23 @@ impl Pool {
     /// descent's instead of following them).
     #[inline]
     pub fn prefetch_slice(bytes: &[u8], max: usize) {
-        let len = bytes.len().min(max);
+        Self::prefetch_memory(bytes.as_ptr(), bytes.len().min(max));
+    }
+
+    /// [`Pool::prefetch_slice`] for the line holding one value in DRAM (an
+    /// entry of a volatile index that a batch of frees will read).
+    #[inline]
+    pub fn prefetch_value<T>(value: &T) {
+        Self::prefetch_memory((value as *const T).cast(), 1);
+    }
+
+    /// Prefetches the lines of `len` bytes from `start`, the bytes of a
+    /// live Rust value.
+    #[inline]
+    fn prefetch_memory(start: *const u8, len: usize) {
         #[cfg(target_arch = "x86_64")]
         {
-            let start = bytes.as_ptr() as usize;
+            let start = start as usize;
             let mut line = start & !63;
             while line < start + len {
                 // SAFETY: prefetching has no architectural effect besides
@@ -55,7 +68,7 @@ impl Pool {
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
-        let _ = len;
+        let _ = (start, len);
     }
 
     /// Asks the CPU to start loading the cache lines of `[offset, offset +
