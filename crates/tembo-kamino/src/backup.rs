@@ -10,6 +10,13 @@
 //! that have a copy, so an open can rebuild the LRU and the byte count
 //! without walking the heap.
 //!
+//! A miss at the budget evicts the least recently written copies and,
+//! when the last one evicted sits in a block of the size the new copy
+//! needs, writes the new copy into that block and reuses its directory
+//! entry (`Dynamic::insert_for_write`): in a steady state of same-size
+//! objects no miss calls the allocator, whose lock every thread's misses
+//! used to take twice (a free, then an allocation).
+//!
 //! Promises:
 //! - `backup.entry_first`: a directory entry is persisted before the
 //!   object's header points to its copy; an open drops entries whose object
@@ -121,6 +128,13 @@ struct DynEntry {
     stamp: u64,
 }
 
+/// Whether copies of `a` and `b` payload bytes take blocks of one size (a
+/// slab size class; large blocks are not reused).
+fn same_block(a: u64, b: u64) -> bool {
+    let class = |len: u64| tembo_pmem::alloc::class_of(OBJ_HEADER + len);
+    a == b || class(a).is_some_and(|c| class(b) == Some(c))
+}
+
 /// Partitions of the partial backup: each has its own lock, map and LRU.
 const PARTS: usize = 16;
 /// Directory entries a partition takes from the shared directory at once.
@@ -136,6 +150,8 @@ struct Part {
     free: Vec<PoolOffset>,
     evictions: u64,
     over_budget: u64,
+    /// Misses that took an evicted copy's block (`insert_for_write`).
+    reused: u64,
 }
 
 impl Part {
@@ -231,11 +247,12 @@ impl Dynamic {
         self.bytes.load(Ordering::Relaxed)
     }
 
-    /// (copies evicted, misses that could not stay within the budget).
-    pub fn eviction_counts(&self) -> (u64, u64) {
-        self.parts.iter().fold((0, 0), |(e, o), p| {
+    /// (copies evicted, misses that could not stay within the budget,
+    /// misses that took an evicted copy's block).
+    pub fn eviction_counts(&self) -> (u64, u64, u64) {
+        self.parts.iter().fold((0, 0, 0), |(e, o, r), p| {
             let p = p.lock();
-            (e + p.evictions, o + p.over_budget)
+            (e + p.evictions, o + p.over_budget, r + p.reused)
         })
     }
 
@@ -363,6 +380,106 @@ impl Dynamic {
                 r => return r,
             }
         }
+    }
+
+    /// A miss in a transaction's critical path: gives `obj` (whose write
+    /// lock the caller holds) a copy within `budget`. Evicts as
+    /// [`Dynamic::make_room`] does (least recently written first, none
+    /// that a transaction holds, `obj`'s partition first), except that
+    /// when the copy whose eviction makes the room has a block of the
+    /// size `obj`'s copy needs (the allocator's size class), that block
+    /// and its directory entry become `obj`'s copy: no free, no
+    /// allocation, no directory change but the entry's object — where
+    /// every miss at the budget used to free a block and allocate one under
+    /// the allocator's lock. Otherwise as [`Dynamic::insert_evicting`].
+    pub fn insert_for_write(
+        &self,
+        pool: &Pool,
+        locks: &LockTable,
+        obj: PoolOffset,
+        len: u64,
+        budget: u64,
+    ) -> Result<()> {
+        if let Some((b, at)) = self.evict_for(pool, locks, obj, len, budget)? {
+            return self.reuse(pool, obj, len, b, at);
+        }
+        self.make_room(pool, locks, obj, len, budget)?;
+        self.insert_evicting(pool, locks, obj, len).map(|_| ())
+    }
+
+    /// [`Dynamic::make_room`] for `len` more bytes, keeping the block and
+    /// directory entry of the last copy it evicts when that block suits a
+    /// copy of `len` bytes. The victims are unlinked under their
+    /// partition's lock, so a writer of one that finds it gone makes a new
+    /// copy after the unlink.
+    fn evict_for(
+        &self,
+        pool: &Pool,
+        locks: &LockTable,
+        obj: PoolOffset,
+        len: u64,
+        budget: u64,
+    ) -> Result<Option<(PoolOffset, PoolOffset)>> {
+        let home = part_of(obj);
+        for i in 0..PARTS {
+            if self.bytes() + len <= budget {
+                return Ok(None);
+            }
+            let mut p = self.parts[(home + i) % PARTS].lock();
+            let mut skipped = Vec::new();
+            let mut kept = None;
+            while self.bytes() + len > budget {
+                let Some((&stamp, &victim)) = p.lru.iter().next() else { break };
+                p.lru.remove(&stamp);
+                if locks.busy(victim) {
+                    skipped.push((stamp, victim));
+                    continue;
+                }
+                let Some(e) = p.map.remove(&victim) else { continue };
+                p.evictions += 1;
+                if same_block(e.len, len) && self.bytes() - e.len + len <= budget {
+                    link(pool, victim, 0)?;
+                    self.bytes.fetch_sub(e.len, Ordering::Relaxed);
+                    p.reused += 1;
+                    kept = Some((e.backup, e.at));
+                    break;
+                }
+                self.drop_copy(pool, &mut p, victim, e)?;
+            }
+            for (s, o) in skipped {
+                p.lru.insert(s, o);
+            }
+            if kept.is_some() {
+                return Ok(kept);
+            }
+        }
+        Ok(None)
+    }
+
+    /// Makes block `b` (a copy of `len` bytes that no object points to any
+    /// more) `obj`'s copy, listed at directory entry `at`: the payload is
+    /// persisted before the entry names `obj`, and the entry before `obj`
+    /// points to the copy (`backup.entry_first`). A crash in between leaves
+    /// an entry an open drops and a block the recovery's sweep frees.
+    fn reuse(&self, pool: &Pool, obj: PoolOffset, len: u64, b: PoolOffset, at: PoolOffset) -> Result<()> {
+        let filled = stamp_header(pool, b, len).and_then(|()| copy_range(pool, payload(obj), payload(b), 0, len));
+        if let Err(e) = filled {
+            // Back to free: the entry still names the victim, whose copy
+            // is gone (an open would drop it the same way).
+            if pool.store_u64(at, 0).is_ok() {
+                pool.persist(at, 8);
+                self.parts[part_of(obj)].lock().free.push(at);
+            }
+            let _ = pool.free(b);
+            return Err(e);
+        }
+        pool.fence();
+        pool.store_u64(at, obj)?;
+        pool.persist(at, 8);
+        link(pool, obj, b)?;
+        self.bytes.fetch_add(len, Ordering::Relaxed);
+        self.parts[part_of(obj)].lock().stamp(obj, DynEntry { backup: b, len, at, stamp: 0 });
+        Ok(())
     }
 
     /// Forgets `obj` (being freed): its entry goes before the object does.

@@ -136,6 +136,9 @@ pub struct HeapStats {
     pub evictions: u64,
     /// Misses that could not stay within α (every copy was locked).
     pub over_budget: u64,
+    /// Misses at the budget whose copy took the block (and directory
+    /// entry) of the copy they evicted: no allocator call.
+    pub reused_blocks: u64,
     /// Lock acquisitions that waited for another transaction.
     pub lock_waits: u64,
     /// Bytes of backup copies (dynamic mode: exact; `kamino`: see the engine's walk).
@@ -560,10 +563,8 @@ impl Heap {
     /// Counters since open.
     pub fn stats(&self) -> HeapStats {
         let c = &self.inner.counters;
-        let (backup_bytes, evictions, over_budget) = self.inner.dynamic.as_ref().map_or((0, 0, 0), |d| {
-            let (evictions, over_budget) = d.eviction_counts();
-            (d.bytes(), evictions, over_budget)
-        });
+        let (backup_bytes, (evictions, over_budget, reused_blocks)) =
+            self.inner.dynamic.as_ref().map_or((0, (0, 0, 0)), |d| (d.bytes(), d.eviction_counts()));
         HeapStats {
             mode: Some(self.inner.mode),
             alpha: self.inner.alpha,
@@ -576,6 +577,7 @@ impl Heap {
             backup_misses: c.get(Count::Misses),
             evictions,
             over_budget,
+            reused_blocks,
             lock_waits: c.get(Count::LockWaits),
             backup_bytes,
             object_bytes: self.inner.object_bytes.load(Ordering::Relaxed),

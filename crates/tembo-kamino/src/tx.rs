@@ -175,8 +175,7 @@ impl<'h> Tx<'h> {
                         heap.counters.add(Count::Hits, 1);
                     }
                 } else {
-                    d.make_room(pool, &heap.locks, o, len, heap.dynamic_budget())?;
-                    d.insert_evicting(pool, &heap.locks, o, len)?;
+                    d.insert_for_write(pool, &heap.locks, o, len, heap.dynamic_budget())?;
                     heap.counters.add(Count::Misses, 1);
                     heap.counters.add(Count::CopiesCritical, 1);
                 }
