@@ -269,13 +269,36 @@ impl Dynamic {
     /// recently written copies of objects nobody holds: of `obj`'s own
     /// partition first, then of the others (one partition lock at a time).
     pub fn make_room(&self, pool: &Pool, locks: &LockTable, obj: PoolOffset, need: u64, budget: u64) -> Result<()> {
+        self.evict(pool, locks, obj, need, budget, false)?;
+        if self.bytes() + need > budget {
+            self.parts[part_of(obj)].lock().over_budget += 1;
+        }
+        Ok(())
+    }
+
+    /// [`Dynamic::make_room`]'s evictions. With `keep`, the block and
+    /// directory entry of the copy whose eviction makes the room are
+    /// returned instead of freed when that block suits a copy of `need`
+    /// bytes (the caller writes one there). Victims are unlinked under
+    /// their partition's lock, so a writer of one that finds it gone makes
+    /// a new copy after the unlink.
+    fn evict(
+        &self,
+        pool: &Pool,
+        locks: &LockTable,
+        obj: PoolOffset,
+        need: u64,
+        budget: u64,
+        keep: bool,
+    ) -> Result<Option<(PoolOffset, PoolOffset)>> {
         let home = part_of(obj);
         for i in 0..PARTS {
             if self.bytes() + need <= budget {
-                return Ok(());
+                return Ok(None);
             }
             let mut p = self.parts[(home + i) % PARTS].lock();
             let mut skipped = Vec::new();
+            let mut kept = None;
             while self.bytes() + need > budget {
                 let Some((&stamp, &victim)) = p.lru.iter().next() else { break };
                 p.lru.remove(&stamp);
@@ -283,18 +306,25 @@ impl Dynamic {
                     skipped.push((stamp, victim));
                     continue;
                 }
-                let e = p.map.remove(&victim).expect("the LRU lists only mapped objects");
-                self.drop_copy(pool, &mut p, victim, e)?;
+                let Some(e) = p.map.remove(&victim) else { continue };
                 p.evictions += 1;
+                if keep && same_block(e.len, need) && self.bytes() - e.len + need <= budget {
+                    link(pool, victim, 0)?;
+                    self.bytes.fetch_sub(e.len, Ordering::Relaxed);
+                    p.reused += 1;
+                    kept = Some((e.backup, e.at));
+                    break;
+                }
+                self.drop_copy(pool, &mut p, victim, e)?;
             }
             for (s, o) in skipped {
                 p.lru.insert(s, o);
             }
+            if kept.is_some() {
+                return Ok(kept);
+            }
         }
-        if self.bytes() + need > budget {
-            self.parts[home].lock().over_budget += 1;
-        }
-        Ok(())
+        Ok(None)
     }
 
     /// Unlinks and frees `obj`'s copy and its directory entry (already out
@@ -400,60 +430,11 @@ impl Dynamic {
         len: u64,
         budget: u64,
     ) -> Result<()> {
-        if let Some((b, at)) = self.evict_for(pool, locks, obj, len, budget)? {
+        if let Some((b, at)) = self.evict(pool, locks, obj, len, budget, true)? {
             return self.reuse(pool, obj, len, b, at);
         }
         self.make_room(pool, locks, obj, len, budget)?;
         self.insert_evicting(pool, locks, obj, len).map(|_| ())
-    }
-
-    /// [`Dynamic::make_room`] for `len` more bytes, keeping the block and
-    /// directory entry of the last copy it evicts when that block suits a
-    /// copy of `len` bytes. The victims are unlinked under their
-    /// partition's lock, so a writer of one that finds it gone makes a new
-    /// copy after the unlink.
-    fn evict_for(
-        &self,
-        pool: &Pool,
-        locks: &LockTable,
-        obj: PoolOffset,
-        len: u64,
-        budget: u64,
-    ) -> Result<Option<(PoolOffset, PoolOffset)>> {
-        let home = part_of(obj);
-        for i in 0..PARTS {
-            if self.bytes() + len <= budget {
-                return Ok(None);
-            }
-            let mut p = self.parts[(home + i) % PARTS].lock();
-            let mut skipped = Vec::new();
-            let mut kept = None;
-            while self.bytes() + len > budget {
-                let Some((&stamp, &victim)) = p.lru.iter().next() else { break };
-                p.lru.remove(&stamp);
-                if locks.busy(victim) {
-                    skipped.push((stamp, victim));
-                    continue;
-                }
-                let Some(e) = p.map.remove(&victim) else { continue };
-                p.evictions += 1;
-                if same_block(e.len, len) && self.bytes() - e.len + len <= budget {
-                    link(pool, victim, 0)?;
-                    self.bytes.fetch_sub(e.len, Ordering::Relaxed);
-                    p.reused += 1;
-                    kept = Some((e.backup, e.at));
-                    break;
-                }
-                self.drop_copy(pool, &mut p, victim, e)?;
-            }
-            for (s, o) in skipped {
-                p.lru.insert(s, o);
-            }
-            if kept.is_some() {
-                return Ok(kept);
-            }
-        }
-        Ok(None)
     }
 
     /// Makes block `b` (a copy of `len` bytes that no object points to any
