@@ -601,11 +601,7 @@ impl<'t> Batch<'t> {
     /// Ends `ends` and adds `adds` in the node at `path[depth]`: in place if
     /// it has room (after dead-slot reuse), else by rebuilding it into new
     /// nodes (split, or merge with a sibling when too few live entries).
-    fn rewrite(&mut self, path: &[Step], depth: usize, ends: &[Entry], adds: &[Entry]) -> Result<()> {
-        self.rewrite_from(None, path, depth, ends, adds)
-    }
-
-    /// [`Batch::rewrite`] starting from a fresh copy of the node, if the caller has one.
+    /// `copy`: a current copy of the node, if the caller has read one.
     fn rewrite_from(
         &mut self,
         copy: Option<Box<NodeCopy>>,
@@ -646,8 +642,7 @@ impl<'t> Batch<'t> {
         if !ends.is_empty() {
             copy = self.read(n)?;
         }
-        if adds.len() > NODE_SLOTS - copy.used {
-            self.compact(n)?;
+        if adds.len() > NODE_SLOTS - copy.used && self.compact(n)? > 0 {
             copy = self.read(n)?;
         }
         if adds.len() <= NODE_SLOTS - copy.used {
@@ -774,9 +769,16 @@ impl<'t> Batch<'t> {
 
     /// The key range of the child that entry `via` of node `path[pd]` names.
     fn range_of_child(&self, path: &[Step], pd: usize, via: &Entry) -> Result<KeyRange> {
+        let pcopy = self.read(path[pd].node)?;
+        self.range_of_child_in(path, pd, via, &pcopy)
+    }
+
+    /// [`Batch::range_of_child`] with `pcopy`, a current copy of
+    /// `path[pd]` the caller has read (and will hand on to the rewrite of
+    /// that node instead of reading it again).
+    fn range_of_child_in(&self, path: &[Step], pd: usize, via: &Entry, pcopy: &NodeCopy) -> Result<KeyRange> {
         let hi = search::entry_key(self.pool, via)?;
         let parent = path[pd].node;
-        let pcopy = self.read(parent)?;
         let vis: Vec<&Entry> = pcopy.entries().iter().filter(|e| e.visible_at(self.w, &[])).collect();
         let j =
             vis.iter().position(|e| **e == *via).ok_or_else(|| CddsError::invariant("child entry missing", parent))?;
@@ -804,15 +806,19 @@ impl<'t> Batch<'t> {
     /// are — their records now belong to the copies (see [`is_owner`]).
     fn split(&mut self, path: &[Step], depth: usize, level: u8, list: Vec<Entry>, src_plen: usize) -> Result<()> {
         let n = path[depth].node;
-        let (lo, hi) = self.range_of(path, depth)?;
-        let built = self.build(level, list, src_plen, lo, hi)?;
         match path[depth].via {
             Some(via) => {
+                // The parent's copy serves the range and then its rewrite:
+                // building the new nodes does not touch the parent.
+                let pcopy = self.read(path[depth - 1].node)?;
+                let (lo, hi) = self.range_of_child_in(path, depth - 1, &via, &pcopy)?;
+                let built = self.build(level, list, src_plen, lo, hi)?;
                 let last = search::entry_key(self.pool, &via)?;
                 let adds = self.parent_entries(built, last)?;
-                self.rewrite(path, depth - 1, &[via], &adds)
+                self.rewrite_from(Some(pcopy), path, depth - 1, &[via], &adds)
             }
             None => {
+                let built = self.build(level, list, src_plen, None, None)?;
                 // Root split: the new root keeps the old root visible to
                 // every version before `w`.
                 let old_rec = record::write_inner(self.pool, None, n)?;
@@ -852,16 +858,17 @@ impl<'t> Batch<'t> {
         };
         let sib_via = pvis[sj];
         let sib = self.repaired(search::child_of(self.pool, &sib_via)?)?;
-        if self.read(sib)?.dirty {
+        let mut scopy = self.read(sib)?;
+        if scopy.dirty {
             self.compact(sib)?;
+            scopy = self.read(sib)?;
         }
-        let scopy = self.read(sib)?;
         let slive = live_slots(&scopy, self.w);
         let slist = self.rebase(&self.restart(&slive), scopy.plen, plen)?;
         let level = scopy.level;
         let (lo, hi) = {
-            let (n_lo, n_hi) = self.range_of(path, depth)?;
-            let (s_lo, s_hi) = self.range_of_child(path, depth - 1, &sib_via)?;
+            let (n_lo, n_hi) = self.range_of_child_in(path, depth - 1, &via, &pcopy)?;
+            let (s_lo, s_hi) = self.range_of_child_in(path, depth - 1, &sib_via, &pcopy)?;
             if sib_right {
                 (n_lo, s_hi)
             } else {
@@ -873,7 +880,9 @@ impl<'t> Batch<'t> {
         let right_via = if sib_right { sib_via } else { via };
         let last = search::entry_key(self.pool, &right_via)?;
         let adds = self.parent_entries(built, last)?;
-        self.rewrite(path, depth - 1, &[via, sib_via], &adds)?;
+        // Nothing since the parent was read changed it (the sibling's
+        // compaction and the new nodes are elsewhere).
+        self.rewrite_from(Some(pcopy), path, depth - 1, &[via, sib_via], &adds)?;
         Ok(true)
     }
 
