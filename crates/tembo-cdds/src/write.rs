@@ -544,7 +544,7 @@ impl<'t> Batch<'t> {
         let old = search::leaf_find(self.pool, &copy, key, pfx, ReadAt { version: self.w, aborted: &[] })?
             .map(|i| copy.entries()[i]);
         let ends = old.as_slice();
-        self.rewrite_from(Some(copy), path, depth, ends, &[Entry::new(self.w, rec, pfx)])?;
+        self.rewrite(copy, path, depth, ends, &[Entry::new(self.w, rec, pfx)])?;
         Ok(old.is_some())
     }
 
@@ -601,20 +601,16 @@ impl<'t> Batch<'t> {
     /// Ends `ends` and adds `adds` in the node at `path[depth]`: in place if
     /// it has room (after dead-slot reuse), else by rebuilding it into new
     /// nodes (split, or merge with a sibling when too few live entries).
-    /// `copy`: a current copy of the node, if the caller has read one.
-    fn rewrite_from(
+    /// `copy`: a current copy of the node, which every caller has read.
+    fn rewrite(
         &mut self,
-        copy: Option<Box<NodeCopy>>,
+        mut copy: Box<NodeCopy>,
         path: &[Step],
         depth: usize,
         ends: &[Entry],
         adds: &[Entry],
     ) -> Result<()> {
         let n = path[depth].node;
-        let mut copy = match copy {
-            Some(c) => c,
-            None => self.read(n)?,
-        };
         // Entries for new children come with prefix words of whole keys
         // (`parent_entries`); an inner node with a shared prefix holds the
         // bytes after it. (A leaf's caller builds its entry at the leaf's.)
@@ -815,7 +811,7 @@ impl<'t> Batch<'t> {
                 let built = self.build(level, list, src_plen, lo, hi)?;
                 let last = search::entry_key(self.pool, &via)?;
                 let adds = self.parent_entries(built, last)?;
-                self.rewrite_from(Some(pcopy), path, depth - 1, &[via], &adds)
+                self.rewrite(pcopy, path, depth - 1, &[via], &adds)
             }
             None => {
                 let built = self.build(level, list, src_plen, None, None)?;
@@ -830,7 +826,7 @@ impl<'t> Batch<'t> {
                 entries.insert(at, old);
                 let root = node::create(self.pool, level + 1, 0, self.w, &entries)?;
                 self.allocs.push(root);
-                // The old root dies at `w` (see `rewrite_from`).
+                // The old root dies at `w` (see `rewrite`).
                 self.tree.dirty_orders.settle(self.pool, n)?;
                 self.tree.meta.set_root(self.pool, root)
             }
@@ -882,7 +878,7 @@ impl<'t> Batch<'t> {
         let adds = self.parent_entries(built, last)?;
         // Nothing since the parent was read changed it (the sibling's
         // compaction and the new nodes are elsewhere).
-        self.rewrite_from(Some(pcopy), path, depth - 1, &[via, sib_via], &adds)?;
+        self.rewrite(pcopy, path, depth - 1, &[via, sib_via], &adds)?;
         Ok(true)
     }
 

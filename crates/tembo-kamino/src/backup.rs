@@ -433,7 +433,10 @@ impl Dynamic {
         if let Some((b, at)) = self.evict(pool, locks, obj, len, budget, true)? {
             return self.reuse(pool, obj, len, b, at);
         }
-        self.make_room(pool, locks, obj, len, budget)?;
+        // `evict` has done what `make_room` would (no second scan).
+        if self.bytes() + len > budget {
+            self.parts[part_of(obj)].lock().over_budget += 1;
+        }
         self.insert_evicting(pool, locks, obj, len).map(|_| ())
     }
 

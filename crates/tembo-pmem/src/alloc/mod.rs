@@ -222,6 +222,11 @@ pub(crate) struct AllocState {
     lazy_frees: crate::offset_hash::OffsetSet,
 }
 
+/// The bitmap word of block `index` of the slab whose run starts at `run_off`.
+fn bitmap_word(run_off: PoolOffset, index: u64) -> PoolOffset {
+    run_off + RUN_HEADER_BYTES + index / 64 * 8
+}
+
 fn page_offset(page: u64) -> PoolOffset {
     HEADER_BYTES + page * PAGE_BYTES
 }
@@ -619,7 +624,7 @@ impl AllocState {
         let g = geometry(class);
         let run_off = page_offset(page);
         let index = offset.checked_sub(run_off + g.first_block)? / g.block_bytes;
-        Some(run_off + RUN_HEADER_BYTES + index / 64 * 8)
+        Some(bitmap_word(run_off, index))
     }
 
     /// Where an allocated block starting at `offset` is: its run page, slab
@@ -640,7 +645,7 @@ impl AllocState {
                     return Err("not the start of a slab block");
                 }
                 let index = rel / g.block_bytes;
-                let word_off = run_off + RUN_HEADER_BYTES + index / 64 * 8;
+                let word_off = bitmap_word(run_off, index);
                 let bits = pool.load_u64(word_off).map_err(|_| "bitmap unreadable")?;
                 if bits & (1 << (index % 64)) == 0 {
                     return Err("not allocated (double free?)");
