@@ -630,6 +630,38 @@ fn free_many_lazy_is_durable_at_the_close() {
     assert!(closed.contains(&blocks[0]) && closed.contains(&blocks[599]));
 }
 
+/// Lazy frees that empty whole slabs: the slabs beyond the one kept empty
+/// go back to free pages (their waiting clears need no flush then), the
+/// allocator stays consistent, and the close still makes every other
+/// lazy free durable.
+#[test]
+fn lazy_frees_that_empty_slabs_release_them() {
+    let opts = PoolOptions { size: 4 * MIB, max_size: Some(4 * MIB), ..PoolOptions::default() };
+    let pool = Pool::simulated(&opts).expect("pool");
+    let g = geometry(class_of(64).unwrap());
+    let blocks: Vec<PoolOffset> = (0..4 * g.blocks + 10).map(|_| pool.alloc(64).expect("alloc")).collect();
+    let keep = blocks[blocks.len() - 1];
+    let free_before = pool.alloc_stats().free_run_bytes;
+    // Every block but the last, in a scattered order, a few at a time.
+    let mut order: Vec<PoolOffset> = blocks[..blocks.len() - 1].to_vec();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
+    order.shuffle(&mut rng);
+    for chunk in order.chunks(37) {
+        pool.free_many_lazy(chunk).expect("free");
+    }
+    assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
+    assert!(pool.alloc_stats().free_run_bytes >= free_before + 2 * g.pages * PAGE_BYTES, "emptied slabs were released");
+    // The released pages serve other sizes at once.
+    let big = pool.alloc(3 * PAGE_BYTES).expect("alloc from released pages");
+    pool.close_in_place().expect("close");
+    let image = pool.simulator().expect("simulated").crash_image(&pool, CrashPolicy::None, &mut rng);
+    let p = Pool::from_image(&image, &opts).expect("reopens");
+    let left: Vec<PoolOffset> = p.allocated_blocks().expect("blocks").into_iter().map(|(o, _)| o).collect();
+    assert_eq!(left.len(), 2, "only the kept block and the big one: {left:?}");
+    assert!(left.contains(&keep) && left.contains(&big));
+    assert!(p.check().is_ok(), "{:?}", p.check().violations);
+}
+
 /// Cold blocks (`alloc_cold`) share slabs only with cold blocks while
 /// there is room for slabs of their own; at a full pool either arena's
 /// free slots serve the other.

@@ -76,6 +76,9 @@ pub(crate) struct Slab {
     hint: u64,
     /// Holds cold blocks ([`Pool::alloc_cold`]) only.
     cold: bool,
+    /// Bitmap words (bit i: word i; a slab has at most 32) whose clears by
+    /// lazy frees wait for a flush (see [`Pool::free_many_lazy`]).
+    lazy_words: u64,
 }
 
 /// What a free does with the bitmap word it clears.
@@ -92,9 +95,9 @@ enum FreeFlush {
 }
 
 /// Most bitmap words whose clears wait for the close; beyond it an eighth
-/// of them are flushed (a few hundred microseconds of flushes, and the set
-/// stays 1 MiB). 2^16 words cover the slabs of about a million 320-byte
-/// records, so a free usually finds its word already waiting.
+/// of them are flushed, the slabs that waited longest first (a few hundred
+/// microseconds of flushes). 2^16 words cover the slabs of about a million
+/// 320-byte records, so a free usually finds its word already waiting.
 const LAZY_FREE_WORDS: usize = 1 << 16;
 
 /// How many blocks ahead a batch of frees fetches their bitmap words (and
@@ -217,9 +220,16 @@ pub(crate) struct AllocState {
     /// Bitmap words of blocks freed with [`FreeFlush::Defer`], for the
     /// caller to flush after the lock.
     unflushed_frees: Vec<PoolOffset>,
-    /// Bitmap words of blocks freed with [`FreeFlush::Lazy`], flushed at
-    /// the close (see [`Pool::free_many_lazy`]).
-    lazy_frees: crate::offset_hash::OffsetSet,
+    /// Slabs (first pages) whose `lazy_words` became non-zero, each listed
+    /// at least once while it is (a slab may be listed again after it was
+    /// released and made anew; a visit of a clean or missing slab is a
+    /// no-op). Why per-slab masks rather than a set of word offsets: the
+    /// free already holds its slab's entry, and the set's insert, a hash
+    /// probe into a table of up to 2^16 words, was 3.9% of a run of
+    /// random deletes.
+    lazy_slabs: std::collections::VecDeque<u64>,
+    /// Bits set over every slab's `lazy_words`.
+    lazy_count: usize,
 }
 
 /// The bitmap word of block `index` of the slab whose run starts at `run_off`.
@@ -229,6 +239,18 @@ fn bitmap_word(run_off: PoolOffset, index: u64) -> PoolOffset {
 
 fn page_offset(page: u64) -> PoolOffset {
     HEADER_BYTES + page * PAGE_BYTES
+}
+
+/// The offsets of the bitmap words named by mask `words` of the slab at `page`.
+fn lazy_word_offsets(page: u64, mut words: u64) -> impl Iterator<Item = PoolOffset> {
+    let base = page_offset(page) + RUN_HEADER_BYTES;
+    std::iter::from_fn(move || {
+        (words != 0).then(|| {
+            let i = u64::from(words.trailing_zeros());
+            words &= words - 1;
+            base + i * 8
+        })
+    })
 }
 
 impl AllocState {
@@ -298,7 +320,7 @@ impl AllocState {
                     st.blocks += used;
                     // The arena is not recorded: after an open every slab
                     // is hot, and cold blocks start new slabs.
-                    st.slabs.insert(page, Slab { class, free: g.blocks - used, hint: 0, cold: false });
+                    st.slabs.insert(page, Slab { class, free: g.blocks - used, hint: 0, cold: false, lazy_words: 0 });
                     st.index_slab(page, class, true);
                     if used < g.blocks {
                         st.partial[list(class, false)].insert(page);
@@ -574,7 +596,7 @@ impl AllocState {
                 detail: format!("best fit changed between bitmap init ({page}) and carve ({carved})"),
             });
         }
-        self.slabs.insert(page, Slab { class, free: g.blocks, hint: 0, cold });
+        self.slabs.insert(page, Slab { class, free: g.blocks, hint: 0, cold, lazy_words: 0 });
         self.index_slab(page, class, true);
         self.partial[list(class, cold)].insert(page);
         self.empty_slabs[list(class, cold)] += 1;
@@ -702,18 +724,25 @@ impl AllocState {
         };
         let word = pool.atomic_u64(word_off)?;
         word.store(word.load(Ordering::Relaxed) & !(1 << bit), Ordering::Release);
-        match how {
-            FreeFlush::Persist => pool.persist(word_off, 8),
-            FreeFlush::Defer => self.unflushed_frees.push(word_off),
-            FreeFlush::Lazy => {
-                self.lazy_frees.insert(word_off);
-            }
-        }
         let g = geometry(class);
         let slab = self.slabs.get_mut(&at.page).ok_or_else(|| PmemError::Invariant {
             name: "alloc.free_index",
             detail: format!("slab at page {} is not indexed", at.page),
         })?;
+        match how {
+            FreeFlush::Persist => pool.persist(word_off, 8),
+            FreeFlush::Defer => self.unflushed_frees.push(word_off),
+            FreeFlush::Lazy => {
+                let bit = 1u64 << ((word_off - page_offset(at.page) - RUN_HEADER_BYTES) / 8);
+                if slab.lazy_words & bit == 0 {
+                    if slab.lazy_words == 0 {
+                        self.lazy_slabs.push_back(at.page);
+                    }
+                    slab.lazy_words |= bit;
+                    self.lazy_count += 1;
+                }
+            }
+        }
         slab.free += 1;
         let free = slab.free;
         let li = list(class, slab.cold);
@@ -726,7 +755,11 @@ impl AllocState {
             // Keep one empty slab per class and arena for the next
             // allocations; give further ones back as free pages.
             if self.empty_slabs[li] >= 1 {
-                self.slabs.remove(&at.page);
+                if let Some(gone) = self.slabs.remove(&at.page) {
+                    // Its lazy clears need no flush: the persisted release
+                    // below makes its bitmap meaningless.
+                    self.lazy_count -= gone.lazy_words.count_ones() as usize;
+                }
                 self.index_slab(at.page, class, false);
                 self.partial[li].remove(&at.page);
                 self.release_run(pool, at.page)?;
@@ -735,6 +768,22 @@ impl AllocState {
             }
         }
         Ok(())
+    }
+
+    /// Takes lazily cleared bitmap words off the masks of the slabs that
+    /// have waited longest, slab by slab, until at least `want` are taken
+    /// or none is left: their offsets, for the caller to flush.
+    fn take_lazy_words(&mut self, want: usize) -> Vec<PoolOffset> {
+        let mut out = Vec::new();
+        while out.len() < want {
+            let Some(page) = self.lazy_slabs.pop_front() else { break };
+            if let Some(slab) = self.slabs.get_mut(&page) {
+                let words = std::mem::take(&mut slab.lazy_words);
+                self.lazy_count -= words.count_ones() as usize;
+                out.extend(lazy_word_offsets(page, words));
+            }
+        }
+        out
     }
 
     /// The allocated blocks of the runs starting at page `from` or later,
@@ -1059,12 +1108,10 @@ impl Pool {
         let (first, spill) = {
             let mut a = self.alloc.lock();
             let first = a.free_each(self, offsets, FreeFlush::Lazy);
-            let spill: Vec<PoolOffset> = if a.lazy_frees.len() > LAZY_FREE_WORDS {
-                let out: Vec<PoolOffset> = a.lazy_frees.iter().copied().take(LAZY_FREE_WORDS / 8).collect();
-                for w in &out {
-                    a.lazy_frees.remove(w);
-                }
-                out
+            // Slabs released since they were listed stay listed (their
+            // words were flushed then): a long list is emptied of them too.
+            let spill = if a.lazy_count > LAZY_FREE_WORDS || a.lazy_slabs.len() > LAZY_FREE_WORDS {
+                a.take_lazy_words(LAZY_FREE_WORDS / 8)
             } else {
                 Vec::new()
             };
@@ -1079,7 +1126,7 @@ impl Pool {
     /// Flushes the bitmap words of every lazy free (the close, before its
     /// fence and clean flag).
     pub(crate) fn flush_lazy_frees(&self) {
-        let words = std::mem::take(&mut self.alloc.lock().lazy_frees);
+        let words = self.alloc.lock().take_lazy_words(usize::MAX);
         for w in words {
             self.flush(w, 8);
         }

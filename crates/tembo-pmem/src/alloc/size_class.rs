@@ -121,6 +121,8 @@ mod tests {
             assert!(g.first_block + g.blocks * g.block_bytes <= g.pages * PAGE_BYTES);
             assert!(g.blocks >= 31, "class {c}: {g:?}");
             assert!(g.bitmap_words * 64 >= g.blocks);
+            // A slab's lazily cleared words are a u64 mask (`Slab::lazy_words`).
+            assert!(g.bitmap_words <= 64, "class {c}: {g:?}");
             assert_eq!(g.first_block % 64, 0);
         }
     }
