@@ -123,6 +123,14 @@ pub fn bound_raw(pool: &Pool, raw: &RawNode, key: &[u8], pfx: u64, strict: bool,
     Ok(lo + partition(ties, strict, |i| record::cmp_entry(pool, &raw.entry(lo + i), key, pfx))?)
 }
 
+/// The index of the only entry of a raw node whose prefix word is `pfx`,
+/// if exactly one has it (no record is read).
+pub fn sole_prefix_tie(raw: &RawNode, pfx: u64) -> Option<usize> {
+    let n = raw.used();
+    let lo = partition_by(n, |i| raw.prefix(i) < pfx);
+    (lo < n && raw.prefix(lo) == pfx && (lo + 1 == n || raw.prefix(lo + 1) != pfx)).then_some(lo)
+}
+
 /// Prefetches the records of a raw leaf's entries whose prefix word is
 /// `pfx` (the candidates a lookup of the key compares against): their
 /// first lines, which hold the header, the key and the start of the value.

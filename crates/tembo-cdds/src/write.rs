@@ -331,6 +331,16 @@ impl TreeCore {
     }
 }
 
+/// What [`Batch::end_speculatively`] did.
+enum Speculation {
+    /// The key's live entry is ended.
+    Ended,
+    /// The key has no entry (nothing changed).
+    Absent,
+    /// Not the case it handles: nothing done.
+    NotTried,
+}
+
 impl<'t> Batch<'t> {
     /// Starts a batch at `v + 1`, `v` being the current version (the
     /// caller holds the writer lock).
@@ -561,18 +571,55 @@ impl<'t> Batch<'t> {
         let depth = path.len() - 1;
         let leaf = path[depth].node;
         raw.check_order(leaf)?;
-        let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
-            return Ok(false);
-        };
+        match self.end_speculatively(&raw, leaf, key)? {
+            Speculation::Ended => {}
+            Speculation::Absent => return Ok(false),
+            Speculation::NotTried => {
+                let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
+                    return Ok(false);
+                };
+                self.touch(leaf);
+                self.end_entry(leaf, 0, slot, &e)?;
+            }
+        }
         self.changed = true;
-        self.touch(leaf);
-        self.end_entry(leaf, 0, slot, &e)?;
         let live = self.live_in(&raw, leaf)?;
         self.rebalance_if_low(path, depth, live)?;
         Ok(true)
     }
 
-    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.
+    /// A delete's common case, with the confirming read overlapped: when
+    /// exactly one entry of the leaf has the key's prefix word and it is
+    /// live, it is ended (stored and its flush started) *before* its
+    /// record is read to confirm the key, so that the record's miss and the
+    /// slot line's write-back overlap instead of following each other (the
+    /// confirming read was 18% of a random delete's time). If the record
+    /// holds another key sharing those 8 bytes, the end is taken back and
+    /// the key is absent (any entry of it would tie too). Safe at every
+    /// point: an end at the uncommitted version is one no reader sees and
+    /// recovery discards, and the batch is not committed unless the key
+    /// matched.
+    fn end_speculatively(&mut self, raw: &node::RawNode<'_>, leaf: u64, key: &[u8]) -> Result<Speculation> {
+        let pfx = key_prefix_at(key, raw.plen());
+        let Some(i) = search::sole_prefix_tie(raw, pfx) else {
+            return Ok(Speculation::NotTried);
+        };
+        let e = raw.entry_checked(i, leaf)?;
+        if e.end != 0 || e.start > self.w {
+            return Ok(Speculation::NotTried);
+        }
+        let slot = raw.slot(i);
+        self.touch(leaf);
+        node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
+        if record::cmp_entry(self.pool, &e, key, pfx)? == Ordering::Equal {
+            self.tree.leaf_ends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(Speculation::Ended);
+        }
+        node::set_end(self.pool, leaf, slot, &e, e.end, e.moved)?;
+        Ok(Speculation::Absent)
+    }
+
+    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.
     /// Ends in leaves are counted: the GC reads leaves only while one may
     /// hold an ended entry (see `gc`).
     fn end_entry(&self, n: u64, level: u8, slot: usize, e: &Entry) -> Result<()> {

@@ -189,6 +189,51 @@ proptest! {
     }
 }
 
+/// Keys in groups that share 12 bytes and differ in the 13th: entries of
+/// one group tie on their 8-byte prefix words wherever a node's shared
+/// prefix is shorter than 5 bytes, so deletes take every path of the
+/// leaf's lookup: a sole tie that is the key (ended before its record is
+/// read), a sole tie that is another key (the end is taken back and the key
+/// is absent), and several ties.
+fn tied_key(group: u8, member: u8) -> Vec<u8> {
+    let mut k = vec![b'g', group / 16, group % 16, 0];
+    k.extend_from_slice(b"--------");
+    k.push(member);
+    k
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn deletes_of_keys_sharing_prefix_words_match_the_model(
+        batches in prop::collection::vec(
+            prop::collection::vec((any::<bool>(), 0u8..40, 0u8..4), 1..12), 1..120),
+    ) {
+        let t = tree();
+        let mut m = Model::new();
+        for b in &batches {
+            let owned: Vec<(Vec<u8>, bool)> = b.iter().map(|&(put, g, i)| (tied_key(g, i), put)).collect();
+            let ops: Vec<Op<'_>> = owned.iter().map(|(k, put)| if *put { Op::Put(k, k) } else { Op::Delete(k) }).collect();
+            let out = t.write(&ops).unwrap();
+            for (i, (k, put)) in owned.into_iter().enumerate() {
+                prop_assert_eq!(out.existed[i], m.contains_key(&k), "op {} of {:?}", i, b);
+                if put {
+                    m.insert(k.clone(), k);
+                } else {
+                    m.remove(&k);
+                }
+            }
+            for g in 0..40u8 {
+                for i in 0..4u8 {
+                    let k = tied_key(g, i);
+                    prop_assert_eq!(t.get(&k).unwrap(), m.get(&k).cloned());
+                }
+            }
+        }
+        check(&t, &m);
+    }
+}
+
 /// Long update/delete churn over a fixed key space: the space the tree owns
 /// must stay proportional to the live data (dead-slot reuse, subtree
 /// retirement and root collapse keep up), not grow with the number of ops.
