@@ -38,10 +38,15 @@ pub enum KeyOrder {
     Monotonic,
     /// Each new key below all earlier ones.
     Reverse,
+    /// Uniform keys in groups of four that share their first 17 bytes, so
+    /// that entries tie on their 8-byte prefix words: lookups confirm keys
+    /// in records, and deletes and overwrites of a key whose only tie is
+    /// another key take back the end they stored first (`write`).
+    Tied,
 }
 
 impl KeyOrder {
-    /// All orders.
+    /// The three orders of the ordering study (`Tied` is asked for by name).
     pub const ALL: [KeyOrder; 3] = [KeyOrder::Uniform, KeyOrder::Monotonic, KeyOrder::Reverse];
     /// Lower-case name.
     pub fn name(self) -> &'static str {
@@ -49,6 +54,7 @@ impl KeyOrder {
             KeyOrder::Uniform => "uniform",
             KeyOrder::Monotonic => "monotonic",
             KeyOrder::Reverse => "reverse",
+            KeyOrder::Tied => "tied",
         }
     }
 }
@@ -188,8 +194,12 @@ fn apply(kv: &mut BTreeMap<Vec<u8>, Vec<u8>>, op: &WOp) {
     }
 }
 
-fn key_of(n: u64) -> Vec<u8> {
-    format!("k{n:010}").into_bytes()
+/// Key `n` of a workload (order-preserving in `n` for every order).
+fn key_of(n: u64, order: KeyOrder) -> Vec<u8> {
+    match order {
+        KeyOrder::Tied => format!("k{:09}-------{}", n / 4, n % 4).into_bytes(),
+        _ => format!("k{n:010}").into_bytes(),
+    }
 }
 
 fn generate(cfg: &CampaignConfig) -> Vec<WOp> {
@@ -202,7 +212,7 @@ fn generate(cfg: &CampaignConfig) -> Vec<WOp> {
     let mut out = Vec::with_capacity(cfg.ops);
     let mut fresh = |rng: &mut ChaCha8Rng, used: &mut Vec<u64>| -> u64 {
         let k = match cfg.order {
-            KeyOrder::Uniform => rng.gen_range(0..space),
+            KeyOrder::Uniform | KeyOrder::Tied => rng.gen_range(0..space),
             KeyOrder::Monotonic => {
                 next_mono += 1 + rng.gen_range(0..3);
                 next_mono
@@ -237,26 +247,26 @@ fn generate(cfg: &CampaignConfig) -> Vec<WOp> {
                 for _ in 0..n {
                     if rng.gen_bool(0.7) || used.is_empty() {
                         let k = fresh(&mut rng, &mut used);
-                        b.push((key_of(k), Some(value(&mut rng))));
+                        b.push((key_of(k, cfg.order), Some(value(&mut rng))));
                     } else {
-                        b.push((key_of(used[rng.gen_range(0..used.len())]), None));
+                        b.push((key_of(used[rng.gen_range(0..used.len())], cfg.order), None));
                     }
                 }
                 WOp::Batch(b)
             }
             16..=45 if !used.is_empty() => {
                 let k = used[rng.gen_range(0..used.len())];
-                WOp::Batch(vec![(key_of(k), None)])
+                WOp::Batch(vec![(key_of(k, cfg.order), None)])
             }
             46..=60 if !used.is_empty() => {
                 let k = used[rng.gen_range(0..used.len())];
-                WOp::Batch(vec![(key_of(k), Some(value(&mut rng)))])
+                WOp::Batch(vec![(key_of(k, cfg.order), Some(value(&mut rng)))])
             }
             // Small budgets, so passes stop and resume between other ops.
             61..=65 => WOp::Gc(rng.gen_range(1..6)),
             _ => {
                 let k = fresh(&mut rng, &mut used);
-                WOp::Batch(vec![(key_of(k), Some(value(&mut rng)))])
+                WOp::Batch(vec![(key_of(k, cfg.order), Some(value(&mut rng)))])
             }
         };
         out.push(op);
@@ -359,8 +369,8 @@ fn writes_during_recovery(kv: &BTreeMap<Vec<u8>, Vec<u8>>) -> Vec<KvBatch> {
     if let Some(k) = kv.keys().next_back() {
         first.push((k.clone(), Some(b"rewritten during recovery".to_vec())));
     }
-    first.push((key_of(0), Some(b"new during recovery".to_vec())));
-    let mut mid = kv.keys().nth(kv.len() / 2).cloned().unwrap_or_else(|| key_of(7));
+    first.push((key_of(0, KeyOrder::Uniform), Some(b"new during recovery".to_vec())));
+    let mut mid = kv.keys().nth(kv.len() / 2).cloned().unwrap_or_else(|| key_of(7, KeyOrder::Uniform));
     mid.push(b'~');
     vec![first, vec![(mid, Some(vec![b'm'; 300]))]]
 }

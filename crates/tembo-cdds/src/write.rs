@@ -331,12 +331,13 @@ impl TreeCore {
     }
 }
 
-/// What [`Batch::end_speculatively`] did.
-enum Speculation {
-    /// The key's live entry is ended.
-    Ended,
-    /// The key has no entry (nothing changed).
-    Absent,
+/// What [`Batch::end_sole_tie`] did.
+enum SoleTie {
+    /// The key's live entry `e`, in `slot`, is ended; a new entry of the
+    /// key takes `rank` in the order line.
+    Ended { e: Entry, slot: usize, rank: usize },
+    /// The key has no entry (nothing changed); a new one takes `rank`.
+    Absent { rank: usize },
     /// Not the case it handles: nothing done.
     NotTried,
 }
@@ -531,13 +532,20 @@ impl<'t> Batch<'t> {
             // The common case, done on the leaf in place (no node copy):
             // end the key's old entry, if any, and insert the new one.
             raw.check_order(leaf)?;
-            let (old, rank) = self.leaf_position(&raw, leaf, key)?;
-            // Touched before the first store: should a later step fail,
-            // `undo` must repair this leaf too.
-            self.touch(leaf);
-            if let Some((e, slot)) = old {
-                self.end_entry(leaf, 0, slot, &e)?;
-            }
+            let (old, rank) = match self.end_sole_tie(&raw, leaf, key)? {
+                SoleTie::Ended { e, slot, rank } => (Some((e, slot)), rank),
+                SoleTie::Absent { rank } => (None, rank),
+                SoleTie::NotTried => {
+                    let (old, rank) = self.leaf_position(&raw, leaf, key)?;
+                    // Touched before the first store: should a later step
+                    // fail, `undo` must repair this leaf too.
+                    self.touch(leaf);
+                    if let Some((e, slot)) = old {
+                        self.end_entry(leaf, 0, slot, &e)?;
+                    }
+                    (old, rank)
+                }
+            };
             let mut nw = NodeWriter::begin(self.pool, leaf, self.tree.session)?;
             nw.insert(rank, &Entry::new(self.w, rec, pfx))?;
             drop(nw);
@@ -571,10 +579,10 @@ impl<'t> Batch<'t> {
         let depth = path.len() - 1;
         let leaf = path[depth].node;
         raw.check_order(leaf)?;
-        match self.end_speculatively(&raw, leaf, key)? {
-            Speculation::Ended => {}
-            Speculation::Absent => return Ok(false),
-            Speculation::NotTried => {
+        match self.end_sole_tie(&raw, leaf, key)? {
+            SoleTie::Ended { .. } => {}
+            SoleTie::Absent { .. } => return Ok(false),
+            SoleTie::NotTried => {
                 let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
                     return Ok(false);
                 };
@@ -588,38 +596,43 @@ impl<'t> Batch<'t> {
         Ok(true)
     }
 
-    /// A delete's common case, with the confirming read overlapped: when
-    /// exactly one entry of the leaf has the key's prefix word and it is
-    /// live, it is ended (stored and its flush started) *before* its
-    /// record is read to confirm the key, so that the record's miss and the
-    /// slot line's write-back overlap instead of following each other (the
-    /// confirming read was 18% of a random delete's time). If the record
-    /// holds another key sharing those 8 bytes, the end is taken back and
-    /// the key is absent (any entry of it would tie too). Safe at every
-    /// point: an end at the uncommitted version is one no reader sees and
-    /// recovery discards, and the batch is not committed unless the key
-    /// matched.
-    fn end_speculatively(&mut self, raw: &node::RawNode<'_>, leaf: u64, key: &[u8]) -> Result<Speculation> {
+    /// The common case of a delete or an overwrite, with the confirming
+    /// read overlapped: when exactly one entry of the leaf has the key's
+    /// prefix word and it is live, it is ended (stored and its flush
+    /// started) *before* its record is read to confirm the key, so that
+    /// the record's miss and the slot line's write-back overlap instead of
+    /// following each other (the confirming read was 18% of a random
+    /// delete's time). If the record holds another key sharing those 8
+    /// bytes, the end is stored back and the key is absent (any entry of it
+    /// would tie too). Safe at every point: an end at the uncommitted
+    /// version is one no reader sees and recovery discards; the end stored
+    /// back is flushed, so the fence of whichever commit comes next (this
+    /// batch's or a later one at the same version) orders it first.
+    fn end_sole_tie(&mut self, raw: &node::RawNode<'_>, leaf: u64, key: &[u8]) -> Result<SoleTie> {
         let pfx = key_prefix_at(key, raw.plen());
         let Some(i) = search::sole_prefix_tie(raw, pfx) else {
-            return Ok(Speculation::NotTried);
+            return Ok(SoleTie::NotTried);
         };
         let e = raw.entry_checked(i, leaf)?;
         if e.end != 0 || e.start > self.w {
-            return Ok(Speculation::NotTried);
+            return Ok(SoleTie::NotTried);
         }
         let slot = raw.slot(i);
         self.touch(leaf);
         node::set_end(self.pool, leaf, slot, &e, self.w, false)?;
-        if record::cmp_entry(self.pool, &e, key, pfx)? == Ordering::Equal {
-            self.tree.leaf_ends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return Ok(Speculation::Ended);
+        match record::cmp_entry(self.pool, &e, key, pfx)? {
+            Ordering::Equal => {
+                self.tree.leaf_ends.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(SoleTie::Ended { e, slot, rank: i + 1 })
+            }
+            below_or_above => {
+                node::set_end(self.pool, leaf, slot, &e, e.end, e.moved)?;
+                Ok(SoleTie::Absent { rank: if below_or_above == Ordering::Less { i + 1 } else { i } })
+            }
         }
-        node::set_end(self.pool, leaf, slot, &e, e.end, e.moved)?;
-        Ok(Speculation::Absent)
     }
 
-    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.
+    /// Ends `e`, in `slot` of node `n` at `level`, at this batch's version.
     /// Ends in leaves are counted: the GC reads leaves only while one may
     /// hold an ended entry (see `gc`).
     fn end_entry(&self, n: u64, level: u8, slot: usize, e: &Entry) -> Result<()> {

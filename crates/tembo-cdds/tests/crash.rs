@@ -78,6 +78,15 @@ fn every_fence_all_orders_fast() {
     }
 }
 
+/// Keys whose prefix words tie (groups of four sharing 17 bytes): deletes
+/// and overwrites end an entry before confirming its key, and take the
+/// end back when the only tie is another key; every fence of that is a
+/// crash point too.
+#[test]
+fn every_fence_tied_prefixes_fast() {
+    campaign(KeyOrder::Tied, OrderingMode::Fast, 1_000, CrashPoints::Every, &CrashPolicy::ALL, 0);
+}
+
 #[test]
 fn sampled_long_workload() {
     let ops = if full() { 100_000 } else { 4_000 };

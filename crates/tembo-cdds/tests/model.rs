@@ -191,10 +191,11 @@ proptest! {
 
 /// Keys in groups that share 12 bytes and differ in the 13th: entries of
 /// one group tie on their 8-byte prefix words wherever a node's shared
-/// prefix is shorter than 5 bytes, so deletes take every path of the
-/// leaf's lookup: a sole tie that is the key (ended before its record is
-/// read), a sole tie that is another key (the end is taken back and the key
-/// is absent), and several ties.
+/// prefix is shorter than 5 bytes, so deletes and overwrites take every
+/// path of the leaf's lookup: a sole tie that is the key (ended before its
+/// record is read), a sole tie that is another key (the end is taken back,
+/// the key is absent, and a put's new entry goes before or after it), and
+/// several ties.
 fn tied_key(group: u8, member: u8) -> Vec<u8> {
     let mut k = vec![b'g', group / 16, group % 16, 0];
     k.extend_from_slice(b"--------");
@@ -205,7 +206,7 @@ fn tied_key(group: u8, member: u8) -> Vec<u8> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
     #[test]
-    fn deletes_of_keys_sharing_prefix_words_match_the_model(
+    fn writes_of_keys_sharing_prefix_words_match_the_model(
         batches in prop::collection::vec(
             prop::collection::vec((any::<bool>(), 0u8..40, 0u8..4), 1..12), 1..120),
     ) {

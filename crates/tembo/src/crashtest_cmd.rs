@@ -36,7 +36,9 @@ pub enum OrderArg {
     Monotonic,
     /// Descending keys
     Reverse,
-    /// All three
+    /// Uniform keys in groups of four sharing 17 bytes (their 8-byte prefix words tie)
+    Tied,
+    /// Uniform, monotonic and reverse
     All,
 }
 
@@ -99,6 +101,7 @@ pub fn run_cmd(a: CrashtestArgs) -> Result<ExitCode> {
         OrderArg::Uniform => vec![KeyOrder::Uniform],
         OrderArg::Monotonic => vec![KeyOrder::Monotonic],
         OrderArg::Reverse => vec![KeyOrder::Reverse],
+        OrderArg::Tied => vec![KeyOrder::Tied],
         OrderArg::All => KeyOrder::ALL.to_vec(),
     };
     let points = match a.sample {
@@ -184,6 +187,10 @@ fn run_in_place(
         OrderArg::Uniform => vec![Workload::Objects, Workload::TreeUniform],
         OrderArg::Monotonic => vec![Workload::Objects, Workload::TreeMonotonic],
         OrderArg::Reverse => vec![Workload::Objects, Workload::TreeReverse],
+        OrderArg::Tied => bail!(
+            "--keys tied is a workload of the cdds engine (keys whose prefix words tie); \
+             the in-place engines take uniform, monotonic, reverse or all"
+        ),
         OrderArg::All => Workload::ALL.to_vec(),
     };
     let alphas: &[f64] = if mode == TxMode::KaminoDynamic { &[1.0, 0.2] } else { &[1.0] };
