@@ -532,20 +532,10 @@ impl<'t> Batch<'t> {
             // The common case, done on the leaf in place (no node copy):
             // end the key's old entry, if any, and insert the new one.
             raw.check_order(leaf)?;
-            let (old, rank) = match self.end_sole_tie(&raw, leaf, key)? {
-                SoleTie::Ended { e, slot, rank } => (Some((e, slot)), rank),
-                SoleTie::Absent { rank } => (None, rank),
-                SoleTie::NotTried => {
-                    let (old, rank) = self.leaf_position(&raw, leaf, key)?;
-                    // Touched before the first store: should a later step
-                    // fail, `undo` must repair this leaf too.
-                    self.touch(leaf);
-                    if let Some((e, slot)) = old {
-                        self.end_entry(leaf, 0, slot, &e)?;
-                    }
-                    (old, rank)
-                }
-            };
+            let (old, rank) = self.end_key_in_leaf(&raw, leaf, key)?;
+            // Touched before the first store: should a later step fail,
+            // `undo` must repair this leaf too.
+            self.touch(leaf);
             let mut nw = NodeWriter::begin(self.pool, leaf, self.tree.session)?;
             nw.insert(rank, &Entry::new(self.w, rec, pfx))?;
             drop(nw);
@@ -579,21 +569,36 @@ impl<'t> Batch<'t> {
         let depth = path.len() - 1;
         let leaf = path[depth].node;
         raw.check_order(leaf)?;
-        match self.end_sole_tie(&raw, leaf, key)? {
-            SoleTie::Ended { .. } => {}
-            SoleTie::Absent { .. } => return Ok(false),
-            SoleTie::NotTried => {
-                let Some((e, slot)) = self.leaf_position(&raw, leaf, key)?.0 else {
-                    return Ok(false);
-                };
-                self.touch(leaf);
-                self.end_entry(leaf, 0, slot, &e)?;
-            }
+        if self.end_key_in_leaf(&raw, leaf, key)?.0.is_none() {
+            return Ok(false);
         }
         self.changed = true;
         let live = self.live_in(&raw, leaf)?;
         self.rebalance_if_low(path, depth, live)?;
         Ok(true)
+    }
+
+    /// Ends the entry for `key` visible at `w` in a leaf read in place, if
+    /// there is one (touching the leaf first): that entry and its slot, and
+    /// the rank a new entry for `key` takes in the order line.
+    fn end_key_in_leaf(
+        &mut self,
+        raw: &node::RawNode<'_>,
+        leaf: u64,
+        key: &[u8],
+    ) -> Result<(Option<(Entry, usize)>, usize)> {
+        match self.end_sole_tie(raw, leaf, key)? {
+            SoleTie::Ended { e, slot, rank } => Ok((Some((e, slot)), rank)),
+            SoleTie::Absent { rank } => Ok((None, rank)),
+            SoleTie::NotTried => {
+                let (old, rank) = self.leaf_position(raw, leaf, key)?;
+                if let Some((e, slot)) = old {
+                    self.touch(leaf);
+                    self.end_entry(leaf, 0, slot, &e)?;
+                }
+                Ok((old, rank))
+            }
+        }
     }
 
     /// The common case of a delete or an overwrite, with the confirming

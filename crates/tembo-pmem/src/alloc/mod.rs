@@ -243,7 +243,7 @@ fn page_offset(page: u64) -> PoolOffset {
 
 /// The offsets of the bitmap words named by mask `words` of the slab at `page`.
 fn lazy_word_offsets(page: u64, mut words: u64) -> impl Iterator<Item = PoolOffset> {
-    let base = page_offset(page) + RUN_HEADER_BYTES;
+    let base = bitmap_word(page_offset(page), 0);
     std::iter::from_fn(move || {
         (words != 0).then(|| {
             let i = u64::from(words.trailing_zeros());
@@ -966,7 +966,7 @@ fn read_header(pool: &Pool, page: u64) -> Result<(RunKind, u64)> {
 /// Counts the set bits of a slab's bitmap, checking the bits past its last block.
 fn count_slab(pool: &Pool, page: u64, class: u8) -> Result<u64> {
     let g = geometry(class);
-    let base = page_offset(page) + RUN_HEADER_BYTES;
+    let base = bitmap_word(page_offset(page), 0);
     let mut used = 0;
     for w in 0..g.bitmap_words {
         let bits = pool.load_u64(base + w * 8)?;
@@ -1109,7 +1109,7 @@ impl Pool {
             let mut a = self.alloc.lock();
             let first = a.free_each(self, offsets, FreeFlush::Lazy);
             // Slabs released since they were listed stay listed (their
-            // words were flushed then): a long list is emptied of them too.
+            // masks went with them): a long list is emptied of them too.
             let spill = if a.lazy_count > LAZY_FREE_WORDS || a.lazy_slabs.len() > LAZY_FREE_WORDS {
                 a.take_lazy_words(LAZY_FREE_WORDS / 8)
             } else {
