@@ -370,23 +370,24 @@ impl LeafRange<'_> {
 }
 
 impl Iter<'_> {
-    /// The key and value of a record found by `fill`.
-    fn pair(&mut self, rec: u64) -> Result<KeyValue> {
+    /// Copies the key and value of a record found by `fill` into `key`
+    /// and `value` (cleared first).
+    fn pair_into(&mut self, rec: u64, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Result<()> {
         let pool = &**self.tree.pool();
-        let got = record::header(pool, rec)
-            .and_then(|h| Ok((record::key(pool, rec, &h)?.to_vec(), record::value(pool, rec, &h)?)));
+        let got = record::header(pool, rec).and_then(|h| {
+            key.clear();
+            key.extend_from_slice(record::key(pool, rec, &h)?);
+            record::value_into(pool, rec, &h, value)
+        });
         if got.is_err() {
             self.done = true;
             self.buf.clear();
         }
         got
     }
-}
 
-impl Iterator for Iter<'_> {
-    type Item = Result<KeyValue>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+    /// The record of the next pair (`None` at the end).
+    fn advance(&mut self) -> Option<Result<u64>> {
         loop {
             if let Some(rec) = self.buf.pop_front() {
                 // The next record's header is in cache (prefetched by
@@ -397,7 +398,7 @@ impl Iterator for Iter<'_> {
                         pool.prefetch(next, h.body_len().min(VALUE_PREFETCH));
                     }
                 }
-                return Some(self.pair(rec));
+                return Some(Ok(rec));
             }
             if self.done {
                 return None;
@@ -407,5 +408,25 @@ impl Iterator for Iter<'_> {
                 return Some(Err(e));
             }
         }
+    }
+
+    /// The next pair, copied into `key` and `value` (each cleared first),
+    /// reusing their allocations: a loop over many pairs pays for no
+    /// allocation per pair, as [`Iterator::next`] does. `None` at the end.
+    ///
+    /// # Errors
+    /// As [`Iterator::next`]: invariant or pool errors (a damaged pool),
+    /// after which the iterator ends.
+    pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Option<Result<()>> {
+        Some(self.advance()?.and_then(|rec| self.pair_into(rec, key, value)))
+    }
+}
+
+impl Iterator for Iter<'_> {
+    type Item = Result<KeyValue>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (mut key, mut value) = (Vec::new(), Vec::new());
+        Some(self.next_into(&mut key, &mut value)?.map(|()| (key, value)))
     }
 }

@@ -114,7 +114,23 @@ proptest! {
             let lo = bound(ls, li, shape);
             let hi = bound(hs, hi, shape);
             let got: Vec<_> = t.scan(lo.clone(), hi.clone(), reverse).unwrap().map(|r| r.unwrap()).collect();
-            prop_assert_eq!(got, expected(&m, &lo, &hi, reverse), "now: {:?}..{:?} reverse {}", lo, hi, reverse);
+            prop_assert_eq!(&got, &expected(&m, &lo, &hi, reverse), "now: {:?}..{:?} reverse {}", lo, hi, reverse);
+            // The same through `next_into` and reused buffers, mixed with `next`.
+            let mut it = t.scan(lo.clone(), hi.clone(), reverse).unwrap();
+            let (mut k, mut v) = (b"stale".to_vec(), b"stale".to_vec());
+            let mut into = Vec::new();
+            loop {
+                let pair = if into.len() % 3 == 2 {
+                    it.next().map(|r| r.unwrap())
+                } else {
+                    it.next_into(&mut k, &mut v).map(|r| r.map(|()| (k.clone(), v.clone())).unwrap())
+                };
+                match pair {
+                    Some(p) => into.push(p),
+                    None => break,
+                }
+            }
+            prop_assert_eq!(into, got, "next_into: {:?}..{:?} reverse {}", lo, hi, reverse);
             let old: Vec<_> = snap.scan(lo.clone(), hi.clone(), reverse).map(|r| r.unwrap()).collect();
             prop_assert_eq!(old, expected(&before, &lo, &hi, reverse), "snapshot: {:?}..{:?} reverse {}", lo, hi, reverse);
         }

@@ -114,6 +114,43 @@ impl<'a> Iter<'a> {
     pub fn version(&self) -> Option<u64> {
         self.inner.as_ref().map(|it| it.version())
     }
+
+    /// The next pair, copied into `key` and `value` (each cleared first)
+    /// instead of into new vectors: a loop over many pairs reuses two
+    /// allocations. `None` at the end.
+    ///
+    /// ```
+    /// # let db = tembo_store::Db::in_memory(&tembo_store::Options::default()).unwrap();
+    /// # db.put(b"a", b"1").unwrap();
+    /// let (mut key, mut value) = (Vec::new(), Vec::new());
+    /// let mut it = db.scan::<&[u8], _>(..);
+    /// while let Some(pair) = it.next_into(&mut key, &mut value) {
+    ///     pair?;
+    ///     assert_eq!((&key[..], &value[..]), (&b"a"[..], &b"1"[..]));
+    /// }
+    /// # Ok::<(), tembo_store::DbError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As the iterator's items: the pool is damaged, and the iterator ends.
+    pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Option<Result<()>> {
+        if let Some(e) = self.error.take() {
+            return Some(Err(e));
+        }
+        let path = self.path;
+        if let Some(c) = self.chunked.as_mut() {
+            // Chunks are read as owned pairs: hand them over.
+            return c.next().map(|r| match r {
+                Ok((k, v)) => {
+                    *key = k;
+                    *value = v;
+                    Ok(())
+                }
+                Err(e) => Err(DbError::kamino(path, e)),
+            });
+        }
+        self.inner.as_mut()?.next_into(key, value).map(|r| r.map_err(|e| DbError::engine(path, e)))
+    }
 }
 
 impl Iterator for Iter<'_> {

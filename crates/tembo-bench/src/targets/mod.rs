@@ -42,8 +42,10 @@ pub trait Target {
     fn get(&mut self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool>;
     /// Removes `key`; false when it was absent.
     fn delete(&mut self, key: &[u8]) -> Result<bool>;
-    /// Reads up to `n` pairs in key order from the first key `>= start`;
-    /// returns how many it read.
+    /// Reads up to `n` pairs in key order from the first key `>= start`,
+    /// copying each value once into a buffer the target reuses (as the C
+    /// peers do, `c/peer.h`), so that every target reads the bytes it
+    /// returns; returns how many it read.
     fn scan(&mut self, start: &[u8], n: usize) -> Result<usize>;
     /// Cache lines flushed and fences so far, for targets that count them.
     fn write_stats(&self) -> Option<WriteStats> {
