@@ -39,7 +39,15 @@
 //! - `alloc.free_index`: the free-run index holds exactly the free runs
 //!   (and the free-page counter their pages);
 //! - `alloc.slab_index`: the page-to-slab index marks exactly the slab pages;
-//! - `alloc.used_bytes`: the usage counter equals the sum of allocated blocks.
+//! - `alloc.used_bytes`: the usage counter equals the sum of allocated
+//!   blocks, less those a deferred allocation set aside.
+//!
+//! Deferred allocations of small blocks (the CDDS tree's records) set a
+//! whole bitmap word's free bits at once and hand the blocks out one by
+//! one, so that a run of them writes one bitmap line per up to 64 blocks
+//! (`AllocState::reserve_word`). The blocks set aside are allocated on the
+//! media and owned by no one: a crash leaves them to the recovery's leak
+//! sweep, a clean close and the sweeps free them first.
 
 pub mod run;
 pub mod size_class;
@@ -230,6 +238,12 @@ pub(crate) struct AllocState {
     lazy_slabs: std::collections::VecDeque<u64>,
     /// Bits set over every slab's `lazy_words`.
     lazy_count: usize,
+    /// Per size class: blocks whose bitmap bits a deferred allocation set
+    /// and flushed together with its own, handed out by the next deferred
+    /// allocations of the class without a bitmap write (see
+    /// [`AllocState::reserve_word`]). Not in `used_bytes` or `blocks`;
+    /// their slabs count them as taken.
+    reserved: Vec<Vec<PoolOffset>>,
 }
 
 /// The bitmap word of block `index` of the slab whose run starts at `run_off`.
@@ -258,6 +272,7 @@ impl AllocState {
         AllocState {
             partial: vec![BTreeSet::new(); 2 * CLASS_COUNT],
             empty_slabs: vec![0; 2 * CLASS_COUNT],
+            reserved: vec![Vec::new(); CLASS_COUNT],
             ..AllocState::default()
         }
     }
@@ -499,7 +514,19 @@ impl AllocState {
     }
 
     fn alloc_unmarked(&mut self, pool: &Pool, size: u64, fence: bool, cold: bool) -> Result<PoolOffset> {
+        match self.alloc_fitting(pool, size, fence, cold) {
+            // Blocks set aside for other classes may hold the room.
+            Err(PmemError::PoolFull { .. }) if self.reserved_blocks() > 0 => {
+                self.release_reserved(pool)?;
+                self.alloc_fitting(pool, size, fence, cold)
+            }
+            r => r,
+        }
+    }
+
+    fn alloc_fitting(&mut self, pool: &Pool, size: u64, fence: bool, cold: bool) -> Result<PoolOffset> {
         match class_of(size) {
+            Some(class) if !fence && !cold && self.concurrent_marks.is_none() => self.alloc_reserving(pool, class),
             Some(class) => self.alloc_small(pool, class, fence, cold),
             None => {
                 if size > MAX_ALLOC_BYTES {
@@ -568,6 +595,102 @@ impl AllocState {
             name: "alloc.slab_bitmap",
             detail: format!("slab at page {page} is indexed as partial but its bitmap is full"),
         })
+    }
+
+    /// A deferred allocation of a small block: from the blocks set aside
+    /// for its class, or else by [`AllocState::reserve_word`].
+    fn alloc_reserving(&mut self, pool: &Pool, class: u8) -> Result<PoolOffset> {
+        let off = match self.reserved[class as usize].pop() {
+            Some(off) => off,
+            None => self.reserve_word(pool, class)?,
+        };
+        self.used_bytes += geometry(class).block_bytes;
+        self.blocks += 1;
+        Ok(off)
+    }
+
+    /// Sets every free bit of one bitmap word of a partial slab of `class`
+    /// with one store, to be flushed by the caller after the lock (as a
+    /// deferred allocation's word is), and returns one of those blocks;
+    /// the others wait in `reserved`. So a run of deferred allocations
+    /// writes and flushes a bitmap line once per up to 64 blocks instead of
+    /// once each. Why it is safe: every caller of a deferred allocation
+    /// fences before anything durable references the block and sweeps
+    /// leaks after a crash (see [`Pool::alloc_deferred`]), so a block
+    /// whose bit reached the media but that nothing references is a leak
+    /// the recovery's sweep frees, never a block handed out twice. A clean
+    /// close frees what is still set aside (`release_reserved`), since no
+    /// sweep follows a clean open; so do the sweeps before they start.
+    fn reserve_word(&mut self, pool: &Pool, class: u8) -> Result<PoolOffset> {
+        let g = geometry(class);
+        let li = list(class, false);
+        let page = match self.partial[li].first() {
+            Some(&p) => p,
+            None => self.new_slab(pool, class, false)?,
+        };
+        let run_off = page_offset(page);
+        let slab = self.slabs.get_mut(&page).ok_or_else(|| PmemError::Invariant {
+            name: "alloc.free_index",
+            detail: format!("slab at page {page} is not indexed"),
+        })?;
+        for i in 0..g.bitmap_words {
+            let w = (slab.hint + i) % g.bitmap_words;
+            let word_off = run_off + RUN_HEADER_BYTES + w * 8;
+            let word = pool.atomic_u64(word_off)?;
+            let bits = word.load(Ordering::Relaxed);
+            let limit = if w == g.bitmap_words - 1 && g.blocks % 64 != 0 { g.blocks % 64 } else { 64 };
+            let free_mask = !bits & if limit == 64 { u64::MAX } else { (1u64 << limit) - 1 };
+            if free_mask == 0 {
+                continue;
+            }
+            word.store(bits | free_mask, Ordering::Release);
+            self.unflushed = Some(word_off);
+            slab.hint = w;
+            if slab.free == g.blocks {
+                self.empty_slabs[li] -= 1;
+            }
+            let taken = u64::from(free_mask.count_ones());
+            slab.free -= taken;
+            if slab.free == 0 {
+                self.partial[li].remove(&page);
+            }
+            // Handed out lowest first, as single allocations are.
+            let block = |bit: u32| run_off + g.first_block + (w * 64 + u64::from(bit)) * g.block_bytes;
+            let first = free_mask.trailing_zeros();
+            let mut rest = free_mask & (free_mask - 1);
+            let set_aside = &mut self.reserved[class as usize];
+            let at = set_aside.len();
+            while rest != 0 {
+                set_aside.push(block(rest.trailing_zeros()));
+                rest &= rest - 1;
+            }
+            set_aside[at..].reverse();
+            return Ok(block(first));
+        }
+        Err(PmemError::Invariant {
+            name: "alloc.slab_bitmap",
+            detail: format!("slab at page {page} is indexed as partial but its bitmap is full"),
+        })
+    }
+
+    /// Blocks set aside by [`AllocState::reserve_word`] and not handed out.
+    fn reserved_blocks(&self) -> usize {
+        self.reserved.iter().map(Vec::len).sum()
+    }
+
+    /// Bytes of the blocks set aside.
+    fn reserved_bytes(&self) -> u64 {
+        self.reserved.iter().enumerate().map(|(c, v)| v.len() as u64 * geometry(c as u8).block_bytes).sum()
+    }
+
+    /// Frees every block set aside (their bitmap words wait for the close,
+    /// or the caller's flush of the lazy frees).
+    pub(crate) fn release_reserved(&mut self, pool: &Pool) -> Result<()> {
+        // Counted as allocated for the free to uncount them.
+        self.used_bytes += self.reserved_bytes();
+        self.blocks += self.reserved_blocks() as u64;
+        let blocks: Vec<PoolOffset> = self.reserved.iter_mut().flat_map(std::mem::take).collect();
+        self.free_each(pool, &blocks, FreeFlush::Lazy)
     }
 
     fn new_slab(&mut self, pool: &Pool, class: u8, cold: bool) -> Result<u64> {
@@ -821,10 +944,15 @@ impl AllocState {
     }
 
     /// Every allocated block as (offset, usable size), in address order.
+    /// Blocks set aside (`reserved`) are not listed: nothing owns them yet.
     fn blocks(&self, pool: &Pool) -> Result<Vec<(PoolOffset, u64)>> {
         let mut out = Vec::with_capacity(self.blocks as usize);
         for (&page, run) in &self.runs {
             self.run_blocks(pool, page, run, &mut out)?;
+        }
+        if self.reserved_blocks() > 0 {
+            let set_aside: std::collections::HashSet<PoolOffset> = self.reserved.iter().flatten().copied().collect();
+            out.retain(|(o, _)| !set_aside.contains(o));
         }
         Ok(out)
     }
@@ -935,10 +1063,15 @@ impl AllocState {
         if free_pages != self.free_pages {
             v("alloc.free_index", format!("free runs hold {free_pages} pages, the counter says {}", self.free_pages));
         }
-        if used != self.used_bytes || blocks != self.blocks {
+        // The media also holds the blocks set aside (`reserved`).
+        let (set_aside, set_aside_bytes) = (self.reserved_blocks() as u64, self.reserved_bytes());
+        if used != self.used_bytes + set_aside_bytes || blocks != self.blocks + set_aside {
             v(
                 "alloc.used_bytes",
-                format!("media: {blocks} blocks / {used} bytes; counters: {} / {}", self.blocks, self.used_bytes),
+                format!(
+                    "media: {blocks} blocks / {used} bytes; counters: {} / {} and {set_aside} / {set_aside_bytes} set aside",
+                    self.blocks, self.used_bytes
+                ),
             );
         }
         if let Err(e) = pool.header() {
@@ -1016,7 +1149,11 @@ impl Pool {
     /// flushed, not fenced; large ones are fenced as always). For engines
     /// that fence before anything durable can reference the block — a
     /// commit store — and sweep leaks after a crash: a crash before that
-    /// fence leaves the block free or leaked, never linked.
+    /// fence leaves the block free or leaked, never linked. Small blocks
+    /// come from a bitmap word's worth set aside at once (flushed once for
+    /// up to 64 of them; see the module docs): a crash leaks those not yet
+    /// handed out, for the same sweep; [`Pool::alloc_stats`] and
+    /// [`Pool::allocated_blocks`] do not count them.
     ///
     /// # Errors
     /// As [`Pool::alloc`].
@@ -1123,10 +1260,17 @@ impl Pool {
         first
     }
 
-    /// Flushes the bitmap words of every lazy free (the close, before its
-    /// fence and clean flag).
+    /// Frees the blocks set aside for deferred allocations and flushes the
+    /// bitmap words of every lazy free (the close, before its fence and
+    /// clean flag).
     pub(crate) fn flush_lazy_frees(&self) {
-        let words = self.alloc.lock().take_lazy_words(usize::MAX);
+        let words = {
+            let mut a = self.alloc.lock();
+            // No sweep follows a clean open: blocks set aside for deferred
+            // allocations must be free on the media by then.
+            let _ = a.release_reserved(self);
+            a.take_lazy_words(usize::MAX)
+        };
         for w in words {
             self.flush(w, 8);
         }

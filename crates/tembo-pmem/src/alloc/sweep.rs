@@ -177,6 +177,11 @@ impl Pool {
         let blocks = self.alloc.lock().blocks as usize;
         let marks = OffsetSet::with_capacity_and_hasher(blocks + blocks / 4 + 1024, Default::default());
         let mut st = self.alloc.lock();
+        // Blocks set aside for deferred allocations are allocated on the
+        // media and reached by nothing: the free phase would free them
+        // under the allocator's feet. They go back first (and none are set
+        // aside while the sweep runs).
+        let _ = st.release_reserved(self);
         st.concurrent_marks = Some(marks);
         st.concurrent_cursor = 0;
     }
