@@ -557,6 +557,32 @@ impl AllocState {
                 Err(e) => return Err(e),
             },
         };
+        // The lowest free block of the first word that has one.
+        let (word_off, w, set) = self.set_free_bits(pool, page, li, class, |free| free & free.wrapping_neg())?;
+        if fence {
+            pool.persist(word_off, 8);
+        } else {
+            self.unflushed = Some(word_off);
+        }
+        self.used_bytes += g.block_bytes;
+        self.blocks += 1;
+        Ok(page_offset(page) + g.first_block + (w * 64 + u64::from(set.trailing_zeros())) * g.block_bytes)
+    }
+
+    /// Sets bits of the first bitmap word of the slab at `page` (in list
+    /// `li`) that has a free block: `pick` chooses which of its free bits to
+    /// set (a non-empty subset). The slab's free count and the lists
+    /// follow. Returns the word's offset, its index in the bitmap and the
+    /// bits set; the caller flushes the word.
+    fn set_free_bits(
+        &mut self,
+        pool: &Pool,
+        page: u64,
+        li: usize,
+        class: u8,
+        pick: impl Fn(u64) -> u64,
+    ) -> Result<(PoolOffset, u64, u64)> {
+        let g = geometry(class);
         let run_off = page_offset(page);
         let slab = self.slabs.get_mut(&page).ok_or_else(|| PmemError::Invariant {
             name: "alloc.free_index",
@@ -572,24 +598,17 @@ impl AllocState {
             if free_mask == 0 {
                 continue;
             }
-            let bit = free_mask.trailing_zeros() as u64;
-            word.store(bits | (1 << bit), Ordering::Release);
-            if fence {
-                pool.persist(word_off, 8);
-            } else {
-                self.unflushed = Some(word_off);
-            }
+            let set = pick(free_mask) & free_mask;
+            word.store(bits | set, Ordering::Release);
             slab.hint = w;
             if slab.free == g.blocks {
                 self.empty_slabs[li] -= 1;
             }
-            slab.free -= 1;
+            slab.free -= u64::from(set.count_ones());
             if slab.free == 0 {
                 self.partial[li].remove(&page);
             }
-            self.used_bytes += g.block_bytes;
-            self.blocks += 1;
-            return Ok(run_off + g.first_block + (w * 64 + bit) * g.block_bytes);
+            return Ok((word_off, w, set));
         }
         Err(PmemError::Invariant {
             name: "alloc.slab_bitmap",
@@ -628,49 +647,20 @@ impl AllocState {
             Some(&p) => p,
             None => self.new_slab(pool, class, false)?,
         };
+        let (word_off, w, set) = self.set_free_bits(pool, page, li, class, |free| free)?;
+        self.unflushed = Some(word_off);
+        // Handed out lowest first, as single allocations are.
         let run_off = page_offset(page);
-        let slab = self.slabs.get_mut(&page).ok_or_else(|| PmemError::Invariant {
-            name: "alloc.free_index",
-            detail: format!("slab at page {page} is not indexed"),
-        })?;
-        for i in 0..g.bitmap_words {
-            let w = (slab.hint + i) % g.bitmap_words;
-            let word_off = run_off + RUN_HEADER_BYTES + w * 8;
-            let word = pool.atomic_u64(word_off)?;
-            let bits = word.load(Ordering::Relaxed);
-            let limit = if w == g.bitmap_words - 1 && g.blocks % 64 != 0 { g.blocks % 64 } else { 64 };
-            let free_mask = !bits & if limit == 64 { u64::MAX } else { (1u64 << limit) - 1 };
-            if free_mask == 0 {
-                continue;
-            }
-            word.store(bits | free_mask, Ordering::Release);
-            self.unflushed = Some(word_off);
-            slab.hint = w;
-            if slab.free == g.blocks {
-                self.empty_slabs[li] -= 1;
-            }
-            let taken = u64::from(free_mask.count_ones());
-            slab.free -= taken;
-            if slab.free == 0 {
-                self.partial[li].remove(&page);
-            }
-            // Handed out lowest first, as single allocations are.
-            let block = |bit: u32| run_off + g.first_block + (w * 64 + u64::from(bit)) * g.block_bytes;
-            let first = free_mask.trailing_zeros();
-            let mut rest = free_mask & (free_mask - 1);
-            let set_aside = &mut self.reserved[class as usize];
-            let at = set_aside.len();
-            while rest != 0 {
-                set_aside.push(block(rest.trailing_zeros()));
-                rest &= rest - 1;
-            }
-            set_aside[at..].reverse();
-            return Ok(block(first));
+        let block = |bit: u32| run_off + g.first_block + (w * 64 + u64::from(bit)) * g.block_bytes;
+        let mut rest = set & (set - 1);
+        let set_aside = &mut self.reserved[class as usize];
+        let at = set_aside.len();
+        while rest != 0 {
+            set_aside.push(block(rest.trailing_zeros()));
+            rest &= rest - 1;
         }
-        Err(PmemError::Invariant {
-            name: "alloc.slab_bitmap",
-            detail: format!("slab at page {page} is indexed as partial but its bitmap is full"),
-        })
+        set_aside[at..].reverse();
+        Ok(block(set.trailing_zeros()))
     }
 
     /// Blocks set aside by [`AllocState::reserve_word`] and not handed out.
