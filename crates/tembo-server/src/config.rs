@@ -52,6 +52,9 @@ pub struct Config {
     pub acl_pubsub_default: String,
     /// Most entries ACL LOG keeps.
     pub acllog_max_len: usize,
+    /// Where BGSAVE writes its backup (a pool file; empty: beside the pool,
+    /// `<pool stem>-backup.pool`).
+    pub backup_path: PathBuf,
 }
 
 impl Default for Config {
@@ -75,7 +78,20 @@ impl Default for Config {
             aclfile: String::new(),
             acl_pubsub_default: "resetchannels".into(),
             acllog_max_len: 128,
+            backup_path: PathBuf::new(),
         }
+    }
+}
+
+impl Config {
+    /// The file BGSAVE writes: `backup_path`, or `<pool stem>-backup.pool`
+    /// beside the pool.
+    pub fn backup_file(&self) -> PathBuf {
+        if !self.backup_path.as_os_str().is_empty() {
+            return self.backup_path.clone();
+        }
+        let stem = self.pool.file_stem().map_or_else(|| "tembo".into(), |s| s.to_string_lossy().into_owned());
+        self.pool.with_file_name(format!("{stem}-backup.pool"))
     }
 }
 

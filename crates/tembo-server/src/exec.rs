@@ -111,6 +111,8 @@ pub struct State {
     /// Clients in MONITOR mode.
     pub monitors: Vec<u64>,
     /// Set by SHUTDOWN or a signal.
+    /// BGSAVE's backup thread and how the last backup ended.
+    pub bgsave: crate::bgsave::Bgsave,
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
@@ -231,6 +233,7 @@ impl State {
             stats: Stats::new(),
             cursors: crate::cursor::Cursors::default(),
             shutdown: false,
+            bgsave: crate::bgsave::Bgsave::new(),
             active_expire: true,
             torn: false,
             scripts: None,
@@ -437,6 +440,8 @@ impl State {
         if let Err(e) = self.commit() {
             log::error!("final commit failed: {e}");
         }
+        // The backup thread holds the database: it must let go before the close.
+        self.bgsave.cancel_and_wait();
         for c in self.clients.values() {
             let _ = c.out.send(Out::Replies { bytes: Vec::new(), close: true });
         }
@@ -905,6 +910,8 @@ impl State {
     /// reclaim the elements of deleted collections for up to
     /// [`RECLAIM_BUDGET`].
     pub fn cron(&mut self) {
+        let backup = self.cfg.backup_file();
+        self.bgsave.poll(self.store.db(), &backup);
         let now = now_ms();
         let cycle = Instant::now();
         let expired = if self.active_expire && !self.expiry_paused() {

@@ -41,6 +41,10 @@ fn in_default(name: &str) -> bool {
 
 /// INFO [section ...]
 pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    // A backup that has just finished is reported as finished.
+    let backup = cx.st.cfg.backup_file();
+    let db = std::sync::Arc::clone(cx.st.store.db());
+    cx.st.bgsave.poll(&db, &backup);
     let mut wanted: Vec<String> = Vec::new();
     let explicit = a.len() > 1;
     for s in &a[1..] {
@@ -165,11 +169,16 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("pool_guarantee", &mode.guarantee());
             kv("durability", &"every write is durable before its reply (group commit)");
             kv("rdb_changes_since_last_save", &0);
-            kv("rdb_bgsave_in_progress", &0);
+            kv("rdb_bgsave_in_progress", &u8::from(st.bgsave.in_progress()));
             kv("rdb_last_save_time", &st.last_commit);
-            kv("rdb_last_bgsave_status", &"ok");
-            kv("rdb_last_bgsave_time_sec", &-1);
-            kv("rdb_current_bgsave_time_sec", &-1);
+            kv("rdb_last_bgsave_status", &if st.bgsave.last_ok() { "ok" } else { "err" });
+            kv("rdb_last_bgsave_time_sec", &st.bgsave.last_secs());
+            kv("rdb_current_bgsave_time_sec", &st.bgsave.current_secs());
+            kv("rdb_saves", &st.bgsave.finished());
+            kv("backup_path", &st.cfg.backup_file().display());
+            kv("backup_pairs_copied", &st.bgsave.current_keys());
+            kv("backup_last_pairs", &st.bgsave.last_keys());
+            kv("backup_last_success_time", &st.bgsave.last_success_unix());
             kv("aof_enabled", &0);
             kv("aof_rewrite_in_progress", &0);
             kv("aof_rewrite_scheduled", &0);

@@ -33,6 +33,7 @@
 mod access;
 mod acl;
 mod background;
+mod bgsave;
 mod blocking;
 mod client;
 mod cmd;

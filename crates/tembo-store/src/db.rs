@@ -232,7 +232,7 @@ impl Db {
     }
 
     /// The CDDS tree, or the error saying the engine lacks `what`.
-    fn cdds(&self, what: &'static str) -> Result<&Tree> {
+    pub(crate) fn cdds(&self, what: &'static str) -> Result<&Tree> {
         match self.backend() {
             Backend::Cdds(t) => Ok(t),
             Backend::InPlace(..) => Err(DbError::Unsupported { engine: self.engine.name(), what }),

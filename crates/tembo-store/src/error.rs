@@ -109,6 +109,15 @@ pub enum DbError {
     /// A named snapshot cannot be created: bad or taken name, or the table is full.
     #[error("named snapshot: {0}")]
     SnapshotName(String),
+    /// A backup ([`Db::backup`](crate::Db::backup)) could not be written
+    /// where asked, or was cancelled; its partial file is removed.
+    #[error("backup to {}: {why}", path.display())]
+    Backup {
+        /// The destination (or, once cancelled, the partial file).
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
 }
 
 impl DbError {

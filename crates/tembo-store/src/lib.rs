@@ -44,6 +44,9 @@
 //! - **Typed errors, no panics on bad input.** Every failure is a
 //!   [`DbError`]: over-limit keys or values, a file that is not a pool, a
 //!   pool locked by another process, corruption.
+//! - **Online backups.** [`Db::backup`] copies one committed version into a
+//!   new pool file while writers go on, and replaces the destination only
+//!   with a complete copy (`cdds` only; see `backup`).
 //!
 //! ## What it does not do
 //! - Share a pool between processes: a file pool is locked by the process
@@ -59,10 +62,12 @@
 //! ## Map
 //! [`Db`] and its reports (`db`), [`Options`] and [`Engine`] (`options`),
 //! [`WriteBatch`] (`batch`), [`Iter`] and [`Snapshot`] (`read`), the engine
-//! record (`record`), [`DbError`] (`error`).
+//! record (`record`), [`DbError`] (`error`), [`Db::backup`] and
+//! [`BackupReport`] (`backup`).
 
 #![forbid(unsafe_code)]
 
+mod backup;
 mod batch;
 mod db;
 mod error;
@@ -70,6 +75,7 @@ mod options;
 mod read;
 mod record;
 
+pub use backup::{BackupControl, BackupReport};
 pub use batch::{BatchOp, WriteBatch};
 pub use db::{Db, DbCheck, Stats};
 pub use error::{DbError, Result};

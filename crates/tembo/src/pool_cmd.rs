@@ -112,6 +112,23 @@ pub enum PoolCommand {
         #[arg(long, value_parser = parse_size)]
         max_size: Option<u64>,
     },
+    /// Write a consistent copy of a pool's database into another pool file
+    #[command(
+        long_about = "Write a consistent copy of a pool's database into another pool file.\n\n\
+        The copy holds one committed version of the database, written into a new pool under \
+        DEST.partial, closed cleanly, synced, and then renamed over DEST: DEST is the old backup or \
+        the new one, never a part of one. The copy is compact (only live pairs) and opens like any \
+        pool (`tembo serve --pool DEST` serves it). The source must not be in use; to back up a \
+        running `tembo serve`, send it BGSAVE instead (INFO persistence reports its progress). \
+        cdds engine only.",
+        after_help = "Examples:\n  tembo pool backup tembo-data/tembo.pool /backup/tembo-$(date +%F).pool"
+    )]
+    Backup {
+        /// The pool file to copy (not open in another process)
+        path: PathBuf,
+        /// Where to write the copy (replaced once the copy is complete)
+        dest: PathBuf,
+    },
     /// Create the default pool if it is absent (or open it), then show its stat
     #[command(long_about = "Create the default pool if it is absent (or open it), then show its stat.\n\n\
         The first command to run: with no arguments it creates ./tembo-data/tembo.pool (64 MiB, \
@@ -149,7 +166,35 @@ pub fn run(cmd: PoolCommand) -> Result<Outcome> {
         PoolCommand::Check { path } => check(&path),
         PoolCommand::Grow { path, size, max_size } => grow(&path, size, max_size),
         PoolCommand::Init { path, size, mode, json } => init(&path, size, mode, json),
+        PoolCommand::Backup { path, dest } => backup(&path, &dest),
     }
+}
+
+/// `tembo pool backup`: a snapshot of the database copied into `dest`.
+fn backup(path: &Path, dest: &Path) -> Result<Outcome> {
+    if !path.exists() {
+        bail!("no pool at {}: the file does not exist", path.display());
+    }
+    let db = match Db::open(path, &Options::default()) {
+        Ok(db) => db,
+        Err(e) if matches!(e.pmem(), Some(tembo_pmem::PmemError::Locked { .. })) => bail!(
+            "{}: the pool is in use by another process; if it is a running `tembo serve`, send it BGSAVE \
+             (it writes a backup while it serves; see `backup-path` in its config)",
+            path.display()
+        ),
+        Err(e) => return Err(anyhow::Error::new(e)).with_context(|| format!("cannot open {}", path.display())),
+    };
+    let r = db.backup(dest).with_context(|| format!("backup of {}", path.display()))?;
+    db.close().with_context(|| format!("cannot close {}", path.display()))?;
+    println!(
+        "backed up {} keys ({} of keys and values) at version {} to {} in {:.2?}",
+        r.keys,
+        crate::size::human(r.bytes),
+        r.version,
+        r.path.display(),
+        r.elapsed
+    );
+    Ok(Outcome::SUCCESS)
 }
 
 /// Opens a pool, turning the common failures into advice.

@@ -12,7 +12,7 @@ use tembo_server::Config;
 pub struct ServeArgs {
     /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, mode, engine, requirepass,
     /// maxclients, databases, loglevel, allow_unprotected, proto_max_bulk_len,
-    /// client_query_buffer_limit, users, aclfile, acl_pubsub_default, acllog_max_len)
+    /// client_query_buffer_limit, users, aclfile, acl_pubsub_default, acllog_max_len, backup_path)
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1]
@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// user); its users are loaded at start
     #[arg(long)]
     aclfile: Option<String>,
+    /// Where BGSAVE writes its backup, a pool file `tembo serve --pool` can
+    /// serve [default: <pool stem>-backup.pool beside the pool]
+    #[arg(long)]
+    backup_path: Option<PathBuf>,
     /// Most simultaneous clients [default: 10000]
     #[arg(long)]
     maxclients: Option<usize>,
@@ -100,6 +104,9 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if let Some(v) = args.aclfile {
         cfg.aclfile = v;
+    }
+    if let Some(v) = args.backup_path {
+        cfg.backup_path = v;
     }
     if let Some(v) = args.maxclients {
         cfg.maxclients = v;

@@ -510,3 +510,38 @@ fn crashtest_runs_the_in_place_engines() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("cdds, kamino, kamino-dynamic, undo"), "{}", stderr(&o));
 }
+
+#[test]
+fn backup_copies_the_database_and_refuses_a_pool_in_use() {
+    let d = TempDir::shm();
+    let p = d.file("db.pool");
+    let b = d.file("copy.pool");
+    let db = tembo_store::Db::create(&p, &db_opts()).unwrap();
+    fill(&db, 600, 100);
+    // In use by this process: the lock refuses it, and the message says what to do.
+    let o = tembo(&["pool", "backup", &p, &b]);
+    no_panic(&o);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("BGSAVE"), "{}", stderr(&o));
+    db.close().unwrap();
+
+    let out = ok(&tembo(&["pool", "backup", &p, &b]));
+    assert!(out.contains("backed up 500 keys"), "{out}");
+    // The copy holds the live pairs only (no named snapshot, no dead entries).
+    let j = stat_json(&b);
+    assert_eq!(j["database"]["keys"], 500, "{j}");
+    assert_eq!(j["database"]["dead_entries"], 0, "{j}");
+    let out = ok(&tembo(&["pool", "check", &b]));
+    assert!(out.contains("OK: database (cdds engine): 500 keys"), "{out}");
+    let copy = tembo_store::Db::open(&b, &db_opts()).unwrap();
+    assert_eq!(copy.get(b"key:0100").unwrap(), Some(b"value-000000000000000100".to_vec()));
+    assert_eq!(copy.get(b"key:0099").unwrap(), None);
+    drop(copy);
+
+    let o = tembo(&["pool", "backup", &p, &p]);
+    no_panic(&o);
+    assert!(stderr(&o).contains("own pool file"), "{}", stderr(&o));
+    let o = tembo(&["pool", "backup", &d.file("absent.pool"), &b]);
+    no_panic(&o);
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+}

@@ -106,7 +106,7 @@ pub const COMMANDS: &[Spec] = &[
         flags: &["admin", "noscript", "no_async_loading"],
         keys: (0, 0, 0),
         group: "server",
-        summary: "Every write is already durable: nothing to do in the background.",
+        summary: "Writes a consistent backup of the whole database to the backup path, in the background.",
         run: bgsave,
     },
     Spec {
@@ -474,6 +474,7 @@ fn params(cx: &Ctx) -> Vec<(String, String)> {
         ("protected-mode".into(), if c.allow_unprotected { "no" } else { "yes" }.into()),
         ("dir".into(), c.pool.parent().map(|p| p.display().to_string()).unwrap_or_default()),
         ("dbfilename".into(), c.pool.file_name().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default()),
+        ("backup-path".into(), c.backup_file().display().to_string()),
     ];
     v.push(("client-output-buffer-limit".into(), cx.st.output_limits.show()));
     v.extend(cx.st.inert.iter().map(|(k, val)| (k.clone(), val.clone())));
@@ -746,6 +747,13 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             }
             return Err(bad("'port' cannot be changed while the server runs; restart tembo serve with the new value"));
         }
+        // The next BGSAVE's destination (one running keeps its own).
+        "backup-path" => {
+            if value.is_empty() {
+                return Err(bad("'backup-path' must name a file"));
+            }
+            cx.st.cfg.backup_path = std::path::PathBuf::from(value);
+        }
         // Fixed for the life of the process: setting the value they have
         // is accepted (clients and tools write back what CONFIG GET gave).
         "bind" | "port" | "protected-mode" | "dir" | "dbfilename" => {
@@ -808,11 +816,32 @@ fn save(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::ok())
 }
 
-fn bgsave(_: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+/// BGSAVE [SCHEDULE]: a backup of the whole database into the backup
+/// path, on a thread of its own (see `bgsave`).
+fn bgsave(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if a.len() > 2 || (a.len() == 2 && !is(&a[1], "schedule")) {
         return Err(CmdError::syntax());
     }
-    Ok(Reply::Simple("Background saving started".into()))
+    let db = std::sync::Arc::clone(cx.st.store.db());
+    if db.engine() != tembo_store::Engine::Cdds {
+        return Err(CmdError::err(format!(
+            "BGSAVE needs a snapshot, which the {} engine does not keep; every write is durable at its commit \
+             already (copy the pool file while the server is stopped to back it up)",
+            db.engine()
+        )));
+    }
+    // What earlier commands of this group wrote is in the backup too; not
+    // inside EXEC, whose commands commit together (the backup then holds
+    // the state before the transaction).
+    if !cx.client.no_block {
+        cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+    }
+    let path = cx.st.cfg.backup_file();
+    match cx.st.bgsave.start(&db, path, a.len() == 2) {
+        Ok(crate::bgsave::Started::Now) => Ok(Reply::Simple("Background saving started".into())),
+        Ok(crate::bgsave::Started::Scheduled) => Ok(Reply::Simple("Background saving scheduled".into())),
+        Err(why) => Err(CmdError::err(why)),
+    }
 }
 
 fn lastsave(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {

@@ -1,0 +1,197 @@
+"""BGSAVE on `tembo serve`: a consistent backup written while the server
+serves, which another `tembo serve` then serves with the same contents.
+
+Starts servers of its own from $TEMBO_BIN (skipped without it):
+
+    TEMBO_BIN=target/release/tembo python3 -m pytest -q tests/server/test_bgsave.py
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+import redis
+
+from crash_kill9 import free_port
+
+BINARY = os.environ.get("TEMBO_BIN")
+pytestmark = pytest.mark.skipif(not BINARY, reason="needs TEMBO_BIN (a tembo binary)")
+
+
+class Servers:
+    def __init__(self):
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self.dir = tempfile.mkdtemp(prefix="tembo-bgsave-", dir=base)
+        self.procs = []
+
+    def start(self, pool, *args):
+        port = free_port()
+        p = subprocess.Popen([BINARY, "serve", "--port", str(port), "--pool", pool, "--loglevel", "info", *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        for _ in range(200):
+            assert p.poll() is None, p.stdout.read().decode(errors="replace")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                return p, redis.Redis(port=port, decode_responses=True, socket_timeout=60)
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("server did not start")
+
+    def close(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(20)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def servers():
+    s = Servers()
+    yield s
+    s.close()
+
+
+def wait_for_bgsave(c, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        info = c.info("persistence")
+        if info["rdb_bgsave_in_progress"] == 0:
+            return info
+        time.sleep(0.05)
+    raise AssertionError("BGSAVE did not finish")
+
+
+def dump_all(c):
+    """Every key of every database with its type, value and TTL flag."""
+    out = {}
+    for db in range(16):
+        c.execute_command("SELECT", db)
+        for k in c.scan_iter(count=1000):
+            t = c.type(k)
+            if t == "string":
+                v = c.get(k)
+            elif t == "hash":
+                v = c.hgetall(k)
+            elif t == "list":
+                v = c.lrange(k, 0, -1)
+            elif t == "set":
+                v = sorted(c.smembers(k))
+            elif t == "zset":
+                v = c.zrange(k, 0, -1, withscores=True)
+            else:
+                v = None
+            out[(db, k)] = (t, v, c.ttl(k) > 0)
+    c.execute_command("SELECT", 0)
+    return out
+
+
+def fill(c, n=3000):
+    p = c.pipeline(transaction=False)
+    for i in range(n):
+        p.set(f"s{i}", f"value-{i}" * (1 + i % 7))
+    for i in range(200):
+        p.hset("h", f"f{i}", i)
+        p.rpush("l", i)
+        p.sadd("set", f"m{i}")
+        p.zadd("z", {f"m{i}": i / 3})
+    p.set("ttl", "x", ex=3600)
+    p.execute()
+    c.execute_command("SELECT", 3)
+    c.set("in-db-3", "y")
+    c.execute_command("SELECT", 0)
+
+
+def test_bgsave_writes_a_backup_that_serves_the_same_data(servers):
+    pool = f"{servers.dir}/main.pool"
+    _, c = servers.start(pool)
+    fill(c)
+    want = dump_all(c)
+    assert c.bgsave()
+    info = wait_for_bgsave(c)
+    assert info["rdb_last_bgsave_status"] == "ok"
+    assert info["rdb_saves"] == 1
+    backup = info["backup_path"]
+    assert backup == f"{servers.dir}/main-backup.pool"
+    assert c.config_get("backup-path")["backup-path"] == backup
+    # Writes after the backup are not in it.
+    c.set("after", "1")
+    copy_path = f"{servers.dir}/served-copy.pool"
+    shutil.copyfile(backup, copy_path)
+    _, b = servers.start(copy_path)
+    assert dump_all(b) == want
+    assert b.get("after") is None
+
+
+def test_bgsave_under_writes_and_its_errors(servers):
+    pool = f"{servers.dir}/main.pool"
+    _, c = servers.start(pool, "--backup-path", f"{servers.dir}/elsewhere.pool")
+    fill(c, 20000)
+    stop = threading.Event()
+    done = []
+
+    def writer():
+        w = redis.Redis(port=c.connection_pool.connection_kwargs["port"], decode_responses=True)
+        i = 0
+        while not stop.is_set():
+            w.mset({"g0": i, "g1": i, "g2": i})  # one command: one version
+            i += 1
+        done.append(i)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        while c.get("g0") is None:
+            time.sleep(0.01)
+        raw = redis.Redis(port=c.connection_pool.connection_kwargs["port"], decode_responses=True)
+        raw.set_response_callback("BGSAVE", lambda r, **kw: r)
+        assert raw.execute_command("BGSAVE") == "Background saving started"
+        # A second one while it runs (it takes far longer than a round trip).
+        with pytest.raises(redis.ResponseError) as e:
+            raw.execute_command("BGSAVE")
+        assert "Background save already in progress" in str(e.value)
+        assert raw.execute_command("BGSAVE", "SCHEDULE") == "Background saving scheduled"
+        with pytest.raises(redis.ResponseError):
+            c.execute_command("BGSAVE", "NOW")
+        wait_for_bgsave(c)
+        time.sleep(0.3)  # a scheduled backup starts at the next cron tick
+        info = wait_for_bgsave(c)
+    finally:
+        stop.set()
+        t.join()
+    assert info["rdb_last_bgsave_status"] == "ok"
+    assert info["rdb_saves"] >= 2
+    assert done and done[0] > 0
+    _, b = servers.start(f"{servers.dir}/elsewhere.pool")
+    g = [b.get(f"g{k}") for k in range(3)]
+    assert g[0] is not None and g[0] == g[1] == g[2], g
+    assert b.dbsize() == 20000 + 5 + 3
+    # CONFIG SET moves the next backup.
+    c.config_set("backup-path", f"{servers.dir}/moved.pool")
+    assert c.bgsave()
+    assert wait_for_bgsave(c)["rdb_last_bgsave_status"] == "ok"
+    assert os.path.exists(f"{servers.dir}/moved.pool")
+
+
+def test_shutdown_during_bgsave_closes_cleanly(servers):
+    pool = f"{servers.dir}/main.pool"
+    p, c = servers.start(pool)
+    fill(c, 30000)
+    assert c.bgsave()
+    try:
+        c.shutdown(nosave=True)
+    except redis.ConnectionError:
+        pass
+    assert p.wait(30) == 0
+    log = p.stdout.read().decode(errors="replace")
+    assert "pool closed cleanly" in log, log
+    assert not os.path.exists(f"{servers.dir}/main-backup.pool.partial")
+    # The pool reopens clean, with everything.
+    _, c2 = servers.start(pool)
+    assert c2.dbsize() == 30000 + 5
