@@ -2,39 +2,15 @@
 //! files that are not databases, limits, ranges, batches, snapshots and
 //! named snapshots, stats and check.
 
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::sync::Arc;
 
 use tembo_store::{
     BatchOp, Db, DbError, Engine, Limits, Mode, Options, PmemError, Pool, WriteBatch, DB_ROOT, MAX_SNAPSHOT_NAME,
 };
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicU64 = AtomicU64::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "tembo-store-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn file(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+mod common;
+use common::TempDir;
 
 fn opts() -> Options {
     Options { size: 1 << 20, max_size: Some(64 << 20), ..Options::default() }
