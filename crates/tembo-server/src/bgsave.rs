@@ -31,6 +31,8 @@ pub struct Bgsave {
     last_success_unix: u64,
     /// Pairs in the last successful backup.
     last_keys: u64,
+    /// Unix time of the last save: SAVE, a successful backup, or the start.
+    last_save_unix: u64,
     /// Backups finished since start, successful or not.
     finished: u64,
 }
@@ -55,7 +57,19 @@ pub enum Started {
 impl Bgsave {
     /// A state with no backup yet.
     pub fn new() -> Bgsave {
-        Bgsave { last_ok: true, last_secs: -1, ..Bgsave::default() }
+        Bgsave { last_ok: true, last_secs: -1, last_save_unix: unix_now(), ..Bgsave::default() }
+    }
+
+    /// SAVE returned: every write is durable.
+    pub fn note_save(&mut self) {
+        self.last_save_unix = unix_now();
+    }
+
+    /// What LASTSAVE answers: the Unix time of the last SAVE or successful
+    /// backup, or of the start. Writes do not move it, so a client may poll
+    /// it to see a BGSAVE finish, as Redis documents.
+    pub fn last_save(&self) -> u64 {
+        self.last_save_unix
     }
 
     /// Starts a backup of `db` to `path` on a thread of its own; with
@@ -117,7 +131,8 @@ impl Bgsave {
             Ok(rep) => {
                 self.last_ok = true;
                 self.last_keys = rep.keys;
-                self.last_success_unix = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                self.last_success_unix = unix_now();
+                self.last_save_unix = self.last_success_unix;
                 log::info!(
                     "Background saving terminated with success: {} engine pairs at version {} in {:.2?} to {}",
                     rep.keys,
@@ -183,4 +198,8 @@ impl Bgsave {
     pub fn finished(&self) -> u64 {
         self.finished
     }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

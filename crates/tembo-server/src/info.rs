@@ -170,7 +170,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("durability", &"every write is durable before its reply (group commit)");
             kv("rdb_changes_since_last_save", &0);
             kv("rdb_bgsave_in_progress", &u8::from(st.bgsave.in_progress()));
-            kv("rdb_last_save_time", &st.last_commit);
+            kv("rdb_last_save_time", &st.bgsave.last_save());
+            kv("last_commit_time", &st.last_commit);
             kv("rdb_last_bgsave_status", &if st.bgsave.last_ok() { "ok" } else { "err" });
             kv("rdb_last_bgsave_time_sec", &st.bgsave.last_secs());
             kv("rdb_current_bgsave_time_sec", &st.bgsave.current_secs());

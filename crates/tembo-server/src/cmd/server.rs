@@ -813,6 +813,7 @@ fn shutdown(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn save(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+    cx.st.bgsave.note_save();
     Ok(Reply::ok())
 }
 
@@ -845,7 +846,7 @@ fn bgsave(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn lastsave(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Int(cx.st.last_commit as i64))
+    Ok(Reply::Int(cx.st.bgsave.last_save() as i64))
 }
 
 fn monitor(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
