@@ -21,8 +21,8 @@ use tembo_store::{BackupControl, BackupReport, Db, DbError};
 #[derive(Debug, Default)]
 pub struct Bgsave {
     running: Option<Running>,
-    /// `BGSAVE SCHEDULE` arrived while one ran: start another after it.
-    scheduled: bool,
+    /// `BGSAVE SCHEDULE` arrived while one ran: where the next one goes.
+    scheduled: Option<PathBuf>,
     /// Whether the last finished backup succeeded (true before any).
     last_ok: bool,
     /// Seconds the last finished backup took (-1 before any).
@@ -80,10 +80,10 @@ impl Bgsave {
     /// Redis's words when one runs (and `schedule` is not given), or the
     /// thread could not be started.
     pub fn start(&mut self, db: &Arc<Db>, path: PathBuf, schedule: bool) -> Result<Started, String> {
-        self.poll(db, &path);
+        self.poll(db);
         if self.running.is_some() {
             if schedule {
-                self.scheduled = true;
+                self.scheduled = Some(path);
                 return Ok(Started::Scheduled);
             }
             return Err("Background save already in progress".into());
@@ -106,13 +106,15 @@ impl Bgsave {
 
     /// Collects a finished backup (logging how it ended) and starts a
     /// scheduled one. Cheap while one runs.
-    pub fn poll(&mut self, db: &Arc<Db>, path: &std::path::Path) {
+    pub fn poll(&mut self, db: &Arc<Db>) {
         if self.running.as_ref().is_some_and(|r| r.handle.is_finished()) {
             self.collect();
         }
-        if self.running.is_none() && self.scheduled {
-            self.scheduled = false;
-            if let Err(e) = self.spawn(db, path.to_path_buf()) {
+        if self.running.is_some() {
+            return;
+        }
+        if let Some(path) = self.scheduled.take() {
+            if let Err(e) = self.spawn(db, path) {
                 log::error!("scheduled background save: {e}");
                 self.last_ok = false;
             }
@@ -151,7 +153,7 @@ impl Bgsave {
     /// Cancels a running backup and waits for its thread (shutdown: the
     /// database can only be closed once no one else holds it).
     pub fn cancel_and_wait(&mut self) {
-        self.scheduled = false;
+        self.scheduled = None;
         if let Some(r) = &self.running {
             r.control.cancel();
             log::info!("shutdown: cancelling the background save to {}", r.path.display());

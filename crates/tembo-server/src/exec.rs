@@ -110,9 +110,9 @@ pub struct State {
     pub config_file: String,
     /// Clients in MONITOR mode.
     pub monitors: Vec<u64>,
-    /// Set by SHUTDOWN or a signal.
     /// BGSAVE's backup thread and how the last backup ended.
     pub bgsave: crate::bgsave::Bgsave,
+    /// Set by SHUTDOWN or a signal.
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
@@ -910,8 +910,7 @@ impl State {
     /// reclaim the elements of deleted collections for up to
     /// [`RECLAIM_BUDGET`].
     pub fn cron(&mut self) {
-        let backup = self.cfg.backup_file();
-        self.bgsave.poll(self.store.db(), &backup);
+        self.bgsave.poll(self.store.db());
         let now = now_ms();
         let cycle = Instant::now();
         let expired = if self.active_expire && !self.expiry_paused() {

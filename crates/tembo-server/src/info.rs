@@ -42,9 +42,7 @@ fn in_default(name: &str) -> bool {
 /// INFO [section ...]
 pub fn info(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     // A backup that has just finished is reported as finished.
-    let backup = cx.st.cfg.backup_file();
-    let db = std::sync::Arc::clone(cx.st.store.db());
-    cx.st.bgsave.poll(&db, &backup);
+    cx.st.bgsave.poll(cx.st.store.db());
     let mut wanted: Vec<String> = Vec::new();
     let explicit = a.len() > 1;
     for s in &a[1..] {
