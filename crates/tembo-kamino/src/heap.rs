@@ -395,7 +395,7 @@ impl Heap {
             _ => None,
         };
         let backup_bytes = dynamic.as_ref().map_or(0, Dynamic::bytes);
-        let used = pool.alloc_stats().used_bytes;
+        let used = pool.used_bytes();
         let object_bytes = match mode {
             TxMode::Kamino => used / 2,
             _ => used.saturating_sub(backup_bytes),

@@ -234,6 +234,7 @@ fn verify(pool: &Pool, model: &Model) -> TestCaseResult {
     prop_assert_eq!(s.pool_bytes, pool.size());
     prop_assert_eq!(s.heap_bytes, pool.size() - heap_start);
     prop_assert_eq!(s.used_bytes, used, "used_bytes");
+    prop_assert_eq!(pool.used_bytes(), used, "Pool::used_bytes");
     prop_assert_eq!(s.allocated_blocks, model.blocks.len() as u64, "allocated_blocks");
     prop_assert_eq!(s.large_runs, large, "large_runs");
     prop_assert_eq!(s.used_bytes + s.free_bytes + s.overhead_bytes, s.heap_bytes, "stats do not add up: {:?}", s);

@@ -920,7 +920,7 @@ impl State {
         };
         self.latency.add("expire-cycle", cycle.elapsed().as_millis() as u64, now / 1000);
         self.stats.expire_cycle_us += cycle.elapsed().as_micros() as u64;
-        let used = self.store.db().pool().alloc_stats().used_bytes;
+        let used = self.store.db().pool().used_bytes();
         self.stats.peak_memory = self.stats.peak_memory.max(used);
         let totals = [
             self.stats.commands,

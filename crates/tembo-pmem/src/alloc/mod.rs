@@ -1286,9 +1286,20 @@ impl Pool {
         self.alloc.lock().blocks(self)
     }
 
-    /// Heap usage and fragmentation.
+    /// Heap usage and fragmentation. Walks every slab and run under the
+    /// allocator's lock: for reports, not for a loop; [`Pool::used_bytes`]
+    /// is the cheap one.
     pub fn alloc_stats(&self) -> AllocStats {
         self.alloc.lock().stats(self)
+    }
+
+    /// Bytes in allocated blocks ([`AllocStats::used_bytes`]), from a
+    /// counter the allocator keeps: no walk. A server's cron sampling the
+    /// peak use ten times a second walked a million-key pool's slabs under
+    /// the allocator's lock with [`Pool::alloc_stats`] (1.3% of a busy
+    /// server's time).
+    pub fn used_bytes(&self) -> u64 {
+        self.alloc.lock().used_bytes
     }
 
     /// Grows the pool to `new_size` bytes now (it also grows by itself when

@@ -54,7 +54,7 @@ fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         )),
         "stats" if a.len() == 2 => {
             let pool = cx.st.store.db().pool();
-            let used = pool.alloc_stats().used_bytes;
+            let used = pool.used_bytes();
             let size = pool.size();
             let keys: i64 = (0..cx.st.gens.len()).map(|d| cx.st.key_count(d)).sum();
             Ok(Reply::Map(vec![
