@@ -5,12 +5,14 @@
 #   bench/ab.sh BEFORE_BIN AFTER_BIN [ROUNDS]
 #   AB_PARTS="server" bench/ab.sh ...        (a subset of: ycsb micro server)
 #   AB_PIPELINES="1 16" bench/ab.sh ...      (redis-benchmark -P values; default 16)
+#   AB_PARTS="multi" bench/ab.sh ...         (ten-element HSET, RPUSH, ZADD, SADD)
 #
 # Runs, per round and binary: `tembo bench ycsb` (cdds only, 100k records
 # of 1,000 B, 100k operations, workloads A-F), `tembo bench micro` (1M
 # random 25-byte keys x 256 B) and, when redis-benchmark is installed,
-# `redis-benchmark -P 16` against `tembo serve`. Prints the medians of the
-# rounds and after/before. How the engine's prefix truncation was measured
+# `redis-benchmark -P 16` against `tembo serve`; with the part `multi`,
+# commands that write ten elements of one collection each (a YCSB insert's
+# shape). Prints the medians of the rounds and after/before. How the engine's prefix truncation was measured
 # (docs/results/bench.md, "Session 12").
 set -euo pipefail
 BEFORE=$(realpath "$1"); AFTER=$(realpath "$2"); ROUNDS=${3:-3}
@@ -28,6 +30,30 @@ serve_bench() { # BIN OUTFILE
   done
   kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
 }
+multi_bench() { # BIN OUTFILE
+  local dir; dir=$(mktemp -d /dev/shm/tembo-ab.XXXXXX)
+  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$1" serve --port "$port" --pool "$dir/p.pool" --loglevel warn >"$dir/log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  : >"$2"
+  local v; v=$(printf 'v%.0s' $(seq 100))
+  local name args
+  for p in ${AB_PIPELINES:-16}; do
+    for name in HSET10 RPUSH10 ZADD10 SADD10; do
+      case $name in
+        HSET10) args="HSET h:__rand_int__ $(for i in $(seq 10); do printf 'f%s %s ' "$i" "$v"; done)" ;;
+        RPUSH10) args="RPUSH l:__rand_int__ $(for i in $(seq 10); do printf '%s%s ' "$i" "$v"; done)" ;;
+        ZADD10) args="ZADD z:__rand_int__ $(for i in $(seq 10); do printf '%s m%s ' "$i" "$i"; done)" ;;
+        SADD10) args="SADD s:__rand_int__ $(for i in $(seq 10); do printf 'm%s ' "$i"; done)" ;;
+      esac
+      # shellcheck disable=SC2086
+      redis-benchmark -p "$port" -n 100000 -r 100000 -c 50 -P "$p" --csv $args 2>/dev/null |
+        awk -v p="$p" -v n="$name" -F, 'NR > 1 { printf "\"%s -P %s\",%s\n", n, p, $2 }' >>"$2"
+    done
+  done
+  kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
+}
 PARTS=${AB_PARTS:-ycsb micro server}
 one() { # BIN LABEL ROUND
   case " $PARTS " in *" ycsb "*)
@@ -38,6 +64,9 @@ one() { # BIN LABEL ROUND
   esac
   case " $PARTS " in *" server "*)
     if command -v redis-benchmark >/dev/null; then serve_bench "$1" "$OUT/server-$2-$3.csv"; fi ;;
+  esac
+  case " $PARTS " in *" multi "*)
+    if command -v redis-benchmark >/dev/null; then multi_bench "$1" "$OUT/multi-$2-$3.csv"; fi ;;
   esac
 }
 for r in $(seq "$ROUNDS"); do
@@ -52,7 +81,7 @@ def phases(f):
     return {p["phase"]: p["per_s"] for p in json.load(open(f))["targets"][0]["phases"]}
 def server(f):
     return {row[0]: float(row[1]) for row in csv.reader(open(f)) if row[0] != "test"}
-for kind, read, ext in (("ycsb", phases, "json"), ("micro", phases, "json"), ("server", server, "csv")):
+for kind, read, ext in (("ycsb", phases, "json"), ("micro", phases, "json"), ("server", server, "csv"), ("multi", server, "csv")):
     b = [read(f"{out}/{kind}-before-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-before-{r}.{ext}")]
     a = [read(f"{out}/{kind}-after-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-after-{r}.{ext}")]
     if not b or not a:

@@ -85,6 +85,9 @@ pub struct TreeCore {
     pub(crate) dirty_orders: crate::lazy_order::DirtyOrders,
     /// Entries ended in leaves since the tree was opened (see `gc`).
     pub(crate) leaf_ends: std::sync::atomic::AtomicU64,
+    /// Descents of a batch that started below the root, on the batch's
+    /// previous path (see `write`'s `finger_start`).
+    pub(crate) finger_descents: std::sync::atomic::AtomicU64,
 }
 
 impl Tree {
@@ -189,6 +192,7 @@ impl TreeCore {
             gc_stats: Default::default(),
             dirty_orders: Default::default(),
             leaf_ends: Default::default(),
+            finger_descents: Default::default(),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
         if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {
@@ -217,6 +221,12 @@ impl TreeCore {
     /// another thread's batch (see `combine`).
     pub fn combined_writes(&self) -> u64 {
         self.writer.combined()
+    }
+
+    /// Descents since open that a batch started on its previous descent's
+    /// path instead of at the root (its keys came in ascending runs).
+    pub fn finger_descents(&self) -> u64 {
+        self.finger_descents.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The current (last committed) version.

@@ -55,6 +55,7 @@ pub(crate) struct BatchScratch {
     allocs: Vec<u64>,
     touched: Vec<u64>,
     path: Vec<Step>,
+    finger: Vec<u8>,
 }
 
 #[derive(Clone, Debug)]
@@ -79,6 +80,13 @@ pub(crate) struct Batch<'t> {
     touched: Vec<u64>,
     /// The descent's buffer, reused by each put and delete.
     path: Vec<Step>,
+    /// The key of the last descent into `path`, while `path` still leads
+    /// to where that key lives (see [`Batch::finger_start`]).
+    finger: Vec<u8>,
+    /// Whether `path` is still exact: nothing but in-place leaf changes
+    /// happened since it was descended. Every change that replaces a node
+    /// or changes an inner node clears it ([`Batch::reshaped`]).
+    finger_ok: bool,
     /// Blocks unlinked by this batch, to free once no reader needs them.
     pub(crate) retired: Vec<u64>,
     /// Roots of subtrees unlinked by this batch: they and what they own
@@ -349,7 +357,7 @@ impl<'t> Batch<'t> {
     pub(crate) fn new(tree: &'t TreeCore, v: u64, scratch: BatchScratch) -> Result<Batch<'t>> {
         let oldest = tree.oldest_retained(v, tree.pins.min_pinned());
         // Empty: `into_scratch` clears what it hands back.
-        let BatchScratch { allocs, touched, path } = scratch;
+        let BatchScratch { allocs, touched, path, finger } = scratch;
         Ok(Batch {
             tree,
             pool: &tree.pool,
@@ -358,6 +366,8 @@ impl<'t> Batch<'t> {
             allocs,
             touched,
             path,
+            finger,
+            finger_ok: false,
             retired: Vec::new(),
             retired_trees: Vec::new(),
             spare: false,
@@ -373,10 +383,12 @@ impl<'t> Batch<'t> {
             allocs: std::mem::take(&mut self.allocs),
             touched: std::mem::take(&mut self.touched),
             path: std::mem::take(&mut self.path),
+            finger: std::mem::take(&mut self.finger),
         };
         scratch.allocs.clear();
         scratch.touched.clear();
         scratch.path.clear();
+        scratch.finger.clear();
         scratch
     }
 
@@ -389,12 +401,25 @@ impl<'t> Batch<'t> {
     }
 
     /// The path from the root to the leaf covering `key`, and that leaf
-    /// loaded for reading in place.
-    /// `path` is cleared first.
-    fn descend(&self, key: &[u8], path: &mut Vec<Step>) -> Result<node::RawNode<'t>> {
+    /// loaded for reading in place. `path` holds the batch's previous
+    /// descent: kept down to the deepest node that still covers `key` where
+    /// [`Batch::finger_start`] allows, else cleared.
+    fn descend(&mut self, key: &[u8], path: &mut Vec<Step>) -> Result<node::RawNode<'t>> {
         let whole = key_prefix(key);
-        path.clear();
-        path.push(Step { node: self.tree.meta.root(self.pool)?, via: None });
+        match self.finger_start(key, path)? {
+            Some(depth) if depth > 0 => {
+                path.truncate(depth + 1);
+                self.tree.finger_descents.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            _ => {
+                path.clear();
+                path.push(Step { node: self.tree.meta.root(self.pool)?, via: None });
+            }
+        }
+        // Exact from here until a change reshapes the tree.
+        self.finger.clear();
+        self.finger.extend_from_slice(key);
+        self.finger_ok = true;
         let mut raw = node::RawNode::default();
         loop {
             let n = self.repaired(path.last().expect("non-empty").node)?;
@@ -410,6 +435,49 @@ impl<'t> Batch<'t> {
             let e = search::child_raw(self.pool, &raw, n, key, pfx, self.w)?;
             path.push(Step { node: search::child_of(self.pool, &e)?, via: Some(e) });
         }
+    }
+
+    /// Where a descent for `key` may start on the batch's previous path: the
+    /// depth of the deepest node on it whose key range holds `key`, or
+    /// `None` for a descent from the root.
+    ///
+    /// A batch's keys often come in ascending runs (a server's group commit
+    /// is sorted; a hash's fields, a list's elements, a copy's pairs are
+    /// neighbours), and the next key then mostly lives in the same leaf or
+    /// near it: starting there skips the upper levels' loads and searches.
+    /// Sound because, at version `w`, node `path[d]` covers the keys from
+    /// the key of the visible entry before `path[d].via` in its parent up
+    /// to `path[d].via`'s key (exclusive; the sentinel is unbounded), as
+    /// `search::child_raw` picks children. The previous key lay in that
+    /// range; a key at or above it and below the upper bound does too —
+    /// provided no entry of any inner node on the path changed since, which
+    /// `finger_ok` guarantees: in-place leaf inserts and ends change no
+    /// range, and every other change goes through [`Batch::reshaped`].
+    fn finger_start(&self, key: &[u8], path: &[Step]) -> Result<Option<usize>> {
+        if !self.finger_ok || path.is_empty() || key < self.finger.as_slice() {
+            return Ok(None);
+        }
+        for depth in (1..path.len()).rev() {
+            let Some(via) = &path[depth].via else {
+                return Err(CddsError::invariant(
+                    "descent step below the root without a parent entry",
+                    path[depth].node,
+                ));
+            };
+            match search::entry_key_ref(self.pool, via)? {
+                None => return Ok(Some(depth)),
+                Some(hi) if key < hi => return Ok(Some(depth)),
+                Some(_) => {}
+            }
+        }
+        Ok(Some(0))
+    }
+
+    /// Notes that the batch is about to change the tree's shape (replace a
+    /// node, or change an inner node's entries): the previous descent's
+    /// path may no longer lead where it did.
+    fn reshaped(&mut self) {
+        self.finger_ok = false;
     }
 
     /// In a leaf read in place: the entry for `key` visible at `w` with its
@@ -465,6 +533,7 @@ impl<'t> Batch<'t> {
     /// version, is replaced by its child. No version's contents change, so
     /// the root store needs no commit; the old root is retired.
     pub(crate) fn collapse_root(&mut self) -> Result<()> {
+        self.reshaped();
         // Each round removes a level: more than 64 means a damaged pool.
         for _ in 0..64 {
             let root = self.repaired(self.tree.meta.root(self.pool)?)?;
@@ -675,6 +744,7 @@ impl<'t> Batch<'t> {
         ends: &[Entry],
         adds: &[Entry],
     ) -> Result<()> {
+        self.reshaped();
         let n = path[depth].node;
         // Entries for new children come with prefix words of whole keys
         // (`parent_entries`); an inner node with a shared prefix holds the
@@ -866,6 +936,7 @@ impl<'t> Batch<'t> {
     /// every version from `w` on, and its entries live at `w` stay as they
     /// are — their records now belong to the copies (see [`is_owner`]).
     fn split(&mut self, path: &[Step], depth: usize, level: u8, list: Vec<Entry>, src_plen: usize) -> Result<()> {
+        self.reshaped();
         let n = path[depth].node;
         match path[depth].via {
             Some(via) => {
@@ -903,6 +974,7 @@ impl<'t> Batch<'t> {
     /// `false` (doing nothing) when the node has no sibling. `list`'s
     /// prefix words are relative to `plen`, the node's.
     fn rebalance(&mut self, path: &[Step], depth: usize, list: Vec<Entry>, plen: usize) -> Result<bool> {
+        self.reshaped();
         let n = path[depth].node;
         let via = path[depth].via.ok_or_else(|| CddsError::invariant("rebalance at the root", n))?;
         let parent = path[depth - 1].node;
@@ -951,6 +1023,7 @@ impl<'t> Batch<'t> {
     /// name, and entries no retained version can see, retiring what only
     /// they owned. Returns the number of slots removed.
     pub(crate) fn compact(&mut self, n: u64) -> Result<u64> {
+        self.reshaped();
         let slots = node::raw_slots(self.pool, n)?;
         let order = node::order_line(self.pool, n)?;
         let Some(named) = order.mask() else {
@@ -997,6 +1070,7 @@ impl<'t> Batch<'t> {
     /// Undoes a failed batch: repairs every touched node back to version
     /// `w - 1`, restores the root, frees what the batch allocated.
     fn undo(&mut self) -> Result<()> {
+        self.reshaped();
         let v = self.w - 1;
         self.touched.sort_unstable();
         self.touched.dedup();

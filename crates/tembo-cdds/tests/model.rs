@@ -189,6 +189,95 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Batches whose keys ascend (as a server's sorted group commit, a
+    /// collection's neighbouring sub-keys or a copy's pairs come): each
+    /// descent after the first may start on the previous one's path, and
+    /// batches large enough to split and merge leaves and inner nodes in
+    /// their middle make sure a reshaped path is never reused. Repeated
+    /// keys (a put then a delete of one key) and descending stretches
+    /// (`shuffle`) are in the mix too.
+    #[test]
+    fn ascending_batches_match_the_model(
+        batches in prop::collection::vec(prop::collection::vec(op(), 1..300), 1..25),
+        wide in any::<bool>(),
+        shuffle in 0usize..4,
+    ) {
+        let t = tree();
+        let mut m = Model::new();
+        for (bi, b) in batches.iter().enumerate() {
+            let mut owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = b.iter().map(|o| match o {
+                TOp::Put(k, v) => (key(*k as u32, wide), Some(vec![*v; (*v as usize) % 40 + 1])),
+                TOp::Del(k) => (key(*k as u32, wide), None),
+            }).collect();
+            // Stable: a key's ops keep their order.
+            owned.sort_by(|a, b| a.0.cmp(&b.0));
+            if shuffle > 0 && bi % shuffle == 0 {
+                let len = owned.len();
+                owned[len / 2..].reverse();
+            }
+            let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| match v {
+                Some(v) => Op::Put(k, v),
+                None => Op::Delete(k),
+            }).collect();
+            let out = t.write(&ops).unwrap();
+            for (i, (k, v)) in owned.into_iter().enumerate() {
+                prop_assert_eq!(out.existed[i], m.contains_key(&k), "op {} of batch {}", i, bi);
+                match v {
+                    Some(v) => { m.insert(k, v); }
+                    None => { m.remove(&k); }
+                }
+            }
+            for k in (0..400u32).step_by(7) {
+                let k = key(k, wide);
+                prop_assert_eq!(t.get(&k).unwrap(), m.get(&k).cloned());
+            }
+        }
+        check(&t, &m);
+    }
+}
+
+/// The deterministic half of the test above: sorted batches into a tree
+/// three levels deep start most descents below the root, and what they
+/// write is what a descent from the root writes.
+#[test]
+fn sorted_batches_start_descents_on_the_previous_path() {
+    let t = tree();
+    let mut m = Model::new();
+    let keys: Vec<Vec<u8>> = (0..6000u32).map(|i| key(i * 2, true)).collect();
+    for chunk in keys.chunks(500) {
+        let ops: Vec<Op<'_>> = chunk.iter().map(|k| Op::Put(k, &k[..9])).collect();
+        t.write(&ops).unwrap();
+        m.extend(chunk.iter().map(|k| (k.clone(), k[..9].to_vec())));
+    }
+    assert!(t.stats().unwrap().height >= 3);
+    let before = t.finger_descents();
+    // Every other old key deleted, a new key between each pair put: one
+    // batch, ascending, splitting and merging leaves as it goes.
+    let mut owned: Vec<(Vec<u8>, bool)> = Vec::new();
+    for i in 0..6000u32 {
+        if i % 2 == 0 {
+            owned.push((key(i * 2, true), false));
+        }
+        owned.push((key(i * 2 + 1, true), true));
+    }
+    let ops: Vec<Op<'_>> =
+        owned.iter().map(|(k, put)| if *put { Op::Put(k, &k[..5]) } else { Op::Delete(k) }).collect();
+    let out = t.write(&ops).unwrap();
+    for (i, (k, put)) in owned.into_iter().enumerate() {
+        assert_eq!(out.existed[i], !put);
+        if put {
+            m.insert(k.clone(), k[..5].to_vec());
+        } else {
+            m.remove(&k);
+        }
+    }
+    let started_below = t.finger_descents() - before;
+    assert!(started_below > 8000, "{started_below} of 9000 descents started below the root");
+    check(&t, &m);
+}
+
 /// Keys in groups that share 12 bytes and differ in the 13th: entries of
 /// one group tie on their 8-byte prefix words wherever a node's shared
 /// prefix is shorter than 5 bytes, so deletes and overwrites take every
