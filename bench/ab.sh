@@ -17,26 +17,25 @@
 set -euo pipefail
 BEFORE=$(realpath "$1"); AFTER=$(realpath "$2"); ROUNDS=${3:-3}
 OUT=$(mktemp -d /tmp/tembo-ab.XXXXXX)
-serve_bench() { # BIN OUTFILE
+# Starts `BIN serve` on a fresh pool and a free loopback port, runs the
+# function named by the second argument with the port and OUTFILE, stops.
+with_server() { # BIN FUNCTION OUTFILE
   local dir; dir=$(mktemp -d /dev/shm/tembo-ab.XXXXXX)
   local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$1" serve --port "$port" --pool "$dir/p.pool" --loglevel warn >"$dir/log" 2>&1 &
   local pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  : >"$2"
-  for p in ${AB_PIPELINES:-16}; do
-    redis-benchmark -p "$port" -t set,get,incr,lpush,hset,zadd -n 200000 -r 200000 -d 256 -c 50 -P "$p" --csv 2>/dev/null |
-      awk -v p="$p" -F, 'NR > 1 { gsub(/"/, "", $1); printf "\"%s -P %s\",%s\n", $1, p, $2 }' >>"$2"
-  done
+  : >"$3"
+  "$2" "$port" "$3"
   kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
 }
-multi_bench() { # BIN OUTFILE
-  local dir; dir=$(mktemp -d /dev/shm/tembo-ab.XXXXXX)
-  local port; port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$1" serve --port "$port" --pool "$dir/p.pool" --loglevel warn >"$dir/log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  : >"$2"
+default_tests() { # PORT OUTFILE
+  for p in ${AB_PIPELINES:-16}; do
+    redis-benchmark -p "$1" -t set,get,incr,lpush,hset,zadd -n 200000 -r 200000 -d 256 -c 50 -P "$p" --csv 2>/dev/null |
+      awk -v p="$p" -F, 'NR > 1 { gsub(/"/, "", $1); printf "\"%s -P %s\",%s\n", $1, p, $2 }' >>"$2"
+  done
+}
+multi_tests() { # PORT OUTFILE
   local v; v=$(printf 'v%.0s' $(seq 100))
   local name args
   for p in ${AB_PIPELINES:-16}; do
@@ -48,11 +47,10 @@ multi_bench() { # BIN OUTFILE
         SADD10) args="SADD s:__rand_int__ $(for i in $(seq 10); do printf 'm%s ' "$i"; done)" ;;
       esac
       # shellcheck disable=SC2086
-      redis-benchmark -p "$port" -n 100000 -r 100000 -c 50 -P "$p" --csv $args 2>/dev/null |
+      redis-benchmark -p "$1" -n 100000 -r 100000 -c 50 -P "$p" --csv $args 2>/dev/null |
         awk -v p="$p" -v n="$name" -F, 'NR > 1 { printf "\"%s -P %s\",%s\n", n, p, $2 }' >>"$2"
     done
   done
-  kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
 }
 PARTS=${AB_PARTS:-ycsb micro server}
 one() { # BIN LABEL ROUND
@@ -63,10 +61,10 @@ one() { # BIN LABEL ROUND
     "$1" bench micro --keys 1000000 --value-bytes 256 --runs 1 --targets cdds --json "$OUT/micro-$2-$3.json" >/dev/null 2>&1 ;;
   esac
   case " $PARTS " in *" server "*)
-    if command -v redis-benchmark >/dev/null; then serve_bench "$1" "$OUT/server-$2-$3.csv"; fi ;;
+    if command -v redis-benchmark >/dev/null; then with_server "$1" default_tests "$OUT/server-$2-$3.csv"; fi ;;
   esac
   case " $PARTS " in *" multi "*)
-    if command -v redis-benchmark >/dev/null; then multi_bench "$1" "$OUT/multi-$2-$3.csv"; fi ;;
+    if command -v redis-benchmark >/dev/null; then with_server "$1" multi_tests "$OUT/multi-$2-$3.csv"; fi ;;
   esac
 }
 for r in $(seq "$ROUNDS"); do
