@@ -416,15 +416,18 @@ impl<'t> Batch<'t> {
                 path.push(Step { node: self.tree.meta.root(self.pool)?, via: None });
             }
         }
-        // Exact from here until a change reshapes the tree.
-        self.finger.clear();
-        self.finger.extend_from_slice(key);
-        self.finger_ok = true;
+        // Not a path to trust until it reaches the leaf (an error on the
+        // way leaves it half built).
+        self.finger_ok = false;
         let mut raw = node::RawNode::default();
         loop {
             let n = self.repaired(path.last().expect("non-empty").node)?;
             raw.load(self.pool, n, self.tree.session)?;
             if raw.level() == 0 {
+                // Exact from here until a change reshapes the tree.
+                self.finger.clear();
+                self.finger.extend_from_slice(key);
+                self.finger_ok = true;
                 return Ok(raw);
             }
             if path.len() > 64 {
