@@ -153,6 +153,41 @@ fn op() -> impl Strategy<Value = TOp> {
     prop_oneof![3 => (0u16..400, any::<u8>()).prop_map(|(k, v)| TOp::Put(k, v)), 2 => (0u16..400).prop_map(TOp::Del)]
 }
 
+/// A generated batch as keys and values (`None`: a delete).
+type Pairs = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+fn pairs(b: &[TOp], wide: bool) -> Pairs {
+    b.iter()
+        .map(|o| match o {
+            TOp::Put(k, v) => (key(*k as u32, wide), Some(vec![*v; (*v as usize) % 40 + 1])),
+            TOp::Del(k) => (key(*k as u32, wide), None),
+        })
+        .collect()
+}
+
+fn ops_of(pairs: &Pairs) -> Vec<Op<'_>> {
+    pairs
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => Op::Put(k, v),
+            None => Op::Delete(k),
+        })
+        .collect()
+}
+
+/// Applies a batch the tree committed to the model, checking the tree's
+/// report of which keys existed before each op.
+fn apply(m: &mut Model, pairs: Pairs, existed: &[bool]) -> Result<(), TestCaseError> {
+    for (i, (k, v)) in pairs.into_iter().enumerate() {
+        prop_assert_eq!(existed[i], m.contains_key(&k), "op {}", i);
+        match v {
+            Some(v) => m.insert(k, v),
+            None => m.remove(&k),
+        };
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
@@ -160,25 +195,13 @@ proptest! {
         let t = tree();
         let mut m = Model::new();
         for b in &batches {
-            let owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = b.iter().map(|o| match o {
-                TOp::Put(k, v) => (key(*k as u32, wide), Some(vec![*v; (*v as usize) % 40 + 1])),
-                TOp::Del(k) => (key(*k as u32, wide), None),
-            }).collect();
-            let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| match v {
-                Some(v) => Op::Put(k, v),
-                None => Op::Delete(k),
-            }).collect();
+            let owned = pairs(b, wide);
+            let ops = ops_of(&owned);
             // A hint for the next batch's keys (present, absent, empty):
             // it must change nothing, as `check` and the model below tell.
             t.prefetch_keys(owned.iter().map(|(k, _)| k.as_slice()).chain([&b""[..], &[0xFF; 70][..]]));
             let out = t.write(&ops).unwrap();
-            for (i, (k, v)) in owned.into_iter().enumerate() {
-                prop_assert_eq!(out.existed[i], m.contains_key(&k));
-                match v {
-                    Some(v) => { m.insert(k, v); }
-                    None => { m.remove(&k); }
-                }
-            }
+            apply(&mut m, owned, &out.existed)?;
         }
         check(&t, &m);
         let lo = key(100, wide);
@@ -207,28 +230,16 @@ proptest! {
         let t = tree();
         let mut m = Model::new();
         for (bi, b) in batches.iter().enumerate() {
-            let mut owned: Vec<(Vec<u8>, Option<Vec<u8>>)> = b.iter().map(|o| match o {
-                TOp::Put(k, v) => (key(*k as u32, wide), Some(vec![*v; (*v as usize) % 40 + 1])),
-                TOp::Del(k) => (key(*k as u32, wide), None),
-            }).collect();
+            let mut owned = pairs(b, wide);
             // Stable: a key's ops keep their order.
             owned.sort_by(|a, b| a.0.cmp(&b.0));
             if shuffle > 0 && bi % shuffle == 0 {
                 let len = owned.len();
                 owned[len / 2..].reverse();
             }
-            let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| match v {
-                Some(v) => Op::Put(k, v),
-                None => Op::Delete(k),
-            }).collect();
+            let ops = ops_of(&owned);
             let out = t.write(&ops).unwrap();
-            for (i, (k, v)) in owned.into_iter().enumerate() {
-                prop_assert_eq!(out.existed[i], m.contains_key(&k), "op {} of batch {}", i, bi);
-                match v {
-                    Some(v) => { m.insert(k, v); }
-                    None => { m.remove(&k); }
-                }
-            }
+            apply(&mut m, owned, &out.existed)?;
             for k in (0..400u32).step_by(7) {
                 let k = key(k, wide);
                 prop_assert_eq!(t.get(&k).unwrap(), m.get(&k).cloned());
