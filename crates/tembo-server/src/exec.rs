@@ -14,6 +14,8 @@
 //! whose own writes cannot be stored get an error.
 
 use std::collections::{HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -72,7 +74,7 @@ pub struct State {
     /// Settings (CONFIG SET changes some).
     pub cfg: Config,
     /// Connected clients other than the one running a command.
-    pub clients: HashMap<u64, Client>,
+    pub clients: FxHashMap<u64, Client>,
     /// Keys per database, committed.
     pub keys: Vec<i64>,
     /// Keys with an expiry per database, committed.
@@ -151,9 +153,11 @@ pub struct State {
     resume: VecDeque<(u64, Vec<u8>, Requests)>,
     /// Clients as they were before the current group changed them, restored
     /// if its commit fails.
-    saved: HashMap<u64, Client>,
+    saved: FxHashMap<u64, Client>,
     /// Users and their permissions (ACL).
     pub acl: crate::acl::Acl,
+    /// Unix time from the command timer's instants (resynced each cron tick).
+    pub wall: crate::clock::WallClock,
     /// Latency events (LATENCY LATEST, HISTORY…).
     pub latency: crate::latency::Monitor,
     /// The ACL state before the current group first changed it, put back
@@ -220,7 +224,7 @@ impl State {
         let mut st = State {
             store,
             cfg,
-            clients: HashMap::new(),
+            clients: FxHashMap::default(),
             keys: vec![0; n],
             expires: vec![0; n],
             pending_counts: vec![(0, 0); n],
@@ -254,8 +258,9 @@ impl State {
             blocking: Default::default(),
             outbox: Vec::new(),
             resume: VecDeque::new(),
-            saved: HashMap::new(),
+            saved: FxHashMap::default(),
             acl: crate::acl::Acl::new(""),
+            wall: crate::clock::WallClock::new(),
             acl_before: None,
             latency: Default::default(),
             output_limits: Default::default(),
@@ -910,6 +915,7 @@ impl State {
     /// reclaim the elements of deleted collections for up to
     /// [`RECLAIM_BUDGET`].
     pub fn cron(&mut self) {
+        self.wall.resync();
         self.bgsave.poll(self.store.db());
         let now = now_ms();
         let cycle = Instant::now();
@@ -951,7 +957,7 @@ impl State {
 /// blocked lists, remembering it as it was before in `saved` (the state a
 /// rolled-back group restores).
 fn release_block(
-    saved: &mut HashMap<u64, Client>,
+    saved: &mut FxHashMap<u64, Client>,
     blocking: &mut crate::blocking::Registry,
     id: u64,
     c: &Client,

@@ -256,7 +256,7 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("used_cpu_user_main_thread", &format!("{main_user:.6}"));
         }
         "commandstats" => {
-            for (name, c) in &st.stats.per_command {
+            for (name, c) in st.stats.per_command_sorted() {
                 let usec = c.nanos / 1000;
                 let per = if c.calls == 0 { 0.0 } else { c.nanos as f64 / 1000.0 / c.calls as f64 };
                 kv(
@@ -275,7 +275,7 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
         }
         "latencystats" => {
             let wanted = parse_percentiles(&inert("latency-tracking-info-percentiles")).unwrap_or_default();
-            for (name, c) in &st.stats.per_command {
+            for (name, c) in st.stats.per_command_sorted() {
                 let Some(h) = c.hdr.as_ref().filter(|h| !h.is_empty()) else { continue };
                 let shown: Vec<String> = wanted
                     .iter()

@@ -36,6 +36,7 @@ mod background;
 mod bgsave;
 mod blocking;
 mod client;
+mod clock;
 mod cmd;
 mod config;
 mod cursor;

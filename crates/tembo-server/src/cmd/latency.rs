@@ -99,7 +99,7 @@ fn latency_cmd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 /// subcommands), its calls and the cumulative count per power of two of
 /// microseconds; unknown names are skipped, as in Redis.
 fn histogram(cx: &mut Ctx, names: &[String]) -> Reply {
-    let stats = &cx.st.stats.per_command;
+    let stats = cx.st.stats.per_command_sorted();
     let wanted = |full: &str| {
         names.is_empty()
             || names.iter().any(|n| {
@@ -108,7 +108,7 @@ fn histogram(cx: &mut Ctx, names: &[String]) -> Reply {
             })
     };
     let entries = stats
-        .iter()
+        .into_iter()
         .filter(|(name, s)| s.calls > 0 && wanted(name))
         .map(|(name, s)| {
             let buckets = latency::cumulative(&s.hist)
@@ -116,7 +116,7 @@ fn histogram(cx: &mut Ctx, names: &[String]) -> Reply {
                 .map(|(us, n)| (Reply::Int(us as i64), Reply::Int(n as i64)))
                 .collect();
             (
-                Reply::bulk(*name),
+                Reply::bulk(name),
                 Reply::Map(vec![
                     (Reply::bulk("calls"), Reply::Int(s.calls as i64)),
                     (Reply::bulk("histogram_usec"), Reply::Map(buckets)),

@@ -2,10 +2,10 @@
 //! MULTI queueing, MONITOR feed and per-command statistics, then the
 //! handler of the command's family module.
 
-use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use rustc_hash::FxHashMap;
 use tembo_store::DbError;
 
 use crate::client::{Client, Out};
@@ -145,8 +145,8 @@ pub struct Spec {
 }
 
 /// Every command, by lower-case name.
-pub fn table() -> &'static HashMap<&'static str, &'static Spec> {
-    static TABLE: OnceLock<HashMap<&'static str, &'static Spec>> = OnceLock::new();
+pub fn table() -> &'static FxHashMap<&'static str, &'static Spec> {
+    static TABLE: OnceLock<FxHashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
         let families: [&'static [Spec]; 34] = [
             acl::COMMANDS,
@@ -709,8 +709,9 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
         st.stats.script_errors.clear();
     }
     let started = Instant::now();
+    let now = st.wall.ms_at(started);
     let reply = {
-        let mut ctx = Ctx { st, client, now: now_ms() };
+        let mut ctx = Ctx { st, client, now };
         // A bug in one command must not take the server (and every other
         // client) down: the panic becomes an error reply, and the executor
         // drops the writes of the group it happened in and re-runs the
@@ -736,7 +737,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
         }
     };
     if st.notify_flags != 0 && !st.notes.is_empty() {
-        let mut ctx = Ctx { st, client, now: now_ms() };
+        let mut ctx = Ctx { st, client, now };
         crate::notify::after_command(&mut ctx, args);
     }
     if spec.name == "exec" {
@@ -762,7 +763,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     }
     if st.latency.threshold_ms > 0 {
         let event = if spec.flags.contains(&"fast") { "fast-command" } else { "command" };
-        st.latency.add(event, elapsed.as_millis() as u64, now_ms() / 1000);
+        st.latency.add(event, elapsed.as_millis() as u64, now / 1000);
     }
     if let Reply::Error(msg) = &reply {
         stat.failed += 1;
