@@ -47,6 +47,7 @@
 pub mod alloc;
 mod error;
 pub mod header;
+mod huge;
 mod map;
 mod offset_hash;
 mod ordered;

@@ -563,3 +563,54 @@ fn mappings_are_huge_page_aligned() {
     assert_eq!(base(&mem) % HUGE, 0, "in-memory pool base");
     assert_eq!(mem.huge_page_bytes(), None, "an anonymous region does not say");
 }
+
+/// Whether the running kernel is at least `major.minor` (`MADV_COLLAPSE`
+/// came in 6.1).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(|c: char| !c.is_ascii_digit()).map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}
+
+/// A pool on tmpfs is backed by 2 MiB pages from its creation, though
+/// `/dev/shm` is mounted without `huge=`; so are the pages its growths
+/// add, and every block written across the growths reads back; a reopen
+/// maps the file's huge pages again.
+#[test]
+fn pools_on_tmpfs_get_huge_pages_at_creation_and_growth() {
+    let Some(shm) = shm_dir() else {
+        eprintln!("skipped: /dev/shm is not a RAM filesystem here");
+        return;
+    };
+    if !kernel_at_least(6, 1) {
+        eprintln!("skipped: a kernel before 6.1 has no MADV_COLLAPSE");
+        return;
+    }
+    let dir = TempDir::new_in(&shm, "huge");
+    let path = dir.join("h.pool");
+    let pool = Pool::create(&path, &opts(8 * MIB, 64 * MIB)).unwrap();
+    let at_create = pool.huge_page_bytes().expect("a file pool says");
+    assert!(at_create > 0, "no 2 MiB pages after creating an 8 MiB pool on tmpfs");
+    // 24 MiB of blocks: the pool grows twice (to 16 and 32 MiB) while
+    // they are written.
+    let blocks: Vec<u64> = (0..600)
+        .map(|i| {
+            let off = pool.alloc(BLOCK).unwrap();
+            fill_block(&pool, off, i);
+            off
+        })
+        .collect();
+    assert!(pool.size() >= 32 * MIB, "the blocks made the pool grow ({} bytes)", pool.size());
+    let grown = pool.huge_page_bytes().unwrap();
+    assert!(grown >= at_create + 8 * MIB, "growth's pages not collapsed: {grown} bytes huge after, {at_create} before");
+    for (i, &off) in blocks.iter().enumerate() {
+        assert!(block_ok(&pool, off, i as u64), "block {i} damaged");
+    }
+    pool.close().unwrap();
+    let pool = Pool::open(&path, &opts(8 * MIB, 64 * MIB)).unwrap();
+    for (i, &off) in blocks.iter().enumerate() {
+        assert!(block_ok(&pool, off, i as u64), "block {i} damaged after reopen");
+    }
+    assert!(pool.huge_page_bytes().unwrap() >= 8 * MIB, "a reopen maps the file's huge pages");
+}

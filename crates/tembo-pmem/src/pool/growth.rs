@@ -20,8 +20,15 @@ impl Pool {
         debug_assert!(new_size > old && new_size <= self.max_size());
         match (&self.file, &self.backend) {
             (Some(file), _) => {
-                // The new pages' blocks first: a full filesystem is then a
-                // full pool here, not a SIGBUS at the first store to them.
+                file.set_len(new_size)
+                    .map_err(|e| PmemError::io(format!("growing {} to {new_size} bytes", self.path.display()), e))?;
+                self.region.grow_file(file, old as usize, new_size as usize)?;
+                // Huge pages for the new range while it is all holes (on a
+                // RAM filesystem; `huge.rs`), then its blocks reserved,
+                // before the allocator or anyone else touches it: a full
+                // filesystem is a full pool here, not a SIGBUS at the first
+                // store to a page.
+                self.collapse_fresh_pages(old, new_size - old);
                 crate::map::reserve_file_space(file, old, new_size - old).map_err(|e| {
                     if crate::map::is_no_space(&e) {
                         PmemError::PoolFull {
@@ -34,15 +41,12 @@ impl Pool {
                         PmemError::io(format!("reserving space to grow {} to {new_size} bytes", self.path.display()), e)
                     }
                 })?;
-                file.set_len(new_size)
-                    .map_err(|e| PmemError::io(format!("growing {} to {new_size} bytes", self.path.display()), e))?;
                 // The new length must be durable before the size word says
                 // the pages belong to the pool (else a power cut could leave
                 // a header larger than its file: a pool that cannot open).
                 // Growth is rare; on tmpfs this costs nothing.
                 file.sync_data()
                     .map_err(|e| PmemError::io(format!("syncing the growth of {}", self.path.display()), e))?;
-                self.region.grow_file(file, old as usize, new_size as usize)?;
             }
             (None, Backend::Sim(sim)) => sim.grow(new_size as usize),
             (None, _) => {}

@@ -187,10 +187,18 @@ impl Pool {
         let made = (|| {
             lock_file(&file, path)?;
             file.set_len(size).map_err(|e| PmemError::io(format!("sizing {} to {size} bytes", path.display()), e))?;
-            reserve_pages(&file, path, size)?;
             let (region, mode) = Self::map_with_mode(&file, path, size, max, opts.mode)?;
             let backend = Self::backend_for(mode);
             let pool = Pool::assemble(region, mode, backend, instr, opts.ordering, Some(file), path, max)?;
+            // Huge pages first (on a RAM filesystem), while the file is
+            // all holes; then every page reserved. Nothing has touched
+            // the mapping yet.
+            pool.collapse_fresh_pages(0, size);
+            if let Err(e) = reserve_pages(&file_for_unlock, path, size) {
+                // Not formatted: its close must not write a header.
+                pool.keep_unclean();
+                return Err(e);
+            }
             let pool = pool.format(size, max)?;
             // The header is durable in the file's pages; the file itself
             // (its size, and its name in the directory) must be too, or a
@@ -499,6 +507,21 @@ impl Pool {
     /// a hot path.
     pub fn huge_page_bytes(&self) -> Option<u64> {
         self.region.huge_page_bytes(usize::try_from(self.size()).unwrap_or(usize::MAX))
+    }
+    /// Backs the fresh pages `[offset, offset + len)` of a file pool on a
+    /// RAM filesystem with 2 MiB pages (`huge.rs`); nothing for other
+    /// pools. The range must be mapped, unused and not yet reserved; the
+    /// caller reserves it right after.
+    pub(crate) fn collapse_fresh_pages(&self, offset: u64, len: u64) {
+        let Some(file) = &self.file else { return };
+        if self.region.map_sync() || !map::on_ram_filesystem(file) {
+            return;
+        }
+        let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else { return };
+        // SAFETY: the caller has mapped `[offset, offset + len)` of the
+        // file at the same offsets of the region, which stays mapped for
+        // the pool's life.
+        unsafe { crate::huge::collapse_fresh(file, self.region.base(), offset, len) };
     }
     /// Largest size the pool may grow to.
     pub fn max_size(&self) -> u64 {
