@@ -498,9 +498,10 @@ impl Pool {
     /// Bytes of a file pool's page-cache pages mapped as 2 MiB pages right
     /// now (`None` for in-memory pools and where the kernel does not say).
     /// File pools on a RAM filesystem or DAX ask for huge pages
-    /// (`MADV_HUGEPAGE` over a 2 MiB-aligned mapping); a tmpfs mounted with
-    /// `huge=advise` (or `within_size`, `always`) grants them, which saves
-    /// most TLB misses of random lookups. Pages are mapped when first
+    /// (`MADV_HUGEPAGE` over a 2 MiB-aligned mapping), which saves most TLB
+    /// misses of random lookups; on a RAM filesystem the pages a pool
+    /// creation or growth adds are collapsed into them whatever the mount
+    /// says (`huge.rs`; Linux 6.1 or later). Pages are mapped when first
     /// touched, so this grows with use. DAX mappings are not counted: the
     /// kernel's accounting skips device pages, so there it reads 0 whatever
     /// the page size. Reading it walks the process's page tables: not for
