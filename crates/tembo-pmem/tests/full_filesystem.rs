@@ -87,6 +87,9 @@ fn a_full_filesystem_is_an_error_not_a_crash() {
     }
     assert!(full.to_string().contains("filesystem holding the pool file has no room"), "{full}");
     assert!(blocks.len() > 40, "only {} blocks before the filesystem filled", blocks.len());
+    // The failed growth gave back what it had taken (the file's new length,
+    // the 2 MiB pages collapsed for it): the file ends at the pool's size.
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), pool.size(), "a failed growth left the file longer");
     // Freed room is usable again, and everything written reads back after
     // a reopen.
     pool.free(blocks.pop().unwrap()).unwrap();

@@ -30,6 +30,11 @@ impl Pool {
                 // store to a page.
                 self.collapse_fresh_pages(old, new_size - old);
                 crate::map::reserve_file_space(file, old, new_size - old).map_err(|e| {
+                    // Give back what the collapse took (its 2 MiB pages
+                    // count against the filesystem) and what `fallocate`
+                    // reserved before it failed: the file ends at the pool
+                    // again. Nothing reads past the size word.
+                    let _ = file.set_len(old);
                     if crate::map::is_no_space(&e) {
                         PmemError::PoolFull {
                             requested: new_size - old,
