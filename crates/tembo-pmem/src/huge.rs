@@ -29,10 +29,8 @@
 //! or growth, never a `SIGBUS` later.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
 
-/// The huge page size on x86-64 and AArch64 (a PMD mapping).
-pub(crate) const HUGE_PAGE: usize = 2 << 20;
+use crate::map::{reserve_file_space, HUGE_ALIGN as HUGE_PAGE};
 
 /// The 2 MiB-aligned pages wholly inside `[offset, offset + len)`, as
 /// offsets (the mapping's base is 2 MiB aligned, so offsets and addresses
@@ -44,40 +42,32 @@ fn whole_pages(offset: usize, len: usize) -> impl Iterator<Item = usize> {
 }
 
 /// Backs the whole 2 MiB pages of `[offset, offset + len)` of `file`,
-/// mapped at `base + offset`, with huge pages; returns the bytes that got
-/// them. The range must be fresh (holes: nothing written, nothing
-/// reserved), or the kernel copies what is there; the caller reserves the
-/// whole range with `fallocate` afterwards.
+/// mapped at `base + offset`, with huge pages where the kernel can (the
+/// pool's `huge_page_bytes` says where it did). The range must be fresh
+/// (holes: nothing written, nothing reserved), or the kernel copies what
+/// is there; the caller reserves the whole range with `fallocate`
+/// afterwards.
 ///
 /// # Safety
 /// `base + offset .. base + offset + len` must be a shared mapping of
 /// `file` at the same offsets, mapped until this returns.
-pub(crate) unsafe fn collapse_fresh(file: &File, base: *mut u8, offset: usize, len: usize) -> usize {
+pub(crate) unsafe fn collapse_fresh(file: &File, base: *mut u8, offset: usize, len: usize) {
     let pages: Vec<usize> = whole_pages(offset, len).collect();
-    let (Some(&first), Some(&last)) = (pages.first(), pages.last()) else { return 0 };
+    let (Some(&first), Some(&last)) = (pages.first(), pages.last()) else { return };
     for &page in &pages {
         // One small page per 2 MiB: the kernel collapses a range with a page
         // in it and fills its holes, but refuses one that is only holes.
-        // SAFETY: a valid descriptor; mode 0 allocates blocks, never
-        // touches data.
-        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, page as libc::off_t, 4096) };
-        if rc != 0 {
-            return 0;
+        if reserve_file_space(file, page as u64, 4096).is_err() {
+            return;
         }
     }
     let addr = base.wrapping_add(first).cast::<libc::c_void>();
     let span = last + HUGE_PAGE - first;
     // SAFETY: `first..last + HUGE_PAGE` lies inside the range the caller
     // keeps mapped; MADV_COLLAPSE changes how the kernel backs it, never
-    // its bytes.
-    let rc = unsafe { libc::madvise(addr, span, libc::MADV_COLLAPSE) };
-    if rc == 0 {
-        span
-    } else {
-        // Some pages may have collapsed before the kernel gave up; the
-        // pool's `huge_page_bytes` says how many.
-        0
-    }
+    // its bytes. A refusal (an older kernel, no free 2 MiB page) leaves
+    // small pages.
+    unsafe { libc::madvise(addr, span, libc::MADV_COLLAPSE) };
 }
 
 #[cfg(test)]

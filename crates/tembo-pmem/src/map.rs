@@ -234,7 +234,7 @@ impl Drop for Region {
 /// PMD size): a DAX file or a tmpfs with huge pages enabled can then back
 /// the pool with 2 MiB pages, each saving a TLB miss for every 512 small
 /// pages a random lookup would otherwise touch.
-const HUGE_ALIGN: usize = 2 << 20;
+pub(crate) const HUGE_ALIGN: usize = 2 << 20;
 
 /// Reserves `len` bytes of address space starting at a [`HUGE_ALIGN`]
 /// boundary: over-reserves by the alignment and unmaps the slack on both
