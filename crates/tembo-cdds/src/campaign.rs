@@ -17,11 +17,12 @@
 //! Optionally a sample of states is crashed again *during recovery*
 //! (nested sweep) and must recover to the same answer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tembo_pmem::sim::{sweep, CrashPoints, CrashPolicy, CrashState, SweepConfig, SweepReport};
@@ -122,9 +123,12 @@ enum WOp {
     Gc(usize),
 }
 
+/// The model's contents at one state, shared between the states that ask for it.
+type Contents = Arc<BTreeMap<Vec<u8>, Vec<u8>>>;
+
 #[derive(Clone, Debug, Default)]
 struct ModelState {
-    kv: Arc<BTreeMap<Vec<u8>, Vec<u8>>>,
+    kv: Contents,
     /// Named snapshots: name → index of the kv state they keep.
     named: BTreeMap<String, usize>,
 }
@@ -134,13 +138,20 @@ struct ModelState {
 /// workload keeps ~50 copies instead of one per op.
 const CHECKPOINT_EVERY: usize = 2048;
 
+/// Model states kept after they were built: a sweep asks for the same
+/// few states (the acknowledged one and the next, at every fence and
+/// policy of an op, plus the named snapshots' states) many times in a row.
+const RECENT_STATES: usize = 8;
+
 /// The model after each op (state `i` = after the first `i` ops), kept as
 /// checkpoints plus the ops.
 struct Model {
     ops: Vec<WOp>,
-    checkpoints: Vec<Arc<BTreeMap<Vec<u8>, Vec<u8>>>>,
+    checkpoints: Vec<Contents>,
     /// The named snapshots after each op (a few names each).
     named: Vec<BTreeMap<String, usize>>,
+    /// The states built most recently, newest last.
+    recent: Mutex<VecDeque<(usize, Contents)>>,
 }
 
 impl Model {
@@ -165,7 +176,7 @@ impl Model {
                 checkpoints.push(Arc::new(kv.clone()));
             }
         }
-        Model { ops: ops.to_vec(), checkpoints, named }
+        Model { ops: ops.to_vec(), checkpoints, named, recent: Mutex::new(VecDeque::new()) }
     }
 
     /// Number of states (ops + 1).
@@ -174,12 +185,35 @@ impl Model {
     }
 
     fn state(&self, i: usize) -> ModelState {
+        ModelState { kv: self.contents_after(i), named: self.named[i].clone() }
+    }
+
+    /// The contents after `i` ops: a recent state if one is `i`, else the
+    /// nearest recent state or checkpoint before it with the ops between
+    /// replayed (a 1,000-op workload used to replay up to 1,000 ops for
+    /// each of its ~7,000 crash states).
+    fn contents_after(&self, i: usize) -> Contents {
         let c = i / CHECKPOINT_EVERY;
-        let mut kv = (*self.checkpoints[c]).clone();
-        for op in &self.ops[c * CHECKPOINT_EVERY..i] {
+        let mut recent = self.recent.lock();
+        let mut from = (c * CHECKPOINT_EVERY, &self.checkpoints[c]);
+        for (j, kv) in recent.iter() {
+            if *j == i {
+                return kv.clone();
+            }
+            if *j < i && *j > from.0 {
+                from = (*j, kv);
+            }
+        }
+        let mut kv = (**from.1).clone();
+        for op in &self.ops[from.0..i] {
             apply(&mut kv, op);
         }
-        ModelState { kv: Arc::new(kv), named: self.named[i].clone() }
+        let kv = Arc::new(kv);
+        if recent.len() == RECENT_STATES {
+            recent.pop_front();
+        }
+        recent.push_back((i, kv.clone()));
+        kv
     }
 }
 

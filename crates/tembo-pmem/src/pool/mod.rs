@@ -350,6 +350,7 @@ impl Pool {
         }
         let size = header.size as usize;
         let region = Region::anonymous(header.max_size as usize)?;
+        region.advise_huge(size);
         // SAFETY: the region is a fresh allocation of max_size >= size bytes,
         // and `image` has at least `size` bytes (checked above).
         unsafe { std::ptr::copy_nonoverlapping(image.as_ptr(), region.base(), size) };

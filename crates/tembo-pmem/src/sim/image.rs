@@ -55,15 +55,34 @@ pub(crate) fn dirty_lines<'a>(cpu: &'a [u8], media: &'a [u8]) -> impl Iterator<I
 /// The media image plus the dirty data `policy` lets through. The result has
 /// the CPU image's length (a grown pool's new pages exist, zero on media).
 pub fn build_crash_image(cpu: &[u8], media: &[u8], policy: CrashPolicy, rng: &mut impl Rng) -> Vec<u8> {
-    let mut out = media.to_vec();
+    if policy == CrashPolicy::None {
+        return build_from_dirty(cpu, media, &[], policy, rng);
+    }
+    let dirty: Vec<usize> = dirty_lines(cpu, media).collect();
+    build_from_dirty(cpu, media, &dirty, policy, rng)
+}
+
+/// [`build_crash_image`] with the dirty lines (`dirty_lines(cpu, media)`)
+/// already known: the lines of one fence are the same under every policy.
+pub(crate) fn build_from_dirty(
+    cpu: &[u8],
+    media: &[u8],
+    dirty: &[usize],
+    policy: CrashPolicy,
+    rng: &mut impl Rng,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(cpu.len());
+    out.extend_from_slice(&media[..media.len().min(cpu.len())]);
     out.resize(cpu.len(), 0);
     if policy == CrashPolicy::None {
         return out;
     }
     let line = CACHE_LINE_BYTES as usize;
-    let dirty: Vec<usize> = dirty_lines(cpu, &out).collect();
-    for i in dirty {
+    for &i in dirty {
         let a = i * line;
+        if a >= cpu.len() {
+            continue;
+        }
         let b = (a + line).min(cpu.len());
         match policy {
             CrashPolicy::None => {}

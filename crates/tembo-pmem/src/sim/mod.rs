@@ -25,6 +25,7 @@ pub use image::{build_crash_image, CrashPolicy};
 pub use points::CrashPoints;
 pub use sweep::{sweep, AckCounter, CrashState, SweepConfig, SweepReport};
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,19 +44,29 @@ pub struct FenceEvent<'a> {
     pub fence_index: u64,
     pool: &'a Pool,
     media: &'a [u8],
+    /// The CPU image and its dirty lines, read once however many crash
+    /// images (one per policy) are built at this fence.
+    dirty: OnceCell<(Vec<u8>, Vec<usize>)>,
 }
 
 impl FenceEvent<'_> {
     /// The pool file a crash here would leave, under `policy`.
     pub fn crash_image(&self, policy: CrashPolicy, rng: &mut impl rand::Rng) -> Vec<u8> {
-        let cpu = cpu_image(self.pool, self.pool.size() as usize);
-        build_crash_image(&cpu, self.media, policy, rng)
+        let (cpu, dirty) = self.cpu_and_dirty();
+        image::build_from_dirty(cpu, self.media, dirty, policy, rng)
     }
 
     /// Number of dirty (CPU differs from media) cache lines.
     pub fn dirty_lines(&self) -> usize {
-        let cpu = cpu_image(self.pool, self.pool.size() as usize);
-        image::dirty_lines(&cpu, self.media).count()
+        self.cpu_and_dirty().1.len()
+    }
+
+    fn cpu_and_dirty(&self) -> &(Vec<u8>, Vec<usize>) {
+        self.dirty.get_or_init(|| {
+            let cpu = cpu_image(self.pool, self.pool.size() as usize);
+            let dirty = image::dirty_lines(&cpu, self.media).collect();
+            (cpu, dirty)
+        })
     }
 }
 
@@ -102,7 +113,7 @@ impl SimState {
         let mut hook = self.hook.lock();
         let mut media = self.media.lock();
         if let Some(h) = hook.as_mut() {
-            h(&FenceEvent { fence_index: index, pool, media: &media });
+            h(&FenceEvent { fence_index: index, pool, media: &media, dirty: OnceCell::new() });
         }
         let pending = std::mem::take(&mut *self.pending.lock());
         let mut writes = self.line_writes.lock();
