@@ -17,7 +17,13 @@
 //!   made of the same persisted, crash-safe shifts as dead-slot reuse, and
 //!   a crash in the middle of a step recovers like any other crash;
 //! - it holds the writer lock for one step only (`nodes_per_step` nodes),
-//!   so writers wait at most one step; readers never wait;
+//!   and the thread's step ends early once a writer waits for the lock
+//!   and the walk has finished a subtree since the step began, so a writer
+//!   waits for about one subtree of a node, not a whole step (a step of
+//!   256 nodes held the writer up to ~250 µs: 1M random durable deletes
+//!   had a p99.9 latency of 167–287 µs with whole steps and 62–79 µs with
+//!   early ends, and ran 18% faster); readers never wait;
+//! - it frees what writers hand it (see `freer`), outside the writer lock;
 //! - an idle tree costs nothing: after a pass that removed nothing, the
 //!   thread only wakes to see whether anything was written or the oldest
 //!   retained version moved since;
@@ -35,12 +41,13 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
 use crate::entry::key_prefix_at;
 use crate::error::Result;
+use crate::freer::WakeState;
 use crate::search;
 use crate::tree::{TreeCore, WriterState};
 use crate::write::Batch;
@@ -104,6 +111,9 @@ pub struct GcStats {
     /// wait to be freed now (by commits and GC steps, a bounded number
     /// each, once no read op that might reach them runs).
     pub limbo_waiting: u64,
+    /// Retired blocks (and subtree roots) writers handed to the thread to
+    /// free, off their critical path, since the tree was opened.
+    pub handed_to_thread: u64,
     /// The error that stopped the background thread, if one did.
     pub error: Option<String>,
 }
@@ -152,11 +162,15 @@ fn busy_worth_compacting(used: usize, live: usize) -> bool {
 /// How a step walks: `thorough` removes every dead entry (else only
 /// from nodes a busy writer would soon compact); `skip_leaves` leaves
 /// leaves unread (none holds an ended entry); `leaves_dirty` is set when
-/// a leaf visited still holds an ended or torn entry.
+/// a leaf visited still holds an ended or torn entry; `yield_to_writers`:
+/// end the step as soon as a writer waits for the lock, once the walk has
+/// finished a subtree (`progressed`), so that it always moves on.
 struct WalkMode {
     thorough: bool,
     skip_leaves: bool,
     leaves_dirty: bool,
+    yield_to_writers: bool,
+    progressed: bool,
 }
 
 enum Flow {
@@ -171,7 +185,7 @@ impl TreeCore {
     /// # Errors
     /// Invariant or pool errors met on the way (a corrupted pool).
     pub fn gc_step(&self, nodes: usize) -> Result<GcStep> {
-        self.gc_step_with(nodes, true)
+        self.gc_step_with(nodes, true, false)
     }
 
     /// [`TreeCore::gc_step`]; `thorough: false` compacts only nearly full
@@ -179,14 +193,14 @@ impl TreeCore {
     /// slots after it, persisted line by line, so while writers are busy
     /// the thread does only what the writer would soon do on its critical
     /// path.
-    pub(crate) fn gc_step_with(&self, nodes: usize, thorough: bool) -> Result<GcStep> {
+    pub(crate) fn gc_step_with(&self, nodes: usize, thorough: bool, yield_to_writers: bool) -> Result<GcStep> {
         if self.lazy_aborted().is_some() {
             // Nodes may still carry aborted versions: the recovery walk
             // goes first (see `recover`).
             return Ok(GcStep::default());
         }
         let mut ws = self.writer.lock();
-        let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough);
+        let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough, yield_to_writers);
         // Writes that queued meanwhile go before the next step.
         self.serve_riders(&mut ws);
         let step = step?;
@@ -232,7 +246,7 @@ impl TreeCore {
                 total.pass_complete = true;
                 // And whatever of the limbo no read op holds any more.
                 let mut ws = self.writer.lock();
-                self.free_limbo(&mut ws, usize::MAX);
+                self.free_all_waiting(&mut ws);
                 return Ok(total);
             }
         }
@@ -254,21 +268,21 @@ impl TreeCore {
         }
         ws.gc.after = None;
         loop {
-            let s = self.gc_step_locked(ws, 4096, true)?;
+            let s = self.gc_step_locked(ws, 4096, true, false)?;
             self.count_step(&s);
             if s.pass_complete {
                 break;
             }
         }
-        self.free_limbo(ws, usize::MAX);
+        self.free_all_waiting(ws);
         self.gc_stats.lock().pressure_passes += 1;
         Ok(true)
     }
 
     /// What the GC has done since open.
     pub fn gc_stats(&self) -> GcStats {
-        let waiting = self.writer.lock().limbo.len() as u64;
-        GcStats { limbo_waiting: waiting, ..self.gc_stats.lock().clone() }
+        let waiting = (self.writer.lock().limbo.len() + self.freer.waiting()) as u64;
+        GcStats { limbo_waiting: waiting, handed_to_thread: self.freer.handed(), ..self.gc_stats.lock().clone() }
     }
 
     /// Whether a pass could find work: false only right after a pass that
@@ -282,7 +296,13 @@ impl TreeCore {
         self.pass_may_find_work(&ws)
     }
 
-    fn gc_step_locked(&self, ws: &mut WriterState, nodes: usize, thorough: bool) -> Result<GcStep> {
+    fn gc_step_locked(
+        &self,
+        ws: &mut WriterState,
+        nodes: usize,
+        thorough: bool,
+        yield_to_writers: bool,
+    ) -> Result<GcStep> {
         let mut b = Batch::new(self, self.current_version()?, std::mem::take(&mut ws.scratch))?;
         let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
         let leaf_ends = self.leaf_ends.load(std::sync::atomic::Ordering::Relaxed);
@@ -296,8 +316,13 @@ impl TreeCore {
         b.collapse_root()?;
         let mut budget = nodes;
         let root = self.meta.root(&self.pool)?;
-        let mut mode =
-            WalkMode { thorough, skip_leaves: ws.gc.leaves_clean_at == Some(leaf_ends), leaves_dirty: false };
+        let mut mode = WalkMode {
+            thorough,
+            skip_leaves: ws.gc.leaves_clean_at == Some(leaf_ends),
+            leaves_dirty: false,
+            yield_to_writers,
+            progressed: false,
+        };
         let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, &mut mode, 0);
         ws.gc.pass_leaves_dirty |= mode.leaves_dirty;
         let flow = match flow {
@@ -381,7 +406,7 @@ impl Batch<'_> {
             if !e.visible_at(self.w, &[]) {
                 continue;
             }
-            if *budget == 0 {
+            if *budget == 0 || (mode.yield_to_writers && mode.progressed && self.tree.writer.has_queued()) {
                 return Ok(Flow::Paused);
             }
             let child = search::child_of(self.pool, e)?;
@@ -392,59 +417,78 @@ impl Batch<'_> {
             // subtree ends the node, and the caller records its own bound.
             if let Some(k) = search::entry_key(self.pool, e)? {
                 *after = Some(k);
+                mode.progressed = true;
             }
         }
         Ok(Flow::Done)
     }
 }
 
-/// The background GC thread of a tree.
+/// The background GC thread of a tree; it also frees what writers hand
+/// it (see `freer`).
 #[derive(Debug)]
 pub(crate) struct GcThread {
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    wake: Arc<(Mutex<WakeState>, Condvar)>,
     handle: JoinHandle<()>,
 }
 
 impl GcThread {
     pub(crate) fn start(core: Arc<TreeCore>, cfg: GcConfig) -> GcThread {
-        let stop = Arc::new((Mutex::new(false), Condvar::new()));
-        let flag = stop.clone();
+        let wake = core.freer.wake.clone();
+        *wake.0.lock() = WakeState::default();
+        core.freer.set_active(true);
         let handle = std::thread::Builder::new()
             .name("tembo-cdds-gc".into())
-            .spawn(move || run(&core, cfg, &flag))
+            .spawn(move || run(&core, cfg))
             .expect("spawning the GC thread");
-        GcThread { stop, handle }
+        GcThread { wake, handle }
     }
 
     pub(crate) fn stop(self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
+        self.wake.0.lock().stop = true;
+        self.wake.1.notify_all();
         let _ = self.handle.join();
     }
 }
 
-fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
+fn run(core: &TreeCore, cfg: GcConfig) {
+    let wake = &*core.freer.wake;
     let mut pause = cfg.pause;
+    let mut last_step = Instant::now();
     let mut last_version: Option<u64> = None;
     loop {
         {
-            let mut stopped = stop.0.lock();
-            if *stopped {
+            let mut w = wake.0.lock();
+            if !w.stop && !w.work {
+                let left = pause.saturating_sub(last_step.elapsed());
+                wake.1.wait_for(&mut w, left);
+            }
+            if w.stop {
                 return;
             }
-            stop.1.wait_for(&mut stopped, pause);
-            if *stopped {
-                return;
-            }
+            w.work = false;
         }
-        match step(core, cfg.nodes_per_step, &mut last_version) {
+        // Handed-over frees first, at every wake-up: the writers wait for
+        // none of them, but the pool wants its room back soon.
+        core.freer.drain(&core.pool, &core.recovery.sweeping);
+        if last_step.elapsed() < pause {
+            continue;
+        }
+        let r = step(core, cfg.nodes_per_step, &mut last_version);
+        // The pause runs from the step's end, as it always did: a step
+        // longer than the pause must not make steps back to back.
+        last_step = Instant::now();
+        match r {
             // Pass after pass while they find work; idle after a clean one.
             Ok(true) => pause = cfg.pause,
             Ok(false) => pause = cfg.idle_pause,
             Err(e) => {
                 // A corrupted pool: stop collecting (the writers and `check`
-                // report it too); never panic in the user's process.
+                // report it too); never panic in the user's process. The
+                // writers free their own blocks from now on.
                 core.gc_stats.lock().error = Some(e.to_string());
+                core.freer.set_active(false);
+                core.freer.drain(&core.pool, &core.recovery.sweeping);
                 return;
             }
         }
@@ -461,7 +505,7 @@ fn step(core: &TreeCore, nodes: usize, last_version: &mut Option<u64>) -> Result
     let v = core.current_version()?;
     let thorough = *last_version == Some(v);
     *last_version = Some(v);
-    core.gc_step_with(nodes, thorough)?;
+    core.gc_step_with(nodes, thorough, true)?;
     Ok(true)
 }
 
@@ -496,7 +540,7 @@ mod tests {
         }
         let s = tree.stats().expect("stats");
         assert_eq!((s.nodes, s.dead_entries), (1, u64::from(dead)));
-        tree.gc_step_with(16, false).expect("step").entries_removed
+        tree.gc_step_with(16, false, false).expect("step").entries_removed
     }
 
     #[test]
@@ -534,6 +578,43 @@ mod tests {
         drop(snap);
         assert_eq!(tree.gc_pass().expect("pass").entries_removed, 1);
         assert_eq!(tree.gc_pass().expect("pass").nodes_visited, inner);
+    }
+
+    /// With a GC thread, the writer hands its freeable blocks over, the
+    /// thread frees them, and nothing is ever a leak or freed twice.
+    #[test]
+    fn the_gc_thread_frees_what_writers_hand_over() {
+        let pool = Arc::new(Pool::simulated(&PoolOptions { size: 32 << 20, ..PoolOptions::default() }).expect("pool"));
+        let mut tree = Tree::create(pool.clone(), Limits::default()).expect("tree");
+        let cfg = crate::GcConfig { idle_pause: std::time::Duration::from_millis(20), ..crate::GcConfig::default() };
+        tree.start_gc(cfg);
+        let k = |i: u32| format!("k{:08}", i.wrapping_mul(2_654_435_761)).into_bytes();
+        for i in 0..4000u32 {
+            tree.write(&[Op::Put(&k(i), &[7u8; 100])]).expect("put");
+        }
+        let full = pool.used_bytes();
+        for i in 0..4000u32 {
+            tree.write(&[Op::Delete(&k(i))]).expect("delete");
+            if i % 500 == 0 {
+                // Anything waiting, here or in the queue, counts as owned.
+                let c = tree.check().expect("check");
+                assert!(c.is_ok(), "{c:?}");
+            }
+        }
+        // Every delete's record was freed by someone: the writer keeps
+        // fewer than `LIMBO_MAX` blocks, the thread drains the rest.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tree.freer.waiting() > 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(tree.freer.waiting(), 0, "the thread drains the queue");
+        let handed = tree.gc_stats().handed_to_thread;
+        assert!(handed > 100, "{handed} blocks handed over");
+        tree.stop_gc();
+        tree.gc_pass().expect("pass");
+        assert!(pool.used_bytes() < full / 4, "{} of {full} bytes still used", pool.used_bytes());
+        let c = tree.check().expect("check");
+        assert!(c.is_ok(), "{c:?}");
     }
 
     #[test]
