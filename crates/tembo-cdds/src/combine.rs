@@ -182,6 +182,13 @@ impl Writer {
         self.queued.load(Ordering::Relaxed) > 0
     }
 
+    /// Makes [`Writer::has_queued`] true until the queue is next served
+    /// (tests of what gives way to waiting writers).
+    #[cfg(test)]
+    pub(crate) fn pretend_queued(&self) {
+        self.queued.store(1, Ordering::Relaxed);
+    }
+
     /// Runs `ops` through another thread's batch, or leads a batch of the
     /// queue itself once the lock is free. `lead` is the write path with
     /// the lock held and the queue to serve.

@@ -16,7 +16,7 @@
 //! blocks), [`node`] (layout, seqlock copies, births), `lazy_order` (order
 //! lines flushed when nodes die or the tree closes), `search`,
 //! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
-//! reuse), `combine` (the writer lock; concurrent writes share a commit), `gc` (the background, incremental GC), `freer` (the writer's frees handed to the GC thread), `scan` (iterators),
+//! reuse), `combine` (the writer lock; concurrent writes share a commit), `gc` (the background, incremental GC), `scan` (iterators),
 //! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6, done lazily:
 //! the tree serves at once after a crash and repairs and sweeps behind it), `verify` (`check`, `stats`).
 
@@ -24,7 +24,6 @@ pub mod campaign;
 mod combine;
 pub mod entry;
 mod error;
-mod freer;
 mod gc;
 mod lazy_order;
 mod limbo;

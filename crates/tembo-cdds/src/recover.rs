@@ -529,14 +529,6 @@ impl TreeCore {
             ws.limbo.expand_all(pool)?;
             let waiting: Vec<u64> = ws.limbo.blocks().collect();
             pool.concurrent_sweep_mark(&waiting, false)?;
-            // So is what waits for the GC thread, which frees nothing more
-            // until the walk is over (it checks `sweeping` under the
-            // queue's lock, taken here after the flag was set).
-            let mut queued = self.freer.queue();
-            queued.expand_all(pool)?;
-            let waiting: Vec<u64> = queued.blocks().collect();
-            drop(queued);
-            pool.concurrent_sweep_mark(&waiting, false)?;
             let mut fixed = vec![self.meta.off];
             let table = self.meta.snapshots(pool)?;
             if table != 0 {
@@ -608,7 +600,6 @@ impl TreeCore {
             self.between_steps()?;
             let _ = pool.free_many(chunk);
         }
-        self.freer.drain(pool, &self.recovery.sweeping);
         // What is unmarked now nobody can reach again: free it in steps that
         // hold only the allocator lock, while writers go on.
         let (mut blocks, mut bytes) = (0, 0);

@@ -88,8 +88,6 @@ pub struct TreeCore {
     /// Descents of a batch that started below the root, on the batch's
     /// previous path (see `write`'s `finger_start`).
     pub(crate) finger_descents: std::sync::atomic::AtomicU64,
-    /// Blocks the writer handed to the GC thread to free (see `freer`).
-    pub(crate) freer: crate::freer::Freer,
 }
 
 impl Tree {
@@ -155,10 +153,6 @@ impl Tree {
     pub fn stop_gc(&mut self) {
         if let Some(g) = self.gc.take() {
             g.stop();
-            self.core.freer.set_active(false);
-            // What it was handed and did not free yet: freed now rather
-            // than left for writers that no longer hand anything over.
-            self.core.freer.drain(&self.core.pool, &self.core.recovery.sweeping);
         }
     }
 
@@ -199,7 +193,6 @@ impl TreeCore {
             dirty_orders: Default::default(),
             leaf_ends: Default::default(),
             finger_descents: Default::default(),
-            freer: Default::default(),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
         if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {
@@ -363,6 +356,5 @@ impl Drop for TreeCore {
         self.dirty_orders.flush_all(&self.pool);
         let blocks = ws.limbo.take_freeable(&self.pool, None, usize::MAX);
         let _ = self.pool.free_many(&blocks);
-        self.freer.drain_for_close(&self.pool);
     }
 }

@@ -267,13 +267,7 @@ impl TreeCore {
             if let Err(e) = ws.limbo.expand_all(pool) {
                 w.bad(0, format!("walking retired subtrees: {e}"));
             }
-            let mut limbo: HashSet<u64> = ws.limbo.blocks().collect();
-            // And what waits for the GC thread (it frees under this lock).
-            let mut queued = self.freer.queue();
-            if let Err(e) = queued.expand_all(pool) {
-                w.bad(0, format!("walking retired subtrees handed to the GC thread: {e}"));
-            }
-            limbo.extend(queued.blocks());
+            let limbo: HashSet<u64> = ws.limbo.blocks().collect();
             match pool.find_leaks(&[&|p: &Pool, m: &mut Marker<'_>| self.trace(p, m)]) {
                 Ok(rep) => {
                     for (off, size) in rep.leaked {
@@ -284,7 +278,6 @@ impl TreeCore {
                 }
                 Err(e) => w.bad(0, format!("reachability: {e}")),
             }
-            drop(queued);
             let ac = pool.check();
             w.out.allocator = ac.violations.iter().map(|x| format!("{}: {}", x.name, x.detail)).collect();
         }

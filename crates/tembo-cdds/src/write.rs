@@ -192,12 +192,12 @@ impl TreeCore {
     fn write_alone(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
         let full = |r: &Result<WriteOutcome>| matches!(r, Err(CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. })));
         let mut r = self.write_locked(ws, ops);
-        if full(&r) && (ws.limbo.has_freeable(self.pins.min_pinned()) || self.freer.waiting() > 0) {
+        if full(&r) && ws.limbo.has_freeable(self.pins.min_pinned()) {
             // The limbo frees a bounded number of blocks per commit, so
             // after a big retirement it may hold the space this batch
-            // needs, and so may what waits for the GC thread: free all it
-            // can and try once more (the failed batch was undone).
-            self.free_all_waiting(ws);
+            // needs: free all it can and try once more (the failed batch
+            // was undone).
+            self.free_limbo(ws, usize::MAX);
             r = self.write_locked(ws, ops);
         }
         if full(&r) && self.reclaim_locked(ws)? {
@@ -281,7 +281,7 @@ impl TreeCore {
             self.to_limbo(ws, v + 1, retired, trees);
         }
         ws.scratch = b.into_scratch();
-        if ws.limbo.batch_waits() && !self.hand_over(ws) {
+        if !ws.limbo.is_empty() {
             self.free_limbo(ws, budget);
         }
         Ok(WriteOutcome { version, existed })
@@ -329,23 +329,6 @@ impl TreeCore {
         // sweep, which every unclean open runs, never a double use:
         // nothing references these blocks.
         let _ = self.pool.free_many_lazy(&self.take_freeable(ws, budget));
-    }
-
-    /// Hands what the limbo may free now to the GC thread (see `freer`);
-    /// whether the writer may leave the rest waiting.
-    fn hand_over(&self, ws: &mut crate::tree::WriterState) -> bool {
-        if self.recovery.sweeping.load(std::sync::atomic::Ordering::Acquire) {
-            return false; // `free_limbo` keeps everything while it runs
-        }
-        self.freer.hand_over(&mut ws.limbo, self.pins.min_pinned())
-    }
-
-    /// Frees every block that waits and no read op can reach: the limbo's
-    /// and those handed to the GC thread (for a full pool, a finished GC
-    /// pass).
-    pub(crate) fn free_all_waiting(&self, ws: &mut crate::tree::WriterState) {
-        self.free_limbo(ws, usize::MAX);
-        self.freer.drain(&self.pool, &self.recovery.sweeping);
     }
 
     /// Removes from the limbo up to about `budget` blocks no running read

@@ -110,7 +110,7 @@ pub enum BenchCommand {
     Heatmap(crate::bench_targets_cmd::HeatmapArgs),
     /// Every workload at a tiny size on every target: checks the harness, peers and charts in seconds
     Smoke(crate::bench_targets_cmd::SmokeArgs),
-    /// Draw the charts of a saved micro/ycsb report again (SVG and PNG)
+    /// Print the table of a saved micro/ycsb report and draw its charts again (SVG and PNG)
     Plot(crate::bench_targets_cmd::PlotArgs),
     /// Time from an unclean shutdown to the first answered get and put, and to full recovery
     #[command(long_about = "Loads --keys keys into a CDDS tree on an emulated pool, copies the pool file \

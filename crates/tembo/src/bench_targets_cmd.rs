@@ -148,6 +148,7 @@ pub fn run_plot(a: PlotArgs) -> Result<()> {
     let r: Report = serde_json::from_str(&text).with_context(|| {
         format!("{} is not a target report (as written by `tembo bench micro|ycsb --json`)", a.json.display())
     })?;
+    print!("{}", report::render_table(&r));
     draw(&r, &a.out.unwrap_or_else(|| a.json.with_extension("")))
 }
 
