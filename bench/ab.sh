@@ -12,7 +12,11 @@
 # random 25-byte keys x 256 B) and, when redis-benchmark is installed,
 # `redis-benchmark -P 16` against `tembo serve`; with the part `multi`,
 # commands that write ten elements of one collection each (a YCSB insert's
-# shape). Prints the medians of the rounds and after/before. How the engine's prefix truncation was measured
+# shape). Prints the medians of the rounds and after/before; for the
+# server parts also the server's CPU time per request (user + system, from
+# /proc): on the shared 2-core VM it moved about half as much from run to
+# run as the throughput did (session 31), though a busy neighbour still
+# inflates it. How the engine's prefix truncation was measured
 # (docs/results/bench.md, "Session 12").
 set -euo pipefail
 BEFORE=$(realpath "$1"); AFTER=$(realpath "$2"); ROUNDS=${3:-3}
@@ -26,13 +30,28 @@ with_server() { # BIN FUNCTION OUTFILE
   local pid=$!
   for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
   : >"$3"
-  "$2" "$port" "$3"
+  SERVER_PID=$pid "$2" "$port" "$3"
   kill "$pid"; wait "$pid" 2>/dev/null || true; rm -rf "$dir"
 }
+# The server's CPU ticks so far (user + system; SERVER_PID from with_server).
+server_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
+# Runs one redis-benchmark test (NAME, REQUESTS, then its arguments) and
+# appends "NAME",requests/s,server CPU us per request to OUTFILE.
+bench_one() { # PORT OUTFILE NAME REQUESTS ARGS...
+  local port=$1 out=$2 name=$3 n=$4 t0 t1 rps
+  shift 4
+  t0=$(server_ticks)
+  rps=$(redis-benchmark -p "$port" -n "$n" --csv "$@" 2>/dev/null | awk -F, 'NR > 1 { gsub(/"/, "", $2); print $2; exit }')
+  t1=$(server_ticks)
+  awk -v n="$name" -v r="$rps" -v a="$t0" -v b="$t1" -v c="$n" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { printf "\"%s\",%s,%.3f\n", n, r, (b - a) * 1e6 / hz / c }' >>"$out"
+}
 default_tests() { # PORT OUTFILE
+  local p t
   for p in ${AB_PIPELINES:-16}; do
-    redis-benchmark -p "$1" -t set,get,incr,lpush,hset,zadd -n 200000 -r 200000 -d 256 -c 50 -P "$p" --csv 2>/dev/null |
-      awk -v p="$p" -F, 'NR > 1 { gsub(/"/, "", $1); printf "\"%s -P %s\",%s\n", $1, p, $2 }' >>"$2"
+    for t in set get incr lpush hset zadd; do
+      bench_one "$1" "$2" "${t^^} -P $p" 200000 -t "$t" -r 200000 -d 256 -c 50 -P "$p"
+    done
   done
 }
 multi_tests() { # PORT OUTFILE
@@ -47,8 +66,7 @@ multi_tests() { # PORT OUTFILE
         SADD10) args="SADD s:__rand_int__ $(for i in $(seq 10); do printf 'm%s ' "$i"; done)" ;;
       esac
       # shellcheck disable=SC2086
-      redis-benchmark -p "$1" -n 100000 -r 100000 -c 50 -P "$p" --csv $args 2>/dev/null |
-        awk -v p="$p" -v n="$name" -F, 'NR > 1 { printf "\"%s -P %s\",%s\n", n, p, $2 }' >>"$2"
+      bench_one "$1" "$2" "$name -P $p" 100000 -r 100000 -c 50 -P "$p" $args
     done
   done
 }
@@ -79,14 +97,22 @@ def phases(f):
     return {p["phase"]: p["per_s"] for p in json.load(open(f))["targets"][0]["phases"]}
 def server(f):
     return {row[0]: float(row[1]) for row in csv.reader(open(f)) if row[0] != "test"}
-for kind, read, ext in (("ycsb", phases, "json"), ("micro", phases, "json"), ("server", server, "csv"), ("multi", server, "csv")):
+def server_cpu(f):
+    return {row[0]: float(row[2]) for row in csv.reader(open(f)) if row[0] != "test" and len(row) > 2}
+for kind, read, ext in (("ycsb", phases, "json"), ("micro", phases, "json"), ("server", server, "csv"), ("multi", server, "csv"),
+                        ("server", server_cpu, "csv"), ("multi", server_cpu, "csv")):
     b = [read(f"{out}/{kind}-before-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-before-{r}.{ext}")]
     a = [read(f"{out}/{kind}-after-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-after-{r}.{ext}")]
     if not b or not a:
         continue
-    print(f"\n| {kind} | before/s | after/s | after / before |\n|---|---:|---:|---:|")
+    if not b[0]:
+        continue
+    cpu = read is server_cpu
+    unit = "server CPU us/request" if cpu else "/s"
+    print(f"\n| {kind} | before {unit} | after {unit} | after / before |\n|---|---:|---:|---:|")
     for k in b[0]:
         mb, ma = statistics.median(x[k] for x in b), statistics.median(x[k] for x in a)
-        print(f"| {k} | {mb:,.0f} | {ma:,.0f} | {ma / mb:.2f}x |")
+        fmt = "{:,.2f}" if cpu else "{:,.0f}"
+        print(f"| {k} | {fmt.format(mb)} | {fmt.format(ma)} | {ma / mb:.2f}x |")
 print(f"\n(raw runs in {out})")
 PY
