@@ -8,8 +8,6 @@
 //! so that the connection can answer and close. It has no state of its own:
 //! a caller keeps unparsed bytes and calls again when more arrive.
 
-use std::fmt::Write as _;
-
 /// Redis refuses a header line (`*N` / `$N`) or an inline command longer than this.
 pub const MAX_INLINE: usize = 64 * 1024;
 /// Redis refuses a multibulk count over this many arguments.
@@ -302,7 +300,8 @@ impl Reply {
             Reply::Error(s) => line(out, b'-', s),
             Reply::Int(n) => {
                 out.push(b':');
-                let _ = write!(Buf(out), "{n}\r\n");
+                out.extend_from_slice(itoa::Buffer::new().format(*n).as_bytes());
+                out.extend_from_slice(b"\r\n");
             }
             Reply::Bulk(b) => bulk(out, b'$', b),
             Reply::Nil if resp3 => out.extend_from_slice(b"_\r\n"),
@@ -357,15 +356,6 @@ impl Reply {
     }
 }
 
-struct Buf<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Buf<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
-
 fn line(out: &mut Vec<u8>, tag: u8, s: &str) {
     out.push(tag);
     // A simple string or error cannot carry a line break; Redis replaces them too.
@@ -375,7 +365,8 @@ fn line(out: &mut Vec<u8>, tag: u8, s: &str) {
 
 fn agg(out: &mut Vec<u8>, tag: u8, n: usize) {
     out.push(tag);
-    let _ = write!(Buf(out), "{n}\r\n");
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
 }
 
 fn bulk(out: &mut Vec<u8>, tag: u8, b: &[u8]) {
@@ -479,6 +470,27 @@ mod tests {
 
     fn p(b: &[u8]) -> Result<Option<Frame>, ProtocolError> {
         parse(b, &ParseLimits::default())
+    }
+
+    fn encoded(r: &Reply, proto: u8) -> String {
+        let mut out = Vec::new();
+        r.encode(proto, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn integers_and_lengths_are_written_in_decimal() {
+        assert_eq!(encoded(&Reply::Int(0), 2), ":0\r\n");
+        assert_eq!(encoded(&Reply::Int(-1), 2), ":-1\r\n");
+        assert_eq!(encoded(&Reply::Int(i64::MIN), 3), ":-9223372036854775808\r\n");
+        assert_eq!(encoded(&Reply::Int(i64::MAX), 2), ":9223372036854775807\r\n");
+        assert_eq!(encoded(&Reply::bulk(vec![b'x'; 1234]), 2), format!("$1234\r\n{}\r\n", "x".repeat(1234)));
+        assert_eq!(encoded(&Reply::bulk(b""), 2), "$0\r\n\r\n");
+        let pairs = vec![(Reply::bulk(b"f"), Reply::Int(12))];
+        assert_eq!(encoded(&Reply::Map(pairs.clone()), 2), "*2\r\n$1\r\nf\r\n:12\r\n");
+        assert_eq!(encoded(&Reply::Map(pairs), 3), "%1\r\n$1\r\nf\r\n:12\r\n");
+        let ten = Reply::Array((0..10).map(Reply::Int).collect());
+        assert!(encoded(&ten, 2).starts_with("*10\r\n:0\r\n:1\r\n"));
     }
 
     #[test]
