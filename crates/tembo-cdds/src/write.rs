@@ -26,6 +26,9 @@ use crate::tree::TreeCore;
 pub const MIN_LIVE: usize = 6;
 /// Above this many live entries a rebuilt node is split in two (4·ml).
 pub const SPLIT_TWO: usize = 4 * MIN_LIVE;
+/// Entries a split at the tail (an append past the last leaf's keys) puts
+/// in the right node: 2·ml (see `Batch::appends_at_tail`).
+const TAIL_SPLIT_RIGHT: usize = 2 * MIN_LIVE;
 
 /// One operation of a batch.
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +90,9 @@ pub(crate) struct Batch<'t> {
     /// happened since it was descended. Every change that replaces a node
     /// or changes an inner node clears it ([`Batch::reshaped`]).
     finger_ok: bool,
+    /// While a put rebuilds its full leaf: the key it inserts is `finger`
+    /// (see [`Batch::build`]'s split at the tail).
+    putting_finger: bool,
     /// Blocks unlinked by this batch, to free once no reader needs them.
     pub(crate) retired: Vec<u64>,
     /// Roots of subtrees unlinked by this batch: they and what they own
@@ -368,6 +374,7 @@ impl<'t> Batch<'t> {
             path,
             finger,
             finger_ok: false,
+            putting_finger: false,
             retired: Vec::new(),
             retired_trees: Vec::new(),
             spare: false,
@@ -624,7 +631,11 @@ impl<'t> Batch<'t> {
         let old = search::leaf_find(self.pool, &copy, key, pfx, ReadAt { version: self.w, aborted: &[] })?
             .map(|i| copy.entries()[i]);
         let ends = old.as_slice();
-        self.rewrite(copy, path, depth, ends, &[Entry::new(self.w, rec, pfx)])?;
+        // `descend` left `key` in `finger`.
+        self.putting_finger = true;
+        let r = self.rewrite(copy, path, depth, ends, &[Entry::new(self.w, rec, pfx)]);
+        self.putting_finger = false;
+        r?;
         Ok(old.is_some())
     }
 
@@ -841,7 +852,12 @@ impl<'t> Batch<'t> {
         hi: Option<Vec<u8>>,
     ) -> Result<Vec<(u64, Option<Vec<u8>>)>> {
         let groups: Vec<&[Entry]> = if list.len() > SPLIT_TWO {
-            vec![&list[..list.len() / 2], &list[list.len() / 2..]]
+            let at = if self.appends_at_tail(level, &list, hi.as_deref())? {
+                list.len() - TAIL_SPLIT_RIGHT
+            } else {
+                list.len() / 2
+            };
+            vec![&list[..at], &list[at..]]
         } else {
             vec![&list[..]]
         };
@@ -871,6 +887,23 @@ impl<'t> Batch<'t> {
             out.push((n, bound));
         }
         Ok(out)
+    }
+
+    /// Whether a split of `list` is a put appending past every key of the
+    /// tree's last leaf (ascending keys: an id or a timestamp). Halving
+    /// such a leaf leaves the left half's room for keys that never come,
+    /// so that a sequential load fills its leaves only half full and
+    /// splits every ~15 puts; splitting at the tail instead leaves the left
+    /// leaf holding all but [`TAIL_SPLIT_RIGHT`] entries and the right one
+    /// room for ~18 more appends. Both stay above the live-entry bound
+    /// (ml), the right one by 2·ml, so a few deletes at the tail do not
+    /// merge it straight back.
+    fn appends_at_tail(&self, level: u8, list: &[Entry], hi: Option<&[u8]>) -> Result<bool> {
+        if level != 0 || hi.is_some() || !self.putting_finger {
+            return Ok(false);
+        }
+        let Some(last) = list.last() else { return Ok(false) };
+        Ok(search::entry_key_ref(self.pool, last)? == Some(self.finger.as_slice()))
     }
 
     /// `entries` with prefix words relative to `to` instead of `from`
