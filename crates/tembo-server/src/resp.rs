@@ -260,6 +260,11 @@ pub enum Reply {
     Human(f64),
     /// RESP3 `=len\r\ntxt:…`; RESP2 a bulk string.
     Verbatim(String),
+    /// A verbatim string with its own 3-byte format (a script's
+    /// `{verbatim_string = …}`): RESP3 `=len\r\nfmt:…`; RESP2 a bulk string.
+    VerbatimAs([u8; 3], Vec<u8>),
+    /// RESP3 `(digits` (a script's `{big_number = …}`); RESP2 a bulk string.
+    BigNumber(Vec<u8>),
     /// RESP3 `>n` (out-of-band data: pub/sub messages); RESP2 an array.
     Push(Vec<Reply>),
     /// Several replies back to back for one command (SUBSCRIBE a b answers
@@ -347,6 +352,17 @@ impl Reply {
                 bulk(out, b'=', &body);
             }
             Reply::Verbatim(s) => bulk(out, b'$', s.as_bytes()),
+            Reply::VerbatimAs(format, s) if resp3 => {
+                let mut body = format.to_vec();
+                body.push(b':');
+                body.extend_from_slice(s);
+                bulk(out, b'=', &body);
+            }
+            Reply::VerbatimAs(_, s) => bulk(out, b'$', s),
+            // A line, like a simple string: a line break in it cannot
+            // break the protocol (Redis does not check; it is the script's).
+            Reply::BigNumber(n) if resp3 => line(out, b'(', &String::from_utf8_lossy(n)),
+            Reply::BigNumber(n) => bulk(out, b'$', n),
             Reply::Push(items) => {
                 agg(out, if resp3 { b'>' } else { b'*' }, items.len());
                 items.iter().for_each(|r| r.encode(proto, out));

@@ -463,7 +463,7 @@ impl Engine {
             )));
         }
         match outcome.map_err(lua_err)? {
-            (true, value) => Ok(lua_to_reply(value, 0)),
+            (true, value) => Ok(lua_to_reply(value, 0, resp3.get())),
             (false, Value::Table(t)) if t.raw_get::<Value>("err").is_ok_and(|v| !v.is_nil()) => {
                 Err(CmdError(bytes_text(&t.raw_get::<Value>("err").unwrap_or(Value::Nil))))
             }
@@ -649,27 +649,34 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Bool(b) if resp3 => Value::Boolean(b),
         Reply::Bool(b) => Value::Integer(b as i64),
         Reply::Verbatim(s) => Value::String(lua.create_string(s)?),
+        Reply::VerbatimAs(_, s) => Value::String(lua.create_string(s)?),
+        Reply::BigNumber(n) if resp3 => single(lua, "big_number", Value::String(lua.create_string(n)?))?,
+        Reply::BigNumber(n) => Value::String(lua.create_string(n)?),
     })
 }
 
-/// A script's return value as a reply (Redis's Lua → RESP rules).
-pub fn lua_to_reply(value: Value, depth: usize) -> Reply {
+/// A script's return value as a reply (Redis's Lua → RESP rules);
+/// `resp3`: the script chose RESP3 with `redis.setresp(3)`, under which a
+/// boolean is a boolean reply (`#t`/`#f`, or `:1`/`:0` to a RESP2 client)
+/// rather than `:1` / nil.
+pub fn lua_to_reply(value: Value, depth: usize, resp3: bool) -> Reply {
     if depth > 1000 {
         return Reply::Error("ERR reached lua stack limit".into());
     }
     match value {
         Value::Nil => Reply::Nil,
+        Value::Boolean(b) if resp3 => Reply::Bool(b),
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(n) => Reply::Int(n),
         Value::Number(f) => Reply::Int(f as i64),
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
-        Value::Table(t) => table_to_reply(t, depth),
+        Value::Table(t) => table_to_reply(t, depth, resp3),
         _ => Reply::Nil,
     }
 }
 
-fn table_to_reply(t: Table, depth: usize) -> Reply {
+fn table_to_reply(t: Table, depth: usize, resp3: bool) -> Reply {
     let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
     if let Value::String(e) = field("err") {
         return Reply::Error(String::from_utf8_lossy(&e.as_bytes()).into_owned());
@@ -682,20 +689,72 @@ fn table_to_reply(t: Table, depth: usize) -> Reply {
         Value::Integer(n) => return Reply::Double(n as f64),
         _ => {}
     }
+    if let Value::String(n) = field("big_number") {
+        return Reply::BigNumber(n.as_bytes().to_vec());
+    }
     if let Value::Table(m) = field("map") {
         let pairs = m.pairs::<Value, Value>().filter_map(Result::ok);
-        return Reply::Map(pairs.map(|(k, v)| (lua_to_reply(k, depth + 1), lua_to_reply(v, depth + 1))).collect());
+        return Reply::Map(
+            pairs.map(|(k, v)| (lua_to_reply(k, depth + 1, resp3), lua_to_reply(v, depth + 1, resp3))).collect(),
+        );
     }
     if let Value::Table(s) = field("set") {
         let members = s.pairs::<Value, Value>().filter_map(Result::ok);
-        return Reply::Set(members.map(|(k, _)| lua_to_reply(k, depth + 1)).collect());
+        return Reply::Set(members.map(|(k, _)| lua_to_reply(k, depth + 1, resp3)).collect());
+    }
+    if let Value::Table(v) = field("verbatim_string") {
+        if let (Ok(Value::String(format)), Ok(Value::String(text))) =
+            (v.raw_get::<Value>("format"), v.raw_get::<Value>("string"))
+        {
+            if let Ok(format) = <[u8; 3]>::try_from(&format.as_bytes()[..]) {
+                return Reply::VerbatimAs(format, text.as_bytes().to_vec());
+            }
+        }
     }
     let mut items = Vec::new();
     for i in 1.. {
         match t.raw_get::<Value>(i) {
             Ok(Value::Nil) | Err(_) => break,
-            Ok(v) => items.push(lua_to_reply(v, depth + 1)),
+            Ok(v) => items.push(lua_to_reply(v, depth + 1, resp3)),
         }
     }
     Reply::Array(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reply a script's return expression gives, encoded for a client
+    /// of protocol `proto`, the script having chosen RESP3 or not.
+    fn returned(expr: &str, script_resp3: bool, proto: u8) -> String {
+        let lua = Lua::new();
+        let v: Value = lua.load(expr).eval().unwrap();
+        let mut out = Vec::new();
+        lua_to_reply(v, 0, script_resp3).encode(proto, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn booleans_follow_the_scripts_protocol_as_in_redis() {
+        assert_eq!(returned("true", false, 3), ":1\r\n");
+        assert_eq!(returned("false", false, 3), "_\r\n");
+        assert_eq!(returned("false", false, 2), "$-1\r\n");
+        assert_eq!(returned("true", true, 3), "#t\r\n");
+        assert_eq!(returned("false", true, 3), "#f\r\n");
+        assert_eq!(returned("false", true, 2), ":0\r\n");
+        assert_eq!(returned("{1, true, false}", true, 3), "*3\r\n:1\r\n#t\r\n#f\r\n");
+    }
+
+    #[test]
+    fn big_numbers_and_verbatim_strings_keep_their_value() {
+        let big = "{big_number = '123456789012345678901234567890'}";
+        assert_eq!(returned(big, true, 3), "(123456789012345678901234567890\r\n");
+        assert_eq!(returned(big, false, 2), "$30\r\n123456789012345678901234567890\r\n");
+        let verbatim = "{verbatim_string = {format = 'mkd', string = '# x'}}";
+        assert_eq!(returned(verbatim, true, 3), "=7\r\nmkd:# x\r\n");
+        assert_eq!(returned(verbatim, true, 2), "$3\r\n# x\r\n");
+        // A line break cannot split a big number's line.
+        assert_eq!(returned("{big_number = '1\\r\\n2'}", true, 3), "(1  2\r\n");
+    }
 }
