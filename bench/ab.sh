@@ -103,9 +103,7 @@ for kind, read, ext in (("ycsb", phases, "json"), ("micro", phases, "json"), ("s
                         ("server", server_cpu, "csv"), ("multi", server_cpu, "csv")):
     b = [read(f"{out}/{kind}-before-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-before-{r}.{ext}")]
     a = [read(f"{out}/{kind}-after-{r}.{ext}") for r in range(1, rounds + 1) if os.path.exists(f"{out}/{kind}-after-{r}.{ext}")]
-    if not b or not a:
-        continue
-    if not b[0]:
+    if not b or not a or not b[0]:
         continue
     cpu = read is server_cpu
     unit = "server CPU us/request" if cpu else "/s"

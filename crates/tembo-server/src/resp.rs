@@ -346,18 +346,9 @@ impl Reply {
             Reply::Human(d) => bulk(out, b'$', format_human(*d).as_bytes()),
             Reply::Bool(b) if resp3 => out.extend_from_slice(if *b { b"#t\r\n" } else { b"#f\r\n" }),
             Reply::Bool(b) => out.extend_from_slice(if *b { b":1\r\n" } else { b":0\r\n" }),
-            Reply::Verbatim(s) if resp3 => {
-                let mut body = b"txt:".to_vec();
-                body.extend_from_slice(s.as_bytes());
-                bulk(out, b'=', &body);
-            }
+            Reply::Verbatim(s) if resp3 => verbatim(out, b"txt", s.as_bytes()),
             Reply::Verbatim(s) => bulk(out, b'$', s.as_bytes()),
-            Reply::VerbatimAs(format, s) if resp3 => {
-                let mut body = format.to_vec();
-                body.push(b':');
-                body.extend_from_slice(s);
-                bulk(out, b'=', &body);
-            }
+            Reply::VerbatimAs(format, s) if resp3 => verbatim(out, format, s),
             Reply::VerbatimAs(_, s) => bulk(out, b'$', s),
             // A line, like a simple string: a line break in it cannot
             // break the protocol (Redis does not check; it is the script's).
@@ -382,6 +373,15 @@ fn line(out: &mut Vec<u8>, tag: u8, s: &str) {
 fn agg(out: &mut Vec<u8>, tag: u8, n: usize) {
     out.push(tag);
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A RESP3 verbatim string: `=len\r\nfmt:…\r\n`.
+fn verbatim(out: &mut Vec<u8>, format: &[u8; 3], s: &[u8]) {
+    agg(out, b'=', format.len() + 1 + s.len());
+    out.extend_from_slice(format);
+    out.push(b':');
+    out.extend_from_slice(s);
     out.extend_from_slice(b"\r\n");
 }
 
@@ -507,6 +507,9 @@ mod tests {
         assert_eq!(encoded(&Reply::Map(pairs), 3), "%1\r\n$1\r\nf\r\n:12\r\n");
         let ten = Reply::Array((0..10).map(Reply::Int).collect());
         assert!(encoded(&ten, 2).starts_with("*10\r\n:0\r\n:1\r\n"));
+        assert_eq!(encoded(&Reply::Verbatim("hi".into()), 3), "=6\r\ntxt:hi\r\n");
+        assert_eq!(encoded(&Reply::Verbatim("hi".into()), 2), "$2\r\nhi\r\n");
+        assert_eq!(encoded(&Reply::VerbatimAs(*b"mkd", b"# x".to_vec()), 3), "=7\r\nmkd:# x\r\n");
     }
 
     #[test]
