@@ -140,7 +140,7 @@ impl Ctx<'_> {
 
     /// The element `field` of collection `key`.
     pub fn sub_get(&self, key: &[u8], meta: &Meta, field: &[u8]) -> Res<Option<Vec<u8>>> {
-        Ok(self.st.store.get(&sub_key(self.db(), key, meta.version, field))?)
+        Ok(self.st.store.get_element(&sub_key(self.db(), key, meta.version, field), meta.version)?)
     }
 
     /// Stores element `field` of collection `key`.

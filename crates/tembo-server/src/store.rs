@@ -29,6 +29,11 @@ pub struct Store {
     next_version: u64,
     version_limit: u64,
     persisted_limit: u64,
+    /// The first version handed out since the last commit or discard. No
+    /// committed key belongs to it or to a later one: every committed
+    /// version is below the high-water mark persisted with it, and
+    /// versions are never handed out twice.
+    fresh_from: u64,
     max_key: usize,
     max_value: usize,
 }
@@ -67,6 +72,7 @@ impl Store {
             next_version: limit,
             version_limit: limit,
             persisted_limit: limit,
+            fresh_from: limit,
             max_key: limits.max_key_bytes,
             max_value: limits.max_value_bytes,
         })
@@ -83,6 +89,17 @@ impl Store {
             Some(v) => Ok(v.clone()),
             None => self.db.get(key),
         }
+    }
+
+    /// The value of `key`, an element key of collection version `version`.
+    /// A version handed out since the last commit has nothing committed
+    /// (see `fresh_from`), so then only the pending writes are read: a
+    /// new hash, set or sorted set skips one engine lookup per element.
+    pub fn get_element(&self, key: &[u8], version: u64) -> Result<Option<Vec<u8>>, DbError> {
+        if version >= self.fresh_from {
+            return Ok(self.overlay.get(key).cloned().flatten());
+        }
+        self.get(key)
     }
 
     /// Stages a put; refuses keys and values over the engine's limits now
@@ -146,6 +163,8 @@ impl Store {
 
     /// Makes every pending write durable with one batch.
     pub fn commit(&mut self) -> Result<(), DbError> {
+        // Also after a failed write: the versions it held are never handed out again.
+        self.fresh_from = self.next_version;
         if self.overlay.is_empty() {
             return Ok(());
         }
@@ -171,6 +190,7 @@ impl Store {
     /// Forgets every pending write.
     pub fn discard(&mut self) {
         self.overlay.clear();
+        self.fresh_from = self.next_version;
         self.version_limit = self.persisted_limit;
     }
 
