@@ -4,11 +4,9 @@
 //! still see: elements written earlier in the same command and the same
 //! commit group, and — once committed, or after a restart — the engine's.
 
-use std::sync::Arc;
+mod common;
 
 use tembo_server::resp::Reply;
-use tembo_server::Session;
-use tembo_store::{Db, Options};
 
 fn bulk(s: &str) -> Reply {
     Reply::Bulk(s.as_bytes().to_vec())
@@ -20,14 +18,9 @@ fn ints(v: &[i64]) -> Vec<Reply> {
 
 #[test]
 fn new_collections_count_elements_of_their_own_group_and_of_earlier_commits() {
-    let dir = std::env::temp_dir().join(format!("tembo-fresh-versions-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("p.pool");
-    let opts = Options::with_size(32 << 20);
+    let pool = common::TestPool::new("fresh-versions");
     {
-        let db = Arc::new(Db::create(&path, &opts).unwrap());
-        let mut s = Session::new(db).unwrap();
+        let mut s = pool.create();
         // One commit group: each collection is created and then added to.
         assert_eq!(s.call_line("MULTI"), Reply::ok());
         for line in [
@@ -57,14 +50,11 @@ fn new_collections_count_elements_of_their_own_group_and_of_earlier_commits() {
         assert_eq!(s.call_line("HSET h2 f 4"), Reply::Int(0));
     }
     // Versions handed out after a restart start above every committed one.
-    let db = Arc::new(Db::open(&path, &opts).unwrap());
-    let mut s = Session::new(db).unwrap();
+    let mut s = pool.reopen();
     assert_eq!(s.call_line("HSET h a 9 c 1"), Reply::Int(1));
     assert_eq!(s.call_line("HLEN h"), Reply::Int(3));
     assert_eq!(s.call_line("HSET h3 a 1 a 2"), Reply::Int(1));
     assert_eq!(s.call_line("SADD s w v"), Reply::Int(1));
     assert_eq!(s.call_line("HGET h3 a"), bulk("2"));
     assert_eq!(s.call_line("HLEN h2"), Reply::Int(2));
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,11 +2,10 @@
 //! and reopening the pool (everything is in the store, nothing in memory
 //! only), and DEL then reclaims all of it.
 
-use std::sync::Arc;
+mod common;
 
 use tembo_server::resp::Reply;
 use tembo_server::Session;
-use tembo_store::{Db, Options};
 
 fn bulk(s: &str) -> Reply {
     Reply::Bulk(s.as_bytes().to_vec())
@@ -18,14 +17,9 @@ fn call(s: &mut Session, line: &str) -> Reply {
 
 #[test]
 fn stream_groups_survive_a_restart() {
-    let dir = std::env::temp_dir().join(format!("tembo-streams-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("p.pool");
-    let opts = Options::with_size(32 << 20);
+    let pool = common::TestPool::new("streams-restart");
     {
-        let db = Arc::new(Db::create(&path, &opts).unwrap());
-        let mut s = Session::new(db).unwrap();
+        let mut s = pool.create();
         assert_eq!(call(&mut s, "XADD st 1-1 a 1"), bulk("1-1"));
         assert_eq!(call(&mut s, "XADD st 2-1 b 2"), bulk("2-1"));
         assert_eq!(call(&mut s, "XADD st 3-1 c 3"), bulk("3-1"));
@@ -35,8 +29,7 @@ fn stream_groups_survive_a_restart() {
         assert!(matches!(r, Reply::Array(ref v) if v.len() == 1), "{r:?}");
         assert_eq!(call(&mut s, "XGROUP CREATECONSUMER st g bob"), Reply::Int(1));
     }
-    let db = Arc::new(Db::open(&path, &opts).unwrap());
-    let mut s = Session::new(db).unwrap();
+    let mut s = pool.reopen();
     assert_eq!(call(&mut s, "TYPE st"), Reply::Simple("stream".into()));
     assert_eq!(call(&mut s, "XLEN st"), Reply::Int(2));
     let info = call(&mut s, "XINFO STREAM st");
@@ -71,6 +64,4 @@ fn stream_groups_survive_a_restart() {
     s.background();
     assert_eq!(call(&mut s, "XADD st 1-1 a 1"), bulk("1-1"));
     assert_eq!(call(&mut s, "XINFO GROUPS st"), Reply::Array(vec![]));
-    drop(s);
-    let _ = std::fs::remove_dir_all(&dir);
 }
