@@ -315,6 +315,13 @@ pub(crate) fn page_size() -> usize {
 
 /// Whether the file lives on a RAM-backed filesystem (tmpfs, ramfs).
 pub(crate) fn on_ram_filesystem(file: &File) -> bool {
+    ram_filesystem_free(file).is_some()
+}
+
+/// The bytes still free on the file's filesystem if it is RAM-backed
+/// (tmpfs, ramfs; `u64::MAX` where it has no size limit), `None` for any
+/// other filesystem.
+pub(crate) fn ram_filesystem_free(file: &File) -> Option<u64> {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     const RAMFS_MAGIC: i64 = 0x8584_58f6;
     // SAFETY: statfs is plain data; zeroed is a valid initial value.
@@ -322,10 +329,14 @@ pub(crate) fn on_ram_filesystem(file: &File) -> bool {
     // SAFETY: valid fd and a valid out-pointer.
     let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
     if rc != 0 {
-        return false;
+        return None;
     }
-    let t = st.f_type as i64;
-    t == TMPFS_MAGIC || t == RAMFS_MAGIC
+    match st.f_type as i64 {
+        // A tmpfs mounted with `size=0` (and ramfs) reports no blocks.
+        TMPFS_MAGIC | RAMFS_MAGIC if st.f_blocks == 0 => Some(u64::MAX),
+        TMPFS_MAGIC | RAMFS_MAGIC => Some((st.f_bavail as u64).saturating_mul(st.f_bsize as u64)),
+        _ => None,
+    }
 }
 
 /// Allocates the file's blocks for `[offset, offset + len)` now

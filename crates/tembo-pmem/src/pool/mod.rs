@@ -513,10 +513,13 @@ impl Pool {
     /// Backs the fresh pages `[offset, offset + len)` of a file pool on a
     /// RAM filesystem with 2 MiB pages (`huge.rs`); nothing for other
     /// pools. The range must be mapped, unused and not yet reserved; the
-    /// caller reserves it right after.
+    /// caller reserves it right after. A range the filesystem has no room
+    /// for is left alone: the reservation after it fails anyway, and a
+    /// collapse would first take 2 MiB pages until the filesystem is full,
+    /// for nothing.
     pub(crate) fn collapse_fresh_pages(&self, offset: u64, len: u64) {
         let Some(file) = &self.file else { return };
-        if self.region.map_sync() || !map::on_ram_filesystem(file) {
+        if self.region.map_sync() || !matches!(map::ram_filesystem_free(file), Some(free) if free >= len) {
             return;
         }
         let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else { return };
