@@ -213,6 +213,12 @@ impl Iter<'_> {
 
     /// Descends from the root to the leaf where the scan goes on, with its
     /// upper and lower bounds; remembers the leaf's parent.
+    ///
+    /// Nodes above level 1 are searched in place on the lock-free path
+    /// point reads take ([`node::RawNode`], retried if a writer changed the
+    /// node meanwhile): only the level-1 node (kept as the parent) and the
+    /// leaf are copied. The bounds' keys are read once, from the deepest
+    /// entries that give them, rather than at every level.
     fn descend(&mut self, pool: &tembo_pmem::Pool, at: ReadAt<'_>, lazy: &Option<Arc<Vec<u64>>>) -> Result<Found> {
         let (v, ab) = (at.version, at.aborted);
         let mut n = self.tree.meta.root(pool)?;
@@ -231,13 +237,33 @@ impl Iter<'_> {
                 Bound::Included(l) | Bound::Excluded(l) => (Some(l.as_slice()), false),
             }
         };
-        let mut edge: Option<Option<Vec<u8>>> = None; // forward: upper bound (None inside = +inf)
-        let mut lower: Option<Vec<u8>> = None; // reverse: lower bound
+        // The entries whose keys bound the leaf: the deepest chosen one
+        // (forward: its upper bound; `None`: none chosen yet, +inf) and the
+        // deepest previous visible one (its lower bound).
+        let mut edge: Option<Entry> = None;
+        let mut lower: Option<Entry> = None;
+        // While a lazy recovery runs every node is read checked (copied).
+        let mut raw = (lazy.is_none()).then(node::RawNode::default);
         let mut depth = 0;
         let copy = loop {
             depth += 1;
             if depth > 64 {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
+            }
+            if let Some(raw) = raw.as_mut() {
+                raw.load(pool, n, self.tree.session)?;
+                if raw.level() >= 2 {
+                    let step = raw_inner_step(pool, raw, n, seek, at_or_above, v);
+                    if !raw.validate() {
+                        depth -= 1;
+                        continue;
+                    }
+                    let (e, prev) = step?;
+                    edge = Some(e);
+                    lower = prev.or(lower);
+                    n = search::child_of(pool, &e)?;
+                    continue;
+                }
             }
             let copy = self.read_node(pool, n, at, lazy.is_some())?;
             if copy.level == 0 {
@@ -259,18 +285,22 @@ impl Iter<'_> {
                     .ok_or_else(|| CddsError::invariant("inner node with no visible entry", n))?,
             };
             let e = copy.entries()[i];
-            edge = Some(search::entry_key(pool, &e)?);
+            edge = Some(e);
             // A level-1 node's own lower bound, kept with its copy below.
-            let node_lower = if copy.level == 1 { lower.clone() } else { None };
+            let node_lower = if copy.level == 1 { key_of(pool, lower.as_ref())? } else { None };
             if let Some(p) = (0..i).rev().find(|&j| copy.entries()[j].visible_at(v, ab)) {
-                lower = search::entry_key(pool, &copy.entries()[p])?;
+                lower = Some(copy.entries()[p]);
             }
             n = search::child_of(pool, &e)?;
             if copy.level == 1 {
                 self.parent = Some(Parent { copy, index: i, aborted: lazy.clone(), lower: node_lower });
             }
         };
-        Ok((copy, edge, lower))
+        let edge = match edge {
+            Some(e) => Some(search::entry_key(pool, &e)?),
+            None => None,
+        };
+        Ok((copy, edge, key_of(pool, lower.as_ref())?))
     }
 
     /// Keeps the records of `copy`'s entries in range, and moves the scan's
@@ -420,6 +450,40 @@ impl Iter<'_> {
     pub fn next_into(&mut self, key: &mut Vec<u8>, value: &mut Vec<u8>) -> Option<Result<()>> {
         Some(self.advance()?.and_then(|rec| self.pair_into(rec, key, value)))
     }
+}
+
+/// The key of a bounding entry (`None`: no entry, or the sentinel).
+fn key_of(pool: &tembo_pmem::Pool, e: Option<&Entry>) -> Result<Option<Vec<u8>>> {
+    match e {
+        Some(e) => search::entry_key(pool, e),
+        None => Ok(None),
+    }
+}
+
+/// In a raw inner node: the entry visible at `v` whose child the descent
+/// takes (the last visible one when `seek` is `None`), and the visible
+/// entry before it. Meaningful only if the node validates afterwards.
+fn raw_inner_step(
+    pool: &tembo_pmem::Pool,
+    raw: &node::RawNode<'_>,
+    n: u64,
+    seek: Option<&[u8]>,
+    at_or_above: bool,
+    v: u64,
+) -> Result<(Entry, Option<Entry>)> {
+    let used = raw.used();
+    let i = match seek {
+        Some(k) => {
+            let pfx = key_prefix_at(k, raw.plen());
+            let start = search::bound_raw(pool, raw, k, pfx, !at_or_above, 0)?;
+            (start..used).find(|&i| raw.entry(i).visible_at(v, &[]))
+        }
+        None => (0..used).rev().find(|&i| raw.entry(i).visible_at(v, &[])),
+    };
+    let i =
+        i.ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), n))?;
+    let prev = (0..i).rev().map(|j| raw.entry(j)).find(|e| e.visible_at(v, &[]));
+    Ok((raw.entry(i), prev))
 }
 
 impl Iterator for Iter<'_> {

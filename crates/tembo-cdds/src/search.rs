@@ -27,8 +27,20 @@ fn partition(len: usize, strict: bool, mut cmp: impl FnMut(usize) -> Result<Orde
 }
 
 /// Index of the first entry whose key is `>= key` (`strict`: `> key`).
+///
+/// As [`bound_raw`]: the prefix words narrow the answer to the run of
+/// entries that tie with the key's, and only those records are read,
+/// their first lines fetched together before the search among them.
 pub fn bound(pool: &Pool, entries: &[Entry], key: &[u8], pfx: u64, strict: bool) -> Result<usize> {
-    partition(entries.len(), strict, |i| record::cmp_entry(pool, &entries[i], key, pfx))
+    let n = entries.len();
+    let lo = partition_by(n, |i| entries[i].prefix < pfx);
+    let ties = partition_by(n - lo, |i| entries[lo + i].prefix <= pfx);
+    if ties > 1 {
+        for e in &entries[lo..lo + ties] {
+            pool.prefetch(e.rec, 64);
+        }
+    }
+    Ok(lo + partition(ties, strict, |i| record::cmp_entry(pool, &entries[lo + i], key, pfx))?)
 }
 
 /// The inner entry visible at `v` whose child covers `key`: the first
