@@ -195,8 +195,9 @@ impl Ctx<'_> {
             if out.len() >= limit {
                 break;
             }
-            let (k, v) = kv?;
-            out.push((k[prefix.len()..].to_vec(), v));
+            let (mut k, v) = kv?;
+            k.drain(..prefix.len()); // the field, in the key's own allocation
+            out.push((k, v));
         }
         Ok(out)
     }
