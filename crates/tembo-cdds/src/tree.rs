@@ -259,6 +259,20 @@ impl TreeCore {
         self.value_at(key, pin.version, buf)
     }
 
+    /// Whether `key` exists in the current version: a lookup that copies
+    /// no value (a write that only counts new keys needs no more).
+    ///
+    /// # Errors
+    /// As [`TreeCore::get`].
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        let pin = self.pin()?;
+        let rec = match self.lazy_aborted() {
+            Some(ab) => self.find_checked(key, pin.version, &ab)?,
+            None => self.find_pinned(key, pin.version)?,
+        };
+        Ok(rec.is_some())
+    }
+
     /// The value of `key` at version `v`, which the caller keeps retained
     /// (through a snapshot).
     ///

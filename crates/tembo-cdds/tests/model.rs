@@ -243,6 +243,7 @@ proptest! {
             for k in (0..400u32).step_by(7) {
                 let k = key(k, wide);
                 prop_assert_eq!(t.get(&k).unwrap(), m.get(&k).cloned());
+                prop_assert_eq!(t.contains(&k).unwrap(), m.contains_key(&k));
             }
         }
         check(&t, &m);
@@ -328,6 +329,7 @@ proptest! {
                 for i in 0..4u8 {
                     let k = tied_key(g, i);
                     prop_assert_eq!(t.get(&k).unwrap(), m.get(&k).cloned());
+                    prop_assert_eq!(t.contains(&k).unwrap(), m.contains_key(&k));
                 }
             }
         }

@@ -143,6 +143,11 @@ impl Ctx<'_> {
         Ok(self.st.store.get_element(&sub_key(self.db(), key, meta.version, field), meta.version)?)
     }
 
+    /// Whether collection `key` has element `field` (its value not copied).
+    pub fn sub_exists(&self, key: &[u8], meta: &Meta, field: &[u8]) -> Res<bool> {
+        Ok(self.st.store.contains_element(&sub_key(self.db(), key, meta.version, field), meta.version)?)
+    }
+
     /// Stores element `field` of collection `key`.
     pub fn sub_put(&mut self, key: &[u8], meta: &Meta, field: &[u8], value: Vec<u8>) -> Res<()> {
         self.st.store.put(sub_key(self.db(), key, meta.version, field), value)?;

@@ -102,6 +102,16 @@ impl Store {
         self.get(key)
     }
 
+    /// Whether element `key` of collection version `version` exists:
+    /// [`Store::get_element`] without copying its value.
+    pub fn contains_element(&self, key: &[u8], version: u64) -> Result<bool, DbError> {
+        match self.overlay.get(key) {
+            Some(v) => Ok(v.is_some()),
+            None if version >= self.fresh_from => Ok(false),
+            None => self.db.contains(key),
+        }
+    }
+
     /// Stages a put; refuses keys and values over the engine's limits now
     /// rather than failing the whole group at commit.
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), StoreError> {

@@ -338,7 +338,7 @@ pub fn append(cx: &mut Ctx, key: &[u8], s: &mut Stream, id: StreamId, fv: &[Vec<
 /// Deletes entry `id` if present (XDEL's step; the caller updates
 /// `max_deleted` and `first_id`). Returns whether it was there.
 pub fn delete(cx: &mut Ctx, key: &[u8], s: &mut Stream, id: StreamId) -> Res<bool> {
-    if cx.sub_get(key, &s.meta, &id.bytes())?.is_none() {
+    if !cx.sub_exists(key, &s.meta, &id.bytes())? {
         return Ok(false);
     }
     cx.sub_del(key, &s.meta, &id.bytes());

@@ -332,6 +332,17 @@ impl Db {
         }
     }
 
+    /// Whether `key` is present: [`Db::get`] without copying the value.
+    ///
+    /// # Errors
+    /// As [`Db::get`].
+    pub fn contains(&self, key: &[u8]) -> Result<bool> {
+        match self.backend() {
+            Backend::Cdds(t) => t.contains(key).map_err(self.err()),
+            Backend::InPlace(t, _) => t.get(key).map(|v| v.is_some()).map_err(self.kerr()),
+        }
+    }
+
     /// [`Db::get`] into `buf`, which is cleared first (and left empty for a
     /// missing key): a loop of reads reuses one allocation instead of
     /// making and freeing one per read. Returns whether `key` is present.

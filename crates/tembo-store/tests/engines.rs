@@ -60,6 +60,7 @@ fn every_engine_behaves_the_same() {
             let found = db.get_into(&k, &mut buf).unwrap();
             assert_eq!(found.then(|| buf.clone()), model.get(&k).cloned(), "{engine} {i}");
             assert!(found || buf.is_empty(), "{engine}: a miss leaves the buffer empty");
+            assert_eq!(db.contains(&k).unwrap(), found, "{engine} {i}: contains agrees with get");
         }
         let rev: Vec<_> = db.scan_rev(&b"k00100"[..]..&b"k00500"[..]).map(|r| r.unwrap()).collect();
         let want: Vec<_> =

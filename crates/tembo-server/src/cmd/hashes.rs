@@ -196,7 +196,7 @@ fn set_pairs(cx: &mut Ctx, key: &[u8], pairs: &[Vec<u8>], cmd: &str) -> Res<i64>
     };
     let mut added = 0;
     for pair in pairs.chunks(2) {
-        if cx.sub_get(key, &m, &pair[0])?.is_none() {
+        if !cx.sub_exists(key, &m, &pair[0])? {
             added += 1;
         }
         cx.sub_put(key, &m, &pair[0], pair[1].clone())?;
@@ -219,7 +219,7 @@ fn hsetnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let old = hash(cx, &a[1])?;
     let mut m = match &old {
         Some(m) => {
-            if cx.sub_get(&a[1], m, &a[2])?.is_some() {
+            if cx.sub_exists(&a[1], m, &a[2])? {
                 return Ok(Reply::Int(0));
             }
             m.clone()
@@ -275,7 +275,7 @@ fn hdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut m = old.clone();
     let mut removed = 0;
     for field in &a[2..] {
-        if cx.sub_get(&a[1], &m, field)?.is_some() {
+        if cx.sub_exists(&a[1], &m, field)? {
             cx.sub_del(&a[1], &m, field);
             removed += 1;
         }
@@ -291,7 +291,7 @@ fn hlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn hexists(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let Some(m) = hash_read(cx, &a[1])? else { return Ok(Reply::Int(0)) };
-    Ok(Reply::Int(cx.sub_get(&a[1], &m, &a[2])?.is_some() as i64))
+    Ok(Reply::Int(cx.sub_exists(&a[1], &m, &a[2])? as i64))
 }
 
 fn hstrlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

@@ -367,7 +367,7 @@ fn sadd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     };
     let mut added = 0;
     for member in &a[2..] {
-        if cx.sub_get(&a[1], &m, member)?.is_none() {
+        if !cx.sub_exists(&a[1], &m, member)? {
             cx.sub_put(&a[1], &m, member, Vec::new())?;
             added += 1;
         }
@@ -382,7 +382,7 @@ fn srem(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut m = old.clone();
     let mut removed = 0;
     for member in &a[2..] {
-        if cx.sub_get(&a[1], &m, member)?.is_some() {
+        if cx.sub_exists(&a[1], &m, member)? {
             cx.sub_del(&a[1], &m, member);
             removed += 1;
         }
@@ -402,7 +402,7 @@ fn smembers(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn sismember(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let Some(m) = read_lookup(cx, &a[1], Kind::Set)? else { return Ok(Reply::Int(0)) };
-    Ok(Reply::Int(cx.sub_get(&a[1], &m, &a[2])?.is_some() as i64))
+    Ok(Reply::Int(cx.sub_exists(&a[1], &m, &a[2])? as i64))
 }
 
 fn smismember(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -410,7 +410,7 @@ fn smismember(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut out = Vec::with_capacity(a.len() - 2);
     for member in &a[2..] {
         let there = match &m {
-            Some(m) => cx.sub_get(&a[1], m, member)?.is_some(),
+            Some(m) => cx.sub_exists(&a[1], m, member)?,
             None => false,
         };
         out.push(Reply::Int(there as i64));
@@ -488,7 +488,7 @@ fn smove(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if src.kind != Kind::Set || dst.as_ref().is_some_and(|d| d.kind != Kind::Set) {
         return Err(CmdError::wrongtype());
     }
-    let there = cx.sub_get(src_key, &src, member)?.is_some();
+    let there = cx.sub_exists(src_key, &src, member)?;
     if src_key == dst_key || !there {
         return Ok(Reply::Int(there as i64));
     }
@@ -499,7 +499,7 @@ fn smove(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         Some(d) => d.clone(),
         None => cx.new_collection(Kind::Set),
     };
-    if cx.sub_get(dst_key, &d, member)?.is_none() {
+    if !cx.sub_exists(dst_key, &d, member)? {
         cx.sub_put(dst_key, &d, member, Vec::new())?;
         d.size += 1;
     }
@@ -539,7 +539,7 @@ fn combine(cx: &mut Ctx, keys: &[Vec<u8>], op: Op, limit: usize) -> Res<Vec<Vec<
                     break;
                 }
                 for (k, m) in rest {
-                    if cx.sub_get(k, m, &member)?.is_none() {
+                    if !cx.sub_exists(k, m, &member)? {
                         continue 'member;
                     }
                 }
@@ -560,7 +560,7 @@ fn combine(cx: &mut Ctx, keys: &[Vec<u8>], op: Op, limit: usize) -> Res<Vec<Vec<
             'member: for (member, _) in cx.sub_all(&keys[0], first)? {
                 for (key, m) in keys[1..].iter().zip(&sets[1..]) {
                     if let Some(m) = m {
-                        if cx.sub_get(key, m, &member)?.is_some() {
+                        if cx.sub_exists(key, m, &member)? {
                             continue 'member;
                         }
                     }
