@@ -242,18 +242,21 @@ impl Iter<'_> {
         // deepest previous visible one (its lower bound).
         let mut edge: Option<Entry> = None;
         let mut lower: Option<Entry> = None;
-        // While a lazy recovery runs every node is read checked (copied).
-        let mut raw = (lazy.is_none()).then(node::RawNode::default);
+        // In place down to level 2 (the child of a level-2 node is the
+        // parent to copy); while a lazy recovery runs every node is read
+        // checked (copied).
+        let mut in_place = lazy.is_none();
+        let mut raw = node::RawNode::default();
         let mut depth = 0;
         let copy = loop {
             depth += 1;
             if depth > 64 {
                 return Err(CddsError::invariant("tree deeper than 64 levels (a cycle?)", n));
             }
-            if let Some(raw) = raw.as_mut() {
+            if in_place {
                 raw.load(pool, n, self.tree.session)?;
                 if raw.level() >= 2 {
-                    let step = raw_inner_step(pool, raw, n, seek, at_or_above, v);
+                    let step = raw_inner_step(pool, &raw, n, seek, at_or_above, v);
                     if !raw.validate() {
                         depth -= 1;
                         continue;
@@ -262,8 +265,10 @@ impl Iter<'_> {
                     edge = Some(e);
                     lower = prev.or(lower);
                     n = search::child_of(pool, &e)?;
+                    in_place = raw.level() > 2;
                     continue;
                 }
+                in_place = false;
             }
             let copy = self.read_node(pool, n, at, lazy.is_some())?;
             if copy.level == 0 {
@@ -296,10 +301,7 @@ impl Iter<'_> {
                 self.parent = Some(Parent { copy, index: i, aborted: lazy.clone(), lower: node_lower });
             }
         };
-        let edge = match edge {
-            Some(e) => Some(search::entry_key(pool, &e)?),
-            None => None,
-        };
+        let edge = edge.map(|e| search::entry_key(pool, &e)).transpose()?;
         Ok((copy, edge, key_of(pool, lower.as_ref())?))
     }
 
@@ -471,17 +473,13 @@ fn raw_inner_step(
     at_or_above: bool,
     v: u64,
 ) -> Result<(Entry, Option<Entry>)> {
-    let used = raw.used();
     let i = match seek {
-        Some(k) => {
-            let pfx = key_prefix_at(k, raw.plen());
-            let start = search::bound_raw(pool, raw, k, pfx, !at_or_above, 0)?;
-            (start..used).find(|&i| raw.entry(i).visible_at(v, &[]))
-        }
-        None => (0..used).rev().find(|&i| raw.entry(i).visible_at(v, &[])),
+        Some(k) => search::child_rank_raw(pool, raw, n, k, key_prefix_at(k, raw.plen()), v, at_or_above)?,
+        None => (0..raw.used())
+            .rev()
+            .find(|&i| raw.entry(i).visible_at(v, &[]))
+            .ok_or_else(|| CddsError::invariant("inner node with no visible entry", n))?,
     };
-    let i =
-        i.ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), n))?;
     let prev = (0..i).rev().map(|j| raw.entry(j)).find(|e| e.visible_at(v, &[]));
     Ok((raw.entry(i), prev))
 }

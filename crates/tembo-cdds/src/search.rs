@@ -177,10 +177,23 @@ fn partition_by(len: usize, mut left: impl FnMut(usize) -> bool) -> usize {
 
 /// [`child_index`] over a raw node: the child entry covering `key` at `v`.
 pub fn child_raw(pool: &Pool, raw: &RawNode, node: u64, key: &[u8], pfx: u64, v: u64) -> Result<Entry> {
-    let start = bound_raw(pool, raw, key, pfx, true, 0)?;
+    Ok(raw.entry(child_rank_raw(pool, raw, node, key, pfx, v, false)?))
+}
+
+/// [`child_index`] over a raw node: the rank of the child entry covering
+/// `key` at `v` (`at_or_above` as there).
+pub fn child_rank_raw(
+    pool: &Pool,
+    raw: &RawNode,
+    node: u64,
+    key: &[u8],
+    pfx: u64,
+    v: u64,
+    at_or_above: bool,
+) -> Result<usize> {
+    let start = bound_raw(pool, raw, key, pfx, !at_or_above, 0)?;
     (start..raw.used())
-        .map(|i| raw.entry(i))
-        .find(|e| e.visible_at(v, &[]))
+        .find(|&i| raw.entry(i).visible_at(v, &[]))
         .ok_or_else(|| CddsError::invariant(format!("no inner entry visible at version {v} covers the key"), node))
 }
 
