@@ -135,14 +135,18 @@ impl Db {
         Db::open_on(Arc::new(pool), opts)
     }
 
-    /// Opens `path` if it exists, else creates it.
+    /// Opens `path` if it exists, else creates it. A pool that exists but
+    /// holds no database yet (made by `tembo pool create`, or a creation
+    /// cut short between the pool and its database) gets one, as
+    /// [`Db::from_pool`] does.
     ///
     /// # Errors
     /// As [`Db::open`] and [`Db::create`].
     pub fn open_or_create(path: impl AsRef<Path>, opts: &Options) -> Result<Db> {
         let path = path.as_ref();
         if path.exists() {
-            Db::open(path, opts)
+            let pool = Pool::open(path, &opts.pool_options()).map_err(|e| DbError::pool(path, e))?;
+            Db::from_pool(Arc::new(pool), opts)
         } else {
             Db::create(path, opts)
         }

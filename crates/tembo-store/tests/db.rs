@@ -86,6 +86,24 @@ fn open_or_create_creates_then_opens() {
 }
 
 #[test]
+fn open_or_create_gives_an_empty_pool_its_database() {
+    // A pool made by `tembo pool create`, or one whose creation was cut
+    // short before its database was written: `open` says there is no
+    // database; `open_or_create` (what `tembo serve` runs) makes one.
+    let dir = TempDir::new("ooc-empty");
+    let path = dir.file("e.pool");
+    let pool = tembo_pmem::Pool::create(&path, &opts().pool_options()).unwrap();
+    drop(pool);
+    assert!(matches!(Db::open(&path, &opts()).unwrap_err(), DbError::NoDatabase { .. }));
+    let db = Db::open_or_create(&path, &opts()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.close().unwrap();
+    let db = Db::open(&path, &opts()).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    assert_checks(&db);
+}
+
+#[test]
 fn create_refuses_an_existing_file_and_leaves_it_alone() {
     let dir = TempDir::new("exists");
     let path = dir.file("c.pool");

@@ -142,6 +142,44 @@ fn create_in_temp_dir_and_errors() {
 }
 
 #[test]
+fn a_creation_killed_midway_leaves_no_pool_under_the_name() {
+    // A pool is built under a hidden name and renamed into place once
+    // formatted: `kill -9` during the minutes a big pool can take to
+    // create must not leave a headerless file that no open accepts and
+    // no create replaces (`tembo serve`'s first run creates its pool).
+    let d = TempDir::shm();
+    let p = d.file("big.pool");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tembo"))
+        .args(["pool", "create", &p, "--size", "3G"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let partial_named = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(".big.pool.creating-"))
+    };
+    let t0 = std::time::Instant::now();
+    while !partial_named(&d.0) && child.try_wait().unwrap().is_none() && t0.elapsed().as_secs() < 20 {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let killed_midway = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    if killed_midway {
+        assert!(!Path::new(&p).exists(), "a half-made pool appeared under its name");
+    }
+    // The name is free (or holds the finished pool); a new creation works
+    // and sweeps the dead creation's hidden file away.
+    let _ = std::fs::remove_file(&p);
+    ok(&tembo(&["pool", "create", &p, "--size", "1M"]));
+    ok(&tembo(&["pool", "check", &p]));
+    assert!(!partial_named(&d.0), "the killed creation's file is left behind");
+}
+
+#[test]
 fn check_of_a_file_that_is_not_a_pool_fails_clearly() {
     let d = TempDir::tmp();
     let p = d.file("notes.txt");

@@ -42,6 +42,7 @@ mod access;
 mod durability;
 mod growth;
 mod options;
+mod publish;
 mod roots;
 
 pub use options::{Mode, ModeRequest, PoolOptions};
@@ -151,6 +152,15 @@ fn lock_file(file: &File, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether `path` names the file open as `file` (same device and inode).
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
 /// Makes the directory entry of `path` durable (fsync of its directory).
 fn sync_parent_dir(path: &Path) -> Result<()> {
     let dir = match path.parent() {
@@ -165,6 +175,10 @@ fn sync_parent_dir(path: &Path) -> Result<()> {
 impl Pool {
     /// Creates a new pool file at `path` (which must not exist).
     ///
+    /// The pool is built under a hidden name beside `path` and renamed to
+    /// `path` only once formatted and synced (see `publish`): a creation
+    /// that is killed leaves no half-made pool under the name.
+    ///
     /// # Errors
     /// [`PmemError::SizeTooSmall`], [`PmemError::Io`] (the file exists, no
     /// space), [`PmemError::ModeUnavailable`] (`dax` asked for on a non-DAX
@@ -173,12 +187,22 @@ impl Pool {
         let path = path.as_ref();
         let (size, max) = create_sizes(opts)?;
         let instr = opts.flush_instruction()?;
+        if path.symlink_metadata().is_ok() {
+            // Checked again, without a race, when the pool is renamed into
+            // place; this spares building one that cannot be.
+            return Err(PmemError::io(
+                format!("creating pool file {}", path.display()),
+                std::io::ErrorKind::AlreadyExists.into(),
+            ));
+        }
+        publish::remove_stale_partials(path);
+        let partial = publish::partial_path(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(path)
+            .open(&partial)
             .map_err(|e| PmemError::io(format!("creating pool file {}", path.display()), e))?;
         // A second descriptor of the same open file: it can release the lock
         // should creating fail after `file` has moved into the closure.
@@ -207,18 +231,22 @@ impl Pool {
             let synced = file_for_unlock
                 .sync_all()
                 .map_err(|e| PmemError::io(format!("syncing new pool file {}", path.display()), e))
+                .and_then(|()| publish::publish(&partial, path))
                 .and_then(|()| sync_parent_dir(path));
             if let Err(e) = synced {
                 // Unlinked while still locked, so no other process can open
                 // this pool between its close and its removal.
-                let _ = std::fs::remove_file(path);
+                let _ = std::fs::remove_file(&partial);
+                if path.symlink_metadata().is_ok_and(|_| same_file(&file_for_unlock, path)) {
+                    let _ = std::fs::remove_file(path);
+                }
                 pool.keep_unclean();
                 return Err(e);
             }
             Ok(pool)
         })();
         if made.is_err() {
-            let _ = std::fs::remove_file(path);
+            let _ = std::fs::remove_file(&partial);
             unlock_file(&file_for_unlock);
         }
         made
