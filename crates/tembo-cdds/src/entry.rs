@@ -92,7 +92,14 @@ pub fn key_prefix_at(key: &[u8], plen: usize) -> u64 {
 }
 
 /// The key prefix word of `key`.
+#[inline]
 pub fn key_prefix(key: &[u8]) -> u64 {
+    // Most keys have eight bytes to spare: one load, no copy loop (the
+    // general path below compiles to a libc `memmove` call for a variable
+    // length, which was 5% of a random delete's time).
+    if let Some(head) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
     let mut b = [0u8; 8];
     let n = key.len().min(8);
     b[..n].copy_from_slice(&key[..n]);
@@ -220,6 +227,21 @@ mod tests {
             }
             assert_eq!(Entry::decode(&w, 0), Slot::Torn, "mask {mask:b}");
         }
+    }
+
+    #[test]
+    fn prefix_words_order_as_their_keys_do() {
+        // Short keys pad with zeros; long ones take their first 8 bytes.
+        assert_eq!(key_prefix(b""), 0);
+        assert_eq!(key_prefix(b"ab"), 0x6162 << 48);
+        assert_eq!(key_prefix(b"abcdefgh"), u64::from_be_bytes(*b"abcdefgh"));
+        assert_eq!(key_prefix(b"abcdefghij"), key_prefix(b"abcdefgh"));
+        let keys: [&[u8]; 7] = [b"", b"\0", b"a", b"a\0", b"ab", b"abcdefgh", b"abcdefgi\xff"];
+        for w in keys.windows(2) {
+            assert!(key_prefix(w[0]) <= key_prefix(w[1]), "{:?} {:?}", w[0], w[1]);
+        }
+        assert_eq!(key_prefix_at(b"xxabcdefghZ", 2), key_prefix(b"abcdefgh"));
+        assert_eq!(key_prefix_at(b"xx", 5), 0);
     }
 
     #[test]
