@@ -44,7 +44,9 @@ Not compared, on purpose: the commands Tembo does not implement (README,
 covers them), and INFO, OBJECT ENCODING/FREQ/IDLETIME, DEBUG, CLIENT, CONFIG,
 COMMAND DOCS, TIME, HELLO's server map, whose contents are documented to
 differ. COMMAND INFO and COMMAND GETKEYSANDFLAGS are compared once, before
-the sequences (`command_table_check`).
+the sequences (`command_table_check`), and so are the fixed calls of
+`fixed_replies_check` (subcommand arity errors, CONFIG SET's number errors,
+OBJECT ENCODING of sets).
 
 Exit status: 0 when nothing differed, 1 on a mismatch, 2 when a server could
 not be started.
@@ -1811,6 +1813,51 @@ def command_table_check(redis, tembo):
     return failed
 
 
+def fixed_replies_check(redis, tembo):
+    """Replies that a random sequence rarely reaches, compared exactly: each
+    container subcommand called with one argument too many or too few
+    (Redis 7 answers "wrong number of arguments for 'config|get' command"
+    before running anything), CONFIG SET values that are not numbers,
+    CLIENT NO-EVICT's argument, OBJECT ENCODING of sets (intset while every
+    member is a canonical integer, else hashtable, in Redis 7.0) and the
+    `fd=` of CLIENT LIST (a real descriptor, not 0). Returns a list of what
+    differed."""
+    r, t = Conn(redis.port), Conn(tembo.port)
+    failed = []
+    try:
+        calls = []
+        for name in sorted(n[1].decode() for n in t.call(["COMMAND", "LIST"])[1] if b"|" in n[1]):
+            info = r.call(["COMMAND", "INFO", name])
+            if info[0] != "*" or info[1][0][0] != "*":
+                continue  # a subcommand newer than the reference (CLIENT SETINFO)
+            arity = info[1][0][1][1][1]
+            container, sub = name.split("|")
+            if arity > 0:
+                calls.append([container, sub] + ["x"] * (arity - 1))
+                if arity > 2:
+                    calls.append([container, sub])
+            elif -arity > 2:
+                calls.append([container, sub] + ["x"] * (-arity - 3))
+        for setting in ("maxmemory", "proto-max-bulk-len", "hash-max-listpack-value", "maxclients",
+                        "hash-max-listpack-entries", "stream-node-max-bytes"):
+            calls.append(["CONFIG", "SET", setting, "abc"])
+        calls += [["CLIENT", "NO-EVICT", "maybe"], ["CLIENT", "NO-EVICT", "off"]]
+        calls += [["DEL", "s1", "s2", "s3"], ["SADD", "s1", "1", "-2", "30"], ["OBJECT", "ENCODING", "s1"],
+                  ["SADD", "s2", "1", "01"], ["OBJECT", "ENCODING", "s2"], ["SADD", "s3", "a", "b"],
+                  ["OBJECT", "ENCODING", "s3"], ["DEL", "s1", "s2", "s3"]]
+        for call in calls:
+            want, got = r.call(call), t.call(call)
+            if want != got:
+                failed.append("%s: %s, Redis: %s" % (cmdline(call), show(got), show(want)))
+        listed = t.call(["CLIENT", "LIST"])
+        if b" fd=0 " in listed[1] or b" fd=-1 " in listed[1]:
+            failed.append("CLIENT LIST shows no socket descriptor: %s" % show(listed))
+    finally:
+        r.close()
+        t.close()
+    return failed
+
+
 def sets_sorted(reply):
     """A reply with every RESP3 set sorted (sets carry no order)."""
     if reply[0] in ("*", "~", ">"):
@@ -1963,6 +2010,9 @@ def main():
             mismatches += 1
         for failure in command_table_check(redis, tembo):
             print("differential: command table mismatch: %s" % failure)
+            mismatches += 1
+        for failure in fixed_replies_check(redis, tembo):
+            print("differential: reply mismatch: %s" % failure)
             mismatches += 1
         for seed in seeds:
             proto = args.proto or (3 if seed % 3 == 0 else 2)

@@ -58,6 +58,9 @@ pub struct Client {
     pub addr: String,
     /// Local address, `ip:port`.
     pub laddr: String,
+    /// The connection's socket descriptor (CLIENT LIST `fd`); -1 for the
+    /// clients with no socket (scripts, in-process sessions), as in Redis.
+    pub fd: i32,
     /// CLIENT SETNAME.
     pub name: Option<String>,
     /// CLIENT SETINFO LIB-NAME / LIB-VER.
@@ -139,6 +142,7 @@ impl Client {
             id,
             addr,
             laddr,
+            fd: -1,
             name: None,
             lib: (None, None),
             db: 0,
@@ -221,10 +225,11 @@ impl Client {
         let omem = self.conn.pending();
         let tot_mem = self.qbuf + qbuf_free + self.argv_mem + multi_mem + omem;
         format!(
-            "id={} addr={} laddr={} fd=0 name={} age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={qbuf_free} argv-mem={} multi-mem={multi_mem} rbs=0 rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot_mem} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
+            "id={} addr={} laddr={} fd={} name={} age={age} idle={idle} flags={flags} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={qbuf_free} argv-mem={} multi-mem={multi_mem} rbs=0 rbp=0 obl=0 oll=0 omem={omem} tot-mem={tot_mem} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}",
             self.id,
             self.addr,
             self.laddr,
+            self.fd,
             self.name.as_deref().unwrap_or(""),
             self.db,
             self.channels.len(),

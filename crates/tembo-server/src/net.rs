@@ -257,7 +257,8 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
     let _ = sock.set_nodelay(true);
     let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let (tx, mut rx) = unbounded_channel();
-    let client = Client::new(id, peer.to_string(), local, false, tx);
+    let mut client = Client::new(id, peer.to_string(), local, false, tx);
+    client.fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
     let conn = client.conn.clone();
     conn.auth_required.store(shared.default_auth_required.load(Ordering::Relaxed), Ordering::Relaxed);
     if inbox.send(Msg::Connect(Box::new(client))).is_err() {

@@ -67,6 +67,42 @@ local function readonly(t)
 end
 getmetatable("").__metatable = readonly(string)
 local raw_loadstring, raw_setfenv, raw_getfenv = loadstring, setfenv, getfenv
+-- Errors as Redis 7.0 shapes them. `redis.call` (Rust) raises its
+-- command's error as a Rust error value, as other Rust helpers raise
+-- theirs; `error_text` gives such a value's text (and whether it is a
+-- command's error reply, code included). A run's message handler, called
+-- where the error was raised, turns what was raised into a table
+-- {err = text, source = chunk, line = n}: a command's error keeps its
+-- text, anything else but a table with `err` becomes "ERR " and its text.
+-- The reply then names the place ("... script: <sha>, on @user_script:3.").
+-- The scripts' `pcall` hands back the text of such an error, not a table
+-- (Redis 7.0 replaces `pcall` the same way). Scripts have no `debug`
+-- library: `tembo_raised_at` reads the stack from Rust.
+local raised_at, error_text = tembo_raised_at, tembo_error_text
+tembo_raised_at, tembo_error_text = nil, nil
+local raw_pcall = pcall
+local function on_error(err)
+  local text, is_reply = error_text(err)
+  if text ~= nil then
+    err = {err = is_reply and text or 'ERR ' .. text}
+  elseif type(err) ~= 'table' or err.err == nil then
+    err = {err = 'ERR ' .. tostring(err)}
+  end
+  local source, line = raised_at()
+  if source ~= nil then err.source, err.line = source, line end
+  return err
+end
+local function caught(ok, ...)
+  if ok then return true, ... end
+  local err = ...
+  local text = error_text(err)
+  if text ~= nil then return false, text end
+  if type(err) == 'table' and type(err.err) == 'string' then return false, err.err end
+  return false, err
+end
+pcall = function(f, ...)
+  return caught(raw_pcall(f, ...))
+end
 local raw_setmetatable, raw_getmetatable = setmetatable, getmetatable
 local libs = {"redis", "cjson", "cmsgpack", "bit", "string", "math", "table", "coroutine"}
 local G = _G
@@ -112,7 +148,7 @@ tembo_run = function(f, keys, argv)
     __metatable = ro_mt.__metatable,
   })
   raw_setfenv(f, env)
-  return pcall(f)
+  return xpcall(f, on_error)
 end
 -- FUNCTION LOAD: runs a library's body in an environment that, while it
 -- loads, holds only the library API (`redis.register_function`, `log`, the
@@ -205,26 +241,22 @@ tembo_load_library = function(chunk)
     __metatable = ro_mt.__metatable,
   })
   raw_setfenv(chunk, env)
-  local ok, err = pcall(chunk)
+  local ok, err = raw_pcall(chunk)
   loading = false
   if not ok then return false, err end
   return true, registered
 end
 tembo_fcall = function(f, keys, args)
-  return pcall(f, keys, args)
+  return xpcall(function() return f(keys, args) end, on_error)
 end
 "#;
 
 const INSTALL: &str = r#"
-return function(pc, setresp, acl_check)
+return function(call, pc, setresp, acl_check)
+  redis.call = call
   redis.pcall = pc
   redis.setresp = setresp
   redis.acl_check_cmd = acl_check
-  redis.call = function(...)
-    local r = pc(...)
-    if type(r) == 'table' and r.err ~= nil then error(r, 2) end
-    return r
-  end
 end
 "#;
 
@@ -280,6 +312,9 @@ impl Engine {
         // A script that allocates without end fails with "not enough
         // memory" instead of taking the server's memory.
         lua.set_memory_limit(SCRIPT_MEMORY_LIMIT).map_err(lua_err)?;
+        globals.raw_set("tembo_raised_at", lua.create_function(raised_at).map_err(lua_err)?).map_err(lua_err)?;
+        let error_text = lua.create_function(|_, v: Value| Ok(error_text(&v))).map_err(lua_err)?;
+        globals.raw_set("tembo_error_text", error_text).map_err(lua_err)?;
         lua.load(PRELUDE).set_name("@prelude").exec().map_err(lua_err)?;
         let install = lua.load(INSTALL).set_name("@install").eval::<Function>().map_err(lua_err)?;
         let take = |name: &str| -> Result<Function, CmdError> {
@@ -421,6 +456,16 @@ impl Engine {
         let resp3 = Cell::new(false);
         let cx = RefCell::new(cx);
         let outcome = lua.scope(|scope| {
+            // A Rust function, not a Lua wrapper around `pcall`: a
+            // `return redis.call(...)` tail call then keeps the script's
+            // frame, whose line the error names.
+            let raising_call = scope.create_function(|lua, args: Variadic<Value>| {
+                let mut cx = cx.borrow_mut();
+                match call(&mut cx, &args, read_only) {
+                    Reply::Error(e) => Err(mlua::Error::external(CallError(e))),
+                    reply => reply_to_lua(lua, reply, resp3.get()),
+                }
+            })?;
             let pcall = scope.create_function(|lua, args: Variadic<Value>| {
                 let mut cx = cx.borrow_mut();
                 let reply = call(&mut cx, &args, read_only);
@@ -437,7 +482,7 @@ impl Engine {
                 let cx = cx.borrow();
                 acl_check_cmd(&cx, &args)
             })?;
-            self.install.call::<()>((pcall, setresp, acl_check))?;
+            self.install.call::<()>((raising_call, pcall, setresp, acl_check))?;
             run.wrapper.call::<(bool, Value)>((run.callee, keys, argv))
         });
         self.deadline.set(None);
@@ -465,11 +510,71 @@ impl Engine {
         match outcome.map_err(lua_err)? {
             (true, value) => Ok(lua_to_reply(value, 0, resp3.get())),
             (false, Value::Table(t)) if t.raw_get::<Value>("err").is_ok_and(|v| !v.is_nil()) => {
-                Err(CmdError(bytes_text(&t.raw_get::<Value>("err").unwrap_or(Value::Nil))))
+                let msg = bytes_text(&t.raw_get::<Value>("err").unwrap_or(Value::Nil));
+                // The message handler added where it was raised (see
+                // PRELUDE); a table returned rather than raised has no place.
+                match (t.raw_get::<Option<String>>("source"), t.raw_get::<Option<i64>>("line")) {
+                    (Ok(Some(source)), Ok(Some(line))) => {
+                        Err(CmdError(format!("{msg} script: {}, on {source}:{line}.", run.label)))
+                    }
+                    _ => Err(CmdError(msg)),
+                }
             }
             (false, err) => Err(script_error(&bytes_text(&err), run.label, run.chunk)),
         }
     }
+}
+
+/// What `redis.call` raises when its command fails: the error reply's text
+/// (`ERR ...`, `WRONGTYPE ...`).
+#[derive(Debug)]
+struct CallError(String);
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// The text of an error a Rust function raised in Lua, and whether it is
+/// a command's error reply (a [`CallError`], code included); `(None,
+/// None)` for any other value.
+fn error_text(v: &Value) -> (Option<String>, Option<bool>) {
+    let Value::Error(e) = v else { return (None, None) };
+    if let Some(c) = e.chain().find_map(|c| c.downcast_ref::<CallError>()) {
+        return (Some(c.0.clone()), Some(true));
+    }
+    // A callback's error is wrapped with its traceback: the innermost
+    // cause is what the helper said.
+    let text = match e.chain().last().and_then(|c| c.downcast_ref::<mlua::Error>()) {
+        Some(mlua::Error::RuntimeError(m)) => m.clone(),
+        Some(other) => other.to_string(),
+        None => e.chain().last().map_or_else(|| e.to_string(), |c| c.to_string()),
+    };
+    (Some(text), Some(false))
+}
+
+/// For the message handler of a script's run: the chunk name and line of
+/// the Lua code that raised the error being handled. Level 0 is this
+/// function, 1 the handler; above them C functions (`error`,
+/// `redis.call`) and the prelude's own Lua frames are skipped to reach the
+/// script's. None when there is no such frame with a line (a Lua tail call
+/// replaced it).
+fn raised_at(lua: &Lua, (): ()) -> mlua::Result<(Option<String>, Option<i64>)> {
+    for level in 2..8 {
+        let Some(frame) = lua.inspect_stack(level) else { break };
+        let source = frame.source();
+        if source.what == "C" || matches!(source.source.as_deref(), Some("@install" | "@prelude")) {
+            continue;
+        }
+        if source.what == "tail" || frame.curr_line() <= 0 {
+            break;
+        }
+        return Ok((source.source.map(|s| s.into_owned()), Some(i64::from(frame.curr_line()))));
+    }
+    Ok((None, None))
 }
 
 /// One run for [`Engine::execute`].

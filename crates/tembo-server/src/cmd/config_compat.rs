@@ -50,6 +50,35 @@ pub fn is_immutable(name: &str) -> bool {
     IMMUTABLE.iter().any(|(k, _)| *k == name)
 }
 
+/// Settings Redis types as memory sizes (`1gb`, `64mb`): a value that is
+/// not one gets "argument must be a memory value" rather than the integer
+/// settings' wording (asked of redis-server 7.0.15, setting by setting).
+const MEMORY_SETTINGS: &[&str] = &[
+    "active-defrag-ignore-bytes",
+    "auto-aof-rewrite-min-size",
+    "client-query-buffer-limit",
+    "cluster-link-sendbuf-limit",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-value",
+    "hll-sparse-max-bytes",
+    "maxmemory",
+    "proto-max-bulk-len",
+    "repl-backlog-size",
+    "stream-node-max-bytes",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-value",
+];
+
+/// Redis's complaint about a value of setting `name` that does not parse as
+/// its number.
+pub fn not_a_number(name: &str) -> &'static str {
+    if MEMORY_SETTINGS.contains(&name) {
+        "argument must be a memory value"
+    } else {
+        "argument couldn't be parsed into an integer"
+    }
+}
+
 /// `maxmemory-clients`: a size or a percentage of at most 100.
 pub fn check_memory_or_percent(v: &str) -> Result<(), &'static str> {
     if let Some(p) = v.strip_suffix('%') {

@@ -232,7 +232,8 @@ fn client(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         ("info", 2) => Ok(Reply::Verbatim(format!("{}\n", cx.client.info_line()))),
         ("list", _) => client_list(cx, a),
-        ("no-evict" | "no-touch", 3) => Ok(Reply::ok()),
+        ("no-evict" | "no-touch", 3) if is(&a[2], "on") || is(&a[2], "off") => Ok(Reply::ok()),
+        ("no-evict" | "no-touch", 3) => Err(CmdError::syntax()),
         ("kill", _) => client_kill(cx, a),
         ("reply", 3) => {
             let mode = String::from_utf8_lossy(&a[2]).to_ascii_lowercase();

@@ -38,7 +38,7 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         ("object", 3) => {
             let Some(m) = cx.lookup(&a[2])? else { return Err(CmdError::err("no such key")) };
-            let enc = super::keys::encoding_name(&m, &cx.st.inert);
+            let enc = super::keys::encoding_of(cx, &a[2], &m)?;
             let len = match m.kind {
                 crate::encoding::Kind::String => m.value.len() as u64,
                 _ => m.size,

@@ -497,7 +497,7 @@ fn object(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     let Some(m) = cx.lookup(&a[2])? else { return Ok(Reply::Nil) };
     match sub.as_str() {
-        "encoding" => Ok(Reply::bulk(encoding_name(&m, &cx.st.inert))),
+        "encoding" => Ok(Reply::bulk(encoding_of(cx, &a[2], &m)?)),
         "refcount" => Ok(Reply::Int(1)),
         "idletime" => Ok(Reply::Int(cx.st.access.idle_secs(cx.db(), &a[2], cx.now) as i64)),
         "freq" => Err(CmdError::err(
@@ -505,6 +505,31 @@ fn object(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         )),
         _ => Err(CmdError::err(format!("unknown subcommand '{sub}'. Try OBJECT HELP."))),
     }
+}
+
+/// [`encoding_name`], with sets told apart as Redis 7.0 does: `intset`
+/// while every member is an integer in canonical form and there are at most
+/// `set-max-intset-entries` of them, else `hashtable` (7.0 has no listpack
+/// sets). Redis never converts a hashtable set back; Tembo keeps no history
+/// and answers from the members the set holds now.
+pub(crate) fn encoding_of(cx: &Ctx, key: &[u8], m: &Meta) -> Res<&'static str> {
+    if m.kind != Kind::Set {
+        return Ok(encoding_name(m, &cx.st.inert));
+    }
+    let limit = super::server::inert_value(&cx.st.inert, "set-max-intset-entries")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(512);
+    if m.size > limit {
+        return Ok("hashtable");
+    }
+    let all_ints = cx.sub_all(key, m)?.iter().all(|(member, _)| canonical_int(member));
+    Ok(if all_ints { "intset" } else { "hashtable" })
+}
+
+/// Whether `b` is an i64 written as Redis's `string2ll` accepts it: no
+/// sign but a leading `-`, no leading zeros, no `-0`.
+fn canonical_int(b: &[u8]) -> bool {
+    std::str::from_utf8(b).ok().and_then(|t| t.parse::<i64>().ok().map(|n| n.to_string() == t)).unwrap_or(false)
 }
 
 /// The encoding Redis 7.0 would report for a value of this shape, by its
@@ -521,7 +546,6 @@ pub(crate) fn encoding_name(m: &Meta, settings: &[(String, String)]) -> &'static
         Kind::List => "quicklist",
         Kind::Hash if m.size <= limit("hash-max-listpack-entries", 128) => "listpack",
         Kind::ZSet if m.size <= limit("zset-max-listpack-entries", 128) => "listpack",
-        Kind::Set if m.size <= 128 => "listpack",
         k => k.encoding(),
     }
 }

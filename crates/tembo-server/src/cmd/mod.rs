@@ -391,38 +391,17 @@ pub fn acl_check(
     }
 }
 
-/// Subcommands checked before a command runs or is queued, as Redis's
-/// command table does for container commands: (container, subcommand, arity).
-const SUB_ARITY: &[(&str, &str, i32)] = &[
-    ("acl", "cat", -2),
-    ("acl", "deluser", -3),
-    ("acl", "dryrun", -4),
-    ("acl", "genpass", -2),
-    ("acl", "getuser", 3),
-    ("acl", "help", 2),
-    ("acl", "list", 2),
-    ("acl", "load", 2),
-    ("acl", "log", -2),
-    ("acl", "save", 2),
-    ("acl", "setuser", -3),
-    ("acl", "users", 2),
-    ("acl", "whoami", 2),
-    ("module", "help", 2),
-    ("module", "list", 2),
-    ("module", "load", -3),
-    ("module", "loadex", -3),
-    ("module", "unload", 3),
-    ("xgroup", "create", -5),
-    ("xgroup", "setid", -5),
-    ("xgroup", "destroy", 4),
-    ("xgroup", "createconsumer", 5),
-    ("xgroup", "delconsumer", 5),
-    ("xgroup", "help", 2),
-    ("xinfo", "consumers", 4),
-    ("xinfo", "groups", 3),
-    ("xinfo", "stream", -3),
-    ("xinfo", "help", 2),
-];
+/// Arities of the two Redis 7.2 subcommands clients send at connect
+/// (`CLIENT SETINFO`, `CLIENT NO-TOUCH`), which Redis 7.0's table, and so
+/// `SUBCOMMAND_INFO`, lacks.
+const LATER_SUB_ARITY: &[(&str, i32)] = &[("client|no-touch", 3), ("client|setinfo", 4)];
+
+/// The arity of `container|subcommand`, as Redis's command table has it.
+fn subcommand_arity(full: &str) -> Option<i32> {
+    key_spec::subcommand_info(full)
+        .map(|(_, arity, _)| arity)
+        .or_else(|| LATER_SUB_ARITY.iter().find(|(n, _)| *n == full).map(|&(_, arity)| arity))
+}
 
 /// A container command's HELP reply, one status line per line.
 pub(super) fn help(lines: &[&str]) -> Reply {
@@ -450,35 +429,30 @@ pub fn arity_ok(arity: i32, n: usize) -> bool {
 }
 
 /// An unknown subcommand of any container command, or a subcommand's
-/// wrong arity (ACL, MODULE, XGROUP, XINFO). Redis's command table refuses
-/// both before authentication and ACL checks, so an unknown subcommand
-/// (redis-py 8 sends `CLIENT MAINT_NOTIFICATIONS` at connect) is never
-/// logged as an ACL denial.
+/// wrong arity (`wrong number of arguments for 'config|get' command`, as
+/// Redis 7 words it: each subcommand is a command of its own there). Redis's
+/// command table refuses both before authentication and ACL checks, so an
+/// unknown subcommand (redis-py 8 sends `CLIENT MAINT_NOTIFICATIONS` at
+/// connect) is never logged as an ACL denial.
 fn subcommand_check(name: &str, args: &[Vec<u8>]) -> Option<CmdError> {
     if !is_container(name) {
         return None;
     }
     let sub = args.get(1)?;
-    let unknown = || {
-        CmdError::err(format!(
+    let known = SUBCOMMANDS
+        .iter()
+        .find(|full| full.strip_prefix(name).and_then(|rest| rest.strip_prefix('|')).is_some_and(|s| args::is(sub, s)));
+    let Some(full) = known else {
+        return Some(CmdError::err(format!(
             "unknown subcommand '{}'. Try {} HELP.",
             String::from_utf8_lossy(&sub[..sub.len().min(128)]),
             name.to_ascii_uppercase()
-        ))
+        )));
     };
-    if !SUB_ARITY.iter().any(|(c, _, _)| *c == name) {
-        let known = SUBCOMMANDS.iter().any(|full| {
-            full.strip_prefix(name).and_then(|rest| rest.strip_prefix('|')).is_some_and(|s| args::is(sub, s))
-        });
-        return (!known).then(unknown);
+    match subcommand_arity(full) {
+        Some(arity) if !arity_ok(arity, args.len()) => Some(CmdError::arity(full)),
+        _ => None,
     }
-    let Some(&(_, s, arity)) = SUB_ARITY.iter().find(|(c, s, _)| *c == name && args::is(sub, s)) else {
-        return Some(unknown());
-    };
-    if !arity_ok(arity, args.len()) {
-        return Some(CmdError::arity(&format!("{name}|{s}")));
-    }
-    None
 }
 
 /// Redis's reply to an unknown command: the name (at most 128 bytes), then

@@ -659,7 +659,7 @@ impl ConfigSnapshot {
 
 fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
     let bad = |why: &str| CmdError::err(format!("CONFIG SET failed (possibly related to argument '{name}') - {why}"));
-    let num = |v: &str| crate::size::parse(v).ok_or_else(|| bad("argument couldn't be parsed into an integer"));
+    let num = |v: &str| crate::size::parse(v).ok_or_else(|| bad(super::config_compat::not_a_number(name)));
     match name {
         "requirepass" => {
             cx.st.cfg.requirepass = value.to_string();
