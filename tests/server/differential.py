@@ -1819,9 +1819,10 @@ def fixed_replies_check(redis, tembo):
     (Redis 7 answers "wrong number of arguments for 'config|get' command"
     before running anything), CONFIG SET values that are not numbers,
     CLIENT NO-EVICT's argument, OBJECT ENCODING of sets (intset while every
-    member is a canonical integer, else hashtable, in Redis 7.0) and the
-    `fd=` of CLIENT LIST (a real descriptor, not 0). Returns a list of what
-    differed."""
+    member is a canonical integer, else hashtable, in Redis 7.0), script
+    errors (the message names the line the error was raised at; a script's
+    `pcall` gets the error's text) and the `fd=` of CLIENT LIST (a real
+    descriptor, not 0). Returns a list of what differed."""
     r, t = Conn(redis.port), Conn(tembo.port)
     failed = []
     try:
@@ -1842,6 +1843,19 @@ def fixed_replies_check(redis, tembo):
                         "hash-max-listpack-entries", "stream-node-max-bytes"):
             calls.append(["CONFIG", "SET", setting, "abc"])
         calls += [["CLIENT", "NO-EVICT", "maybe"], ["CLIENT", "NO-EVICT", "off"]]
+        # Script errors: where raised (a tail call too), what pcall gives back.
+        calls.append(["SET", "str", "v"])
+        for src in ["return redis.call('incr', 'str')", "local r = redis.call('incr', 'str') return r",
+                    "local x = 1\nlocal r = redis.call('nosuch')\nreturn r", "redis.call()",
+                    "return redis.call('get')", "error('plain')", "error('ERR foo', 0)", "error(nil)",
+                    "error({err='MY custom'})", "local a = nil; return a.b", "return redis.error_reply('My Error')",
+                    "return {err='X y'}", "return redis.pcall('incr', 'str')", "return redis.setresp(4)",
+                    "local ok, e = pcall(redis.call, 'incr', 'str'); return {tostring(ok), type(e), e}",
+                    "local ok, e = pcall(redis.call, 'incr', 'str'); error(e, 0)",
+                    "local ok, e = pcall(error, {err='Q'}); return {tostring(ok), type(e), e}",
+                    "local t = redis.pcall('incr', 'str'); return {type(t), t.err}"]:
+            calls.append(["EVAL", src, "0"])
+        calls.append(["DEL", "str"])
         calls += [["DEL", "s1", "s2", "s3"], ["SADD", "s1", "1", "-2", "30"], ["OBJECT", "ENCODING", "s1"],
                   ["SADD", "s2", "1", "01"], ["OBJECT", "ENCODING", "s2"], ["SADD", "s3", "a", "b"],
                   ["OBJECT", "ENCODING", "s3"], ["DEL", "s1", "s2", "s3"]]
