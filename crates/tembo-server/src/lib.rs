@@ -81,13 +81,24 @@ use tembo_store::{Db, DbError, Options};
 pub const REDIS_VERSION: &str = "7.0.15";
 
 /// Why the server could not start or stop cleanly.
+/// `source`, led by the pool's path unless it names the path already
+/// (most database errors do: "pool X: X: locked" said it twice).
+fn pool_message(path: &std::path::Path, source: &DbError) -> String {
+    let text = source.to_string();
+    if text.contains(&*path.to_string_lossy()) {
+        text
+    } else {
+        format!("pool {}: {text}", path.display())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// Bad settings.
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The pool could not be opened, created or closed.
-    #[error("pool {path}: {source}")]
+    #[error("{}", pool_message(.path, .source))]
     Pool {
         /// The pool.
         path: PathBuf,

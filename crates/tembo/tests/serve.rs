@@ -195,6 +195,15 @@ fn default_pool_pipelining_and_protocol_errors() {
         R::Err(e) => assert_eq!(e, "ERR wrong number of arguments for 'get' command"),
         other => panic!("{other:?}"),
     }
+    // A second server on the same pool is refused with a clear error that
+    // names the pool once, and harms nothing.
+    let second =
+        Command::new(env!("CARGO_BIN_EXE_tembo")).args(["serve", "--port", "1"]).current_dir(&dir).output().unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("locked by another process"), "{err}");
+    assert_eq!(err.matches("tembo-data/tembo.pool").count(), 1, "{err}");
+    assert_eq!(a.call(&["GET", "k998"]), bulk("v998"));
     // SHUTDOWN closes the pool cleanly and the process exits 0.
     a.send_raw(&encode(&["SHUTDOWN"]));
     assert!(a.read().is_err());
@@ -209,6 +218,23 @@ fn default_pool_pipelining_and_protocol_errors() {
     // Restart: the data is there.
     let srv = Server::start(&dir, &[]);
     assert_eq!(srv.connect().call(&["GET", "k500"]), bulk("v500"));
+}
+
+#[test]
+fn serves_a_pool_made_by_pool_create() {
+    // `tembo pool create` makes a pool with no database in it: the server
+    // gives it one instead of refusing it.
+    let dir = tempfile_dir("precreated");
+    let made = Command::new(env!("CARGO_BIN_EXE_tembo"))
+        .args(["pool", "create", "made.pool", "--size", "64M"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let srv = Server::start(&dir, &["--pool", "made.pool"]);
+    let mut c = srv.connect();
+    assert_eq!(c.call(&["SET", "k", "v"]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["GET", "k"]), bulk("v"));
 }
 
 #[test]
