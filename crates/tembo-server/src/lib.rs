@@ -147,6 +147,18 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
     let _ = log::set_logger(&StderrLog);
     log::set_max_level(cfg.level());
     let io = |what: String| move |source| ServeError::Io { what, source };
+    // The port first: a server that cannot listen must not create or
+    // recover a pool on its way to failing. Connections that arrive while
+    // the pool opens wait in the listen backlog.
+    let addr = format!("{}:{}", cfg.bind, cfg.port);
+    let listener = StdListener::bind(&addr).map_err(|e| {
+        let what = if e.kind() == std::io::ErrorKind::AddrInUse {
+            format!("binding {addr} (another server listens there: stop it or choose another --port)")
+        } else {
+            format!("binding {addr}")
+        };
+        ServeError::Io { what, source: e }
+    })?;
     if let Some(dir) = cfg.pool.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     }
@@ -169,8 +181,6 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
     }
     let mode = db.mode();
     let db = Arc::new(db);
-    let addr = format!("{}:{}", cfg.bind, cfg.port);
-    let listener = StdListener::bind(&addr).map_err(io(format!("binding {addr}")))?;
     listener.set_nonblocking(true).map_err(io("listener".into()))?;
     let shared = Arc::new(net::Shared::new(&cfg));
     let mut state = exec::State::new(db, cfg.clone(), shared.clone()).map_err(|e| match e {

@@ -197,13 +197,24 @@ fn default_pool_pipelining_and_protocol_errors() {
     }
     // A second server on the same pool is refused with a clear error that
     // names the pool once, and harms nothing.
+    let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
     let second =
-        Command::new(env!("CARGO_BIN_EXE_tembo")).args(["serve", "--port", "1"]).current_dir(&dir).output().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_tembo")).args(["serve", "--port", &free]).current_dir(&dir).output().unwrap();
     assert!(!second.status.success());
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("locked by another process"), "{err}");
     assert_eq!(err.matches("tembo-data/tembo.pool").count(), 1, "{err}");
     assert_eq!(a.call(&["GET", "k998"]), bulk("v998"));
+    // A server whose port is taken fails before it touches any pool.
+    let taken = Command::new(env!("CARGO_BIN_EXE_tembo"))
+        .args(["serve", "--port", &srv.port.to_string(), "--pool", "other.pool"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!taken.status.success());
+    let err = String::from_utf8_lossy(&taken.stderr);
+    assert!(err.contains("another server listens there"), "{err}");
+    assert!(!dir.join("other.pool").exists(), "a pool was created by a server that could not listen");
     // SHUTDOWN closes the pool cleanly and the process exits 0.
     a.send_raw(&encode(&["SHUTDOWN"]));
     assert!(a.read().is_err());
