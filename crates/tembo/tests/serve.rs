@@ -154,6 +154,11 @@ fn bulk(s: &str) -> R {
     R::Bulk(Some(s.as_bytes().to_vec()))
 }
 
+/// Runs `tembo ARGS` in `dir` to completion.
+fn tembo_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tembo")).args(args).current_dir(dir).output().unwrap()
+}
+
 #[test]
 fn default_pool_pipelining_and_protocol_errors() {
     let dir = tempfile_dir("basic");
@@ -198,19 +203,14 @@ fn default_pool_pipelining_and_protocol_errors() {
     // A second server on the same pool is refused with a clear error that
     // names the pool once, and harms nothing.
     let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
-    let second =
-        Command::new(env!("CARGO_BIN_EXE_tembo")).args(["serve", "--port", &free]).current_dir(&dir).output().unwrap();
+    let second = tembo_in(&dir, &["serve", "--port", &free]);
     assert!(!second.status.success());
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("locked by another process"), "{err}");
     assert_eq!(err.matches("tembo-data/tembo.pool").count(), 1, "{err}");
     assert_eq!(a.call(&["GET", "k998"]), bulk("v998"));
     // A server whose port is taken fails before it touches any pool.
-    let taken = Command::new(env!("CARGO_BIN_EXE_tembo"))
-        .args(["serve", "--port", &srv.port.to_string(), "--pool", "other.pool"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let taken = tembo_in(&dir, &["serve", "--port", &srv.port.to_string(), "--pool", "other.pool"]);
     assert!(!taken.status.success());
     let err = String::from_utf8_lossy(&taken.stderr);
     assert!(err.contains("another server listens there"), "{err}");
@@ -219,11 +219,7 @@ fn default_pool_pipelining_and_protocol_errors() {
     a.send_raw(&encode(&["SHUTDOWN"]));
     assert!(a.read().is_err());
     assert!(srv.wait_exit().success());
-    let stat = Command::new(env!("CARGO_BIN_EXE_tembo"))
-        .args(["pool", "stat", "tembo-data/tembo.pool", "--json"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let stat = tembo_in(&dir, &["pool", "stat", "tembo-data/tembo.pool", "--json"]);
     let text = String::from_utf8_lossy(&stat.stdout);
     assert!(text.contains("\"last_shutdown_clean\": true"), "{text}");
     // Restart: the data is there.
@@ -236,11 +232,7 @@ fn serves_a_pool_made_by_pool_create() {
     // `tembo pool create` makes a pool with no database in it: the server
     // gives it one instead of refusing it.
     let dir = tempfile_dir("precreated");
-    let made = Command::new(env!("CARGO_BIN_EXE_tembo"))
-        .args(["pool", "create", "made.pool", "--size", "64M"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let made = tembo_in(&dir, &["pool", "create", "made.pool", "--size", "64M"]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let srv = Server::start(&dir, &["--pool", "made.pool"]);
     let mut c = srv.connect();
@@ -251,11 +243,7 @@ fn serves_a_pool_made_by_pool_create() {
 #[test]
 fn refuses_unprotected_public_bind_and_checks_passwords() {
     let dir = tempfile_dir("auth");
-    let out = Command::new(env!("CARGO_BIN_EXE_tembo"))
-        .args(["serve", "--bind", "0.0.0.0", "--port", "1"])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
+    let out = tembo_in(&dir, &["serve", "--bind", "0.0.0.0", "--port", "1"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("requirepass"));
     let srv = Server::start(&dir, &["--requirepass", "s3cret", "--pool", "p.pool"]);
