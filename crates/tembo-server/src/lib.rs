@@ -80,7 +80,6 @@ use tembo_store::{Db, DbError, Options};
 /// The Redis version whose semantics the server follows (reported by HELLO and INFO).
 pub const REDIS_VERSION: &str = "7.0.15";
 
-/// Why the server could not start or stop cleanly.
 /// `source`, led by the pool's path unless it names the path already
 /// (most database errors do: "pool X: X: locked" said it twice).
 fn pool_message(path: &std::path::Path, source: &DbError) -> String {
@@ -92,6 +91,7 @@ fn pool_message(path: &std::path::Path, source: &DbError) -> String {
     }
 }
 
+/// Why the server could not start or stop cleanly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// Bad settings.

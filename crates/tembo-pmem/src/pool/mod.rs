@@ -237,7 +237,7 @@ impl Pool {
                 // Unlinked while still locked, so no other process can open
                 // this pool between its close and its removal.
                 let _ = std::fs::remove_file(&partial);
-                if path.symlink_metadata().is_ok_and(|_| same_file(&file_for_unlock, path)) {
+                if same_file(&file_for_unlock, path) {
                     let _ = std::fs::remove_file(path);
                 }
                 pool.keep_unclean();
