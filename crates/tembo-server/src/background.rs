@@ -12,8 +12,8 @@ use crate::encoding::{
 use crate::exec::State;
 
 /// Deletes up to `limit` keys whose expiry time is at or before `now`;
-/// returns how many.
-pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbError> {
+/// returns how many, and whether more may be due (the limit was reached).
+pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<(u64, bool), DbError> {
     let mut hi = vec![EXPIRES];
     hi.extend_from_slice(&(now + 1).to_be_bytes());
     let due: Vec<Vec<u8>> = st
@@ -22,10 +22,7 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
         .take(limit)
         .map(|kv| kv.map(|(k, _)| k))
         .collect::<Result<_, _>>()?;
-    if due.len() == limit {
-        // More may be due: the next cycle goes on (INFO expired_time_cap_reached_count).
-        st.stats.expire_cap_reached += 1;
-    }
+    let more = due.len() == limit;
     let mut n = 0;
     for k in due {
         if k.len() < 10 {
@@ -61,7 +58,7 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<u64, DbErr
             n += 1;
         }
     }
-    Ok(n)
+    Ok((n, more))
 }
 
 /// Deletes up to `budget` metadata keys of flushed generations (FLUSHDB and

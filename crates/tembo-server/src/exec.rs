@@ -34,6 +34,14 @@ use crate::store::Store;
 pub const MAX_GROUP: usize = 512;
 /// How often the expire cycle and the reclaimer run.
 const CRON_EVERY: Duration = Duration::from_millis(100);
+/// Time a busy executor gives the active expire cycle in each cron window:
+/// a quarter of its time, as Redis's slow cycle. An idle one expires
+/// continuously.
+const EXPIRE_BUDGET: Duration = Duration::from_millis(25);
+/// Keys expired per step (and commit) of the server's loop.
+const EXPIRE_STEP: usize = 64;
+/// Keys one `State::cron` expires at most.
+const CRON_EXPIRE_LIMIT: usize = 1000;
 /// Time a busy executor gives reclaiming dropped collections in each cron
 /// window: a tenth of its time. An idle one reclaims continuously.
 const RECLAIM_BUDGET: Duration = Duration::from_millis(10);
@@ -180,6 +188,9 @@ pub struct State {
     /// window began. The server's loop then takes small steps between
     /// groups (`run`); a step that finds nothing clears it.
     reclaim_left: bool,
+    /// The active expire cycle may have keys due: the last step reached its
+    /// limit, or a new cron window began (`run`).
+    expire_left: bool,
     /// How long the last command `cmd::run` ran took (SLOWLOG reads it).
     pub last_call: Duration,
     /// When each key was last used (OBJECT IDLETIME).
@@ -247,6 +258,7 @@ impl State {
             sweeping: vec![false; n],
             // Work left by an earlier run is found in the first idle moment.
             reclaim_left: true,
+            expire_left: true,
             watchers: HashMap::new(),
             stats: Stats::new(),
             cursors: crate::cursor::Cursors::default(),
@@ -419,6 +431,7 @@ impl State {
     pub async fn run(mut self, mut inbox: UnboundedReceiver<Msg>) -> Arc<Db> {
         let mut next_cron = Instant::now() + CRON_EVERY;
         let mut last_group = Instant::now();
+        let mut expire_spent = Duration::ZERO;
         let mut reclaim_spent = Duration::ZERO;
         loop {
             // Wake for the cron, or for the first blocked client's timeout.
@@ -426,14 +439,15 @@ impl State {
             if let Some(p) = self.pause {
                 wake = wake.min(p.until);
             }
-            // Reclaiming goes a small step at a time between groups: within
-            // the budget of the cron's window while there is traffic (so no
-            // request waits behind more than one step), and without limit
-            // once the executor has been idle for IDLE_AFTER.
-            let idle_at = self.reclaim_left.then_some(last_group + IDLE_AFTER);
+            // Expiring and reclaiming go a small step at a time between
+            // groups: within their budgets for the cron's window while there
+            // is traffic (so no request waits behind more than one step), and
+            // without limit once the executor has been idle for IDLE_AFTER.
+            let idle_at = (self.expire_left || self.reclaim_left).then_some(last_group + IDLE_AFTER);
             let idle = idle_at.is_some_and(|t| t <= Instant::now());
-            let step = self.reclaim_left && (idle || reclaim_spent < RECLAIM_BUDGET);
-            let first = if step {
+            let expire_now = self.expire_left && (idle || expire_spent < EXPIRE_BUDGET);
+            let reclaim_now = self.reclaim_left && (idle || reclaim_spent < RECLAIM_BUDGET);
+            let first = if expire_now || reclaim_now {
                 // Let the connections write their replies and read first.
                 tokio::task::yield_now().await;
                 let first = match inbox.try_recv() {
@@ -443,9 +457,15 @@ impl State {
                 };
                 if first.is_none() || !idle {
                     let began = Instant::now();
-                    self.reclaim(began, RECLAIM_STEP_SMALL);
+                    let spent = if expire_now {
+                        self.expire_due(EXPIRE_STEP);
+                        &mut expire_spent
+                    } else {
+                        self.reclaim(began, RECLAIM_STEP_SMALL);
+                        &mut reclaim_spent
+                    };
                     if !idle {
-                        reclaim_spent += began.elapsed();
+                        *spent += began.elapsed();
                     }
                 }
                 first
@@ -478,11 +498,18 @@ impl State {
                 self.run_group(Vec::new());
             }
             if Instant::now() >= next_cron {
+                if self.expire_left {
+                    // The window's budget ended with keys still due.
+                    self.stats.expire_cap_reached += 1;
+                }
                 self.cron_tasks();
                 self.cron_end();
-                // A new window of reclaiming; it also looks again for work
-                // (a flush's sweep, a collection dropped by a failed group's rerun).
+                // A new window: fresh budgets, and a look for work that no
+                // commit announced (keys whose time has come since, a
+                // collection dropped by a failed group's rerun).
+                expire_spent = Duration::ZERO;
                 reclaim_spent = Duration::ZERO;
+                self.expire_left = true;
                 self.reclaim_left = true;
                 next_cron = Instant::now() + CRON_EVERY;
             }
@@ -969,12 +996,17 @@ impl State {
         }
     }
 
-    /// Background work: expire keys whose time has come (one commit), then
-    /// reclaim the elements of deleted collections for up to
-    /// [`RECLAIM_BUDGET`] at once (the server's loop spreads that budget
-    /// over its window instead).
+    /// Background work: expire up to [`CRON_EXPIRE_LIMIT`] keys whose time
+    /// has come (one commit), then reclaim the elements of deleted
+    /// collections for up to [`RECLAIM_BUDGET`] at once. In-process
+    /// sessions use it; the server's loop does the same work in small
+    /// steps spread over each window instead (`run`).
     pub fn cron(&mut self) {
         self.cron_tasks();
+        if self.expire_due(CRON_EXPIRE_LIMIT) {
+            // More were due than one cycle takes (INFO expired_time_cap_reached_count).
+            self.stats.expire_cap_reached += 1;
+        }
         self.reclaim(Instant::now() + RECLAIM_BUDGET, RECLAIM_STEP);
         self.cron_end();
     }
@@ -984,15 +1016,6 @@ impl State {
     fn cron_tasks(&mut self) {
         self.wall.resync();
         self.bgsave.poll(self.store.db());
-        let now = now_ms();
-        let cycle = Instant::now();
-        let expired = if self.active_expire && !self.expiry_paused() {
-            crate::background::expire_cycle(self, now, 1000)
-        } else {
-            Ok(0)
-        };
-        self.latency.add("expire-cycle", cycle.elapsed().as_millis() as u64, now / 1000);
-        self.stats.expire_cycle_us += cycle.elapsed().as_micros() as u64;
         let used = self.store.db().pool().used_bytes();
         self.stats.peak_memory = self.stats.peak_memory.max(used);
         let totals = [
@@ -1001,19 +1024,38 @@ impl State {
             self.shared.net(crate::net::Net::OutBytes),
         ];
         self.stats.rates.sample(Instant::now(), totals);
-        match expired {
-            Ok(e) => {
+    }
+
+    /// A step of the active expire cycle: deletes up to `limit` keys whose
+    /// time has come, in one commit, then sends their `expired`
+    /// notifications. Returns whether more may be due, and keeps it in
+    /// `expire_left`.
+    fn expire_due(&mut self, limit: usize) -> bool {
+        self.expire_left = false;
+        if !self.active_expire || self.expiry_paused() {
+            return false;
+        }
+        let now = now_ms();
+        let cycle = Instant::now();
+        let expired = crate::background::expire_cycle(self, now, limit);
+        self.latency.add("expire-cycle", cycle.elapsed().as_millis() as u64, now / 1000);
+        self.stats.expire_cycle_us += cycle.elapsed().as_micros() as u64;
+        let more = match expired {
+            Ok((e, more)) => {
                 self.stats.expired_keys += e;
-                self.background_commit();
+                self.background_commit() && more
             }
             Err(err) => {
                 log::warn!("background work failed: {err}");
                 self.discard();
                 self.outbox.clear();
+                false
             }
-        }
+        };
         // `expired` notifications, now that the deletions are committed.
         self.flush_outbox();
+        self.expire_left = more;
+        more
     }
 
     /// The cron's work after reclaiming.
