@@ -12,10 +12,11 @@ script prints their rate and latency percentiles. Works against
 redis-server too. Results: docs/results/server.md.
 """
 import argparse
-import threading
 import time
 
 import redis
+
+from probe import Probe
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("port", type=int)
@@ -39,38 +40,15 @@ for i in range(n):
     p.pexpireat(f"k{i}", at)
 p.execute()
 
-stop = threading.Event()
-lat = []
-
-
-def probe():
-    c = redis.Redis(port=args.port)
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        c.get("probe")
-        lat.append(time.perf_counter() - t0)
-
-
 while time.time() * 1000 < at:
     time.sleep(0.001)
 t = time.time()
-prober = threading.Thread(target=probe) if args.probe else None
-if prober:
-    prober.start()
+prober = Probe(args.port).start() if args.probe else None
 while r.dbsize() > 1 and time.time() - t < 300:
     time.sleep(0.02)
 took = time.time() - t
-stop.set()
 if prober:
-    prober.join()
+    prober.stop()
 print(f"{n} keys expired at one moment: gone after {took:.2f} s; left {r.dbsize() - 1}")
-if lat:
-    lat.sort()
-
-    def pct(q):
-        return lat[min(len(lat) - 1, int(q * len(lat)))] * 1e6
-
-    print(
-        f"probe: {len(lat) / took:.0f} GETs/s; latency us p50 {pct(0.5):.0f} p99 {pct(0.99):.0f} "
-        f"p99.9 {pct(0.999):.0f} max {lat[-1] * 1e6:.0f}"
-    )
+if prober:
+    print(prober.report(took))

@@ -13,10 +13,11 @@ their rate and latency percentiles: the server is then never idle for
 long, which is when it reclaims at full speed. Results: docs/results/server.md.
 """
 import argparse
-import threading
 import time
 
 import redis
+
+from probe import Probe
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("port", type=int)
@@ -33,37 +34,14 @@ r.set("probe", "x")
 used0 = r.info("memory")["used_memory"]
 done0 = r.info("persistence")["reclaimed_elements"]
 
-stop = threading.Event()
-lat = []
-
-
-def probe():
-    c = redis.Redis(port=args.port)
-    while not stop.is_set():
-        t0 = time.perf_counter()
-        c.get("probe")
-        lat.append(time.perf_counter() - t0)
-
-
 t = time.time()
 r.unlink("big")
-prober = threading.Thread(target=probe) if args.probe else None
-if prober:
-    prober.start()
+prober = Probe(args.port).start() if args.probe else None
 while r.info("persistence")["reclaimed_elements"] - done0 < n and time.time() - t < 300:
     time.sleep(0.05)
 took = time.time() - t
-stop.set()
 if prober:
-    prober.join()
+    prober.stop()
 print(f"{n} elements reclaimed in {took:.2f} s; used_memory {used0} -> {r.info('memory')['used_memory']}")
-if lat:
-    lat.sort()
-
-    def pct(q):
-        return lat[min(len(lat) - 1, int(q * len(lat)))] * 1e6
-
-    print(
-        f"probe: {len(lat) / took:.0f} GETs/s; latency us p50 {pct(0.5):.0f} p99 {pct(0.99):.0f} "
-        f"p99.9 {pct(0.999):.0f} max {lat[-1] * 1e6:.0f}"
-    )
+if prober:
+    print(prober.report(took))
