@@ -503,7 +503,6 @@ impl State {
                     self.stats.expire_cap_reached += 1;
                 }
                 self.cron_tasks();
-                self.cron_end();
                 // A new window: fresh budgets, and a look for work that no
                 // commit announced (keys whose time has come since, a
                 // collection dropped by a failed group's rerun).
@@ -1008,11 +1007,10 @@ impl State {
             self.stats.expire_cap_reached += 1;
         }
         self.reclaim(Instant::now() + RECLAIM_BUDGET, RECLAIM_STEP);
-        self.cron_end();
     }
 
-    /// The cron's work before reclaiming: the clock, BGSAVE, the expire
-    /// cycle, memory and rate statistics.
+    /// The cron's work besides expiring and reclaiming: the clock, BGSAVE,
+    /// memory and rate statistics, SCAN cursors past their time.
     fn cron_tasks(&mut self) {
         self.wall.resync();
         self.bgsave.poll(self.store.db());
@@ -1024,6 +1022,8 @@ impl State {
             self.shared.net(crate::net::Net::OutBytes),
         ];
         self.stats.rates.sample(Instant::now(), totals);
+        self.cursors.expire_old();
+        self.notes.clear();
     }
 
     /// A step of the active expire cycle: deletes up to `limit` keys whose
@@ -1056,12 +1056,6 @@ impl State {
         self.flush_outbox();
         self.expire_left = more;
         more
-    }
-
-    /// The cron's work after reclaiming.
-    fn cron_end(&mut self) {
-        self.cursors.expire_old();
-        self.notes.clear();
     }
 }
 
