@@ -124,6 +124,10 @@ pub const FLUSH_GEN: u8 = b'F';
 /// 2: metadata keys carry their database's flush generation.
 pub const LAYOUT: u32 = 2;
 
+/// The most bytes a metadata record adds to the value it holds (a string's
+/// bytes, a stream's state): kind, expiry, version, size and list head.
+pub const META_HEADER_MAX: usize = 64;
+
 /// Where the key-layout version is recorded.
 pub fn layout_key() -> Vec<u8> {
     let mut k = vec![GLOBAL];

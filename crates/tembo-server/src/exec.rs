@@ -133,9 +133,10 @@ pub struct State {
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
-    /// A command stopped midway since the last commit (it panicked, or a
-    /// script was stopped at its time limit): its writes may be partial, so
-    /// the group's writes must not be committed (see [`cmd::run`]).
+    /// A command stopped midway since the last commit (it panicked, a
+    /// script was stopped at its time limit, or the engine's limits refused
+    /// a key or value it wrote): its writes may be partial, so the group's
+    /// writes must not be committed (see [`cmd::run`]).
     pub torn: bool,
     /// SLOWLOG's entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
@@ -561,13 +562,17 @@ impl State {
             }
         }
         self.drain_resume(false);
-        let committed = if std::mem::take(&mut self.torn) {
-            Err("a command stopped midway".to_string())
-        } else {
-            self.commit().map_err(|e| e.to_string())
-        };
+        let torn = std::mem::take(&mut self.torn);
+        let committed =
+            if torn { Err("a command stopped midway".to_string()) } else { self.commit().map_err(|e| e.to_string()) };
         if let Err(e) = committed {
-            log::warn!("group commit of {requests} requests failed ({e}); running them one command per commit");
+            if torn {
+                // Said already where it stopped (a panic, a script's time
+                // limit), or a client's error (a key over the limits).
+                log::debug!("group of {requests} requests not committed ({e}); running them one command per commit");
+            } else {
+                log::warn!("group commit of {requests} requests failed ({e}); running them one command per commit");
+            }
             self.rollback();
             self.expire_blocked();
             // The rollback put back a pause that may have ended: its held

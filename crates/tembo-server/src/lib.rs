@@ -75,7 +75,7 @@ use std::sync::Arc;
 
 pub use config::{Config, ConfigError, DEFAULT_POOL};
 pub use session::Session;
-use tembo_store::{Db, DbError, Options};
+use tembo_store::{Db, DbError, Limits, Options};
 
 /// The Redis version whose semantics the server follows (reported by HELLO and INFO).
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -167,6 +167,12 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
         max_size: (cfg.pool_max_size > 0).then_some(cfg.pool_max_size),
         mode: cfg.mode_request()?,
         engine: cfg.engine()?,
+        // A string is stored with its metadata header: a string of exactly
+        // proto-max-bulk-len bytes (Redis's largest) must still fit.
+        limits: Limits {
+            max_value_bytes: cfg.proto_max_bulk_len.max(Limits::default().max_value_bytes) + encoding::META_HEADER_MAX,
+            ..Limits::default()
+        },
         ..Options::default()
     };
     let pool_err = |source| ServeError::Pool { path: cfg.pool.clone(), source };

@@ -7,6 +7,15 @@
 //! [`WriteBatch`] — one persisted version store in the engine — before any
 //! reply of the group is sent (group commit). [`Store::discard`] forgets a
 //! group that could not commit.
+//!
+//! A command is atomic inside its group as well. One refused midway — a
+//! key or value over the engine's limits, found after some of its writes
+//! were staged — must apply nothing. At the top level that costs nothing
+//! until it happens: the executor reruns the group one command per commit
+//! and drops the refused one (`State::torn`). A command run by another
+//! (inside EXEC or a script, between [`Store::begin_command`] and
+//! [`Store::end_command`]) has its staged writes journaled instead, so that
+//! it alone is undone ([`Store::undo_command`]) and the others stand.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -36,6 +45,25 @@ pub struct Store {
     fresh_from: u64,
     max_key: usize,
     max_value: usize,
+    /// What the nested commands running staged, oldest first.
+    journal: Vec<Staged>,
+    /// How many commands are running (EXEC and scripts nest them); writes
+    /// are journaled only while a nested one is.
+    depth: u32,
+    /// A put was refused since the running command began.
+    refused: bool,
+}
+
+/// A journaled write: the key, and what the overlay held for it before
+/// (`None`: nothing pending).
+type Staged = (Vec<u8>, Option<Option<Vec<u8>>>);
+
+/// Where a command began: what [`Store::undo_command`] returns to.
+#[derive(Clone, Copy, Debug)]
+pub struct Savepoint {
+    journal_len: usize,
+    version_limit: u64,
+    refused: bool,
 }
 
 /// A write refused before it reached the engine.
@@ -45,10 +73,10 @@ pub enum StoreError {
     #[error(transparent)]
     Db(#[from] DbError),
     /// A key over the engine's limit.
-    #[error("key of {0} bytes exceeds the limit of {1} bytes")]
+    #[error("key too large: {0} bytes as stored (the key, with its field or member if any) exceed the pool's limit of {1} bytes")]
     KeyTooLarge(usize, usize),
     /// A value over the engine's limit.
-    #[error("value of {0} bytes exceeds the limit of {1} bytes")]
+    #[error("value too large: {0} bytes as stored exceed the pool's limit of {1} bytes")]
     ValueTooLarge(usize, usize),
 }
 
@@ -75,6 +103,9 @@ impl Store {
             fresh_from: limit,
             max_key: limits.max_key_bytes,
             max_value: limits.max_value_bytes,
+            journal: Vec::new(),
+            depth: 0,
+            refused: false,
         })
     }
 
@@ -115,26 +146,93 @@ impl Store {
     /// Stages a put; refuses keys and values over the engine's limits now
     /// rather than failing the whole group at commit.
     pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) -> Result<(), StoreError> {
-        if key.len() > self.max_key {
-            return Err(StoreError::KeyTooLarge(key.len(), self.max_key));
+        self.check_sizes(key.len(), value.len())?;
+        self.stage(key, Some(value));
+        Ok(())
+    }
+
+    /// Refuses a key or value length over the engine's limits, as `put`
+    /// would; the running command is then undone (see [`Store::refused`]).
+    pub fn check_sizes(&mut self, key_len: usize, value_len: usize) -> Result<(), StoreError> {
+        if key_len > self.max_key {
+            self.refused = true;
+            return Err(StoreError::KeyTooLarge(key_len, self.max_key));
         }
-        if value.len() > self.max_value {
-            return Err(StoreError::ValueTooLarge(value.len(), self.max_value));
+        if value_len > self.max_value {
+            self.refused = true;
+            return Err(StoreError::ValueTooLarge(value_len, self.max_value));
         }
-        self.overlay.insert(key, Some(value));
         Ok(())
     }
 
     /// Stages a delete.
     pub fn delete(&mut self, key: Vec<u8>) {
-        self.overlay.insert(key, None);
+        self.stage(key, None);
+    }
+
+    fn stage(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        if self.depth < 2 {
+            self.overlay.insert(key, value);
+        } else {
+            let before = self.overlay.insert(key.clone(), value);
+            self.journal.push((key, before));
+        }
+    }
+
+    /// A command starts; if another command runs it, its writes are
+    /// journaled until the matching [`end_command`](Self::end_command).
+    pub fn begin_command(&mut self) -> Savepoint {
+        self.depth += 1;
+        let sp =
+            Savepoint { journal_len: self.journal.len(), version_limit: self.version_limit, refused: self.refused };
+        self.refused = false;
+        sp
+    }
+
+    /// Whether a put was refused (a key or value over the engine's limits)
+    /// since the running command began (not counting commands it ran).
+    pub fn refused(&self) -> bool {
+        self.refused
+    }
+
+    /// Whether the command of `sp` runs inside another one (its writes are
+    /// journaled and [`undo_command`](Self::undo_command) can take them back).
+    pub fn nested(&self, _sp: &Savepoint) -> bool {
+        self.depth >= 2
+    }
+
+    /// Puts the overlay back as it was at `sp`, a nested command's: the
+    /// command staged nothing. Versions it took are not handed out again,
+    /// but the high-water mark is restaged by the next command that needs one.
+    pub fn undo_command(&mut self, sp: &Savepoint) {
+        while self.journal.len() > sp.journal_len {
+            let Some((key, before)) = self.journal.pop() else { break };
+            match before {
+                Some(v) => {
+                    self.overlay.insert(key, v);
+                }
+                None => {
+                    self.overlay.remove(&key);
+                }
+            }
+        }
+        self.version_limit = sp.version_limit;
+    }
+
+    /// The command of `sp` ended; the journal is dropped once no command runs.
+    pub fn end_command(&mut self, sp: Savepoint) {
+        self.depth = self.depth.saturating_sub(1);
+        self.refused = sp.refused;
+        if self.depth < 2 {
+            self.journal.clear();
+        }
     }
 
     /// A fresh collection version, never handed out before (also across restarts).
     pub fn new_version(&mut self) -> u64 {
         if self.next_version >= self.version_limit {
             self.version_limit = self.next_version + VERSION_BLOCK;
-            self.overlay.insert(version_key(), Some(self.version_limit.to_be_bytes().to_vec()));
+            self.stage(version_key(), Some(self.version_limit.to_be_bytes().to_vec()));
         }
         self.next_version += 1;
         self.next_version - 1
@@ -178,6 +276,7 @@ impl Store {
         if self.overlay.is_empty() {
             return Ok(());
         }
+        self.journal.clear();
         let mut batch = WriteBatch::with_capacity(self.overlay.len());
         for (k, v) in std::mem::take(&mut self.overlay) {
             match v {
@@ -200,6 +299,7 @@ impl Store {
     /// Forgets every pending write.
     pub fn discard(&mut self) {
         self.overlay.clear();
+        self.journal.clear();
         self.fresh_from = self.next_version;
         self.version_limit = self.persisted_limit;
     }

@@ -17,7 +17,6 @@ use crate::encoding::{be64, sub_key, Kind, Meta, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
 use crate::resp::Reply;
-use crate::store::StoreError;
 
 const WF: &[&str] = &["write", "denyoom", "fast"];
 
@@ -227,16 +226,10 @@ pub(super) fn bounds_empty(lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> bool {
 }
 
 /// Refuses a sub-key or value the engine would refuse at commit, before
-/// anything of the command is staged (a command applies fully or not at all).
-pub(super) fn check_sizes(cx: &Ctx, key_len: usize, value_len: usize) -> Res<()> {
-    let limits = cx.st.store.db().limits();
-    if key_len > limits.max_key_bytes {
-        return Err(StoreError::KeyTooLarge(key_len, limits.max_key_bytes).into());
-    }
-    if value_len > limits.max_value_bytes {
-        return Err(StoreError::ValueTooLarge(value_len, limits.max_value_bytes).into());
-    }
-    Ok(())
+/// the command stages its element writes (a command applies fully or not
+/// at all: the refusal also undoes what it staged before, see `Store`).
+pub(super) fn check_sizes(cx: &mut Ctx, key_len: usize, value_len: usize) -> Res<()> {
+    Ok(cx.st.store.check_sizes(key_len, value_len)?)
 }
 
 /// `ERR value is out of range, must be positive` for anything but an integer >= 0.

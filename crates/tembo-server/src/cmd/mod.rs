@@ -684,6 +684,8 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
     }
     let started = Instant::now();
     let now = st.wall.ms_at(started);
+    let savepoint = st.store.begin_command();
+    let counts_before = st.store.nested(&savepoint).then(|| st.pending_counts.clone());
     let reply = {
         let mut ctx = Ctx { st, client, now };
         // A bug in one command must not take the server (and every other
@@ -710,6 +712,22 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
             }
         }
     };
+    if st.store.refused() {
+        // A key or value over the engine's limits, found after some of the
+        // command's writes may have been staged: it applies nothing (its
+        // error says why).
+        match counts_before {
+            Some(counts) => {
+                // Run by EXEC or a script: only this command is undone.
+                st.store.undo_command(&savepoint);
+                st.pending_counts = counts;
+                st.notes.clear();
+            }
+            // The group is rerun one command per commit, without this one's writes.
+            None => st.torn = true,
+        }
+    }
+    st.store.end_command(savepoint);
     if st.notify_flags != 0 && !st.notes.is_empty() {
         let mut ctx = Ctx { st, client, now };
         crate::notify::after_command(&mut ctx, args);
