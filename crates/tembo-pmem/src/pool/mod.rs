@@ -114,13 +114,14 @@ fn create_sizes(opts: &PoolOptions) -> Result<(u64, u64)> {
     if opts.size < MIN_POOL_BYTES {
         return Err(PmemError::SizeTooSmall { requested: opts.size, minimum: MIN_POOL_BYTES });
     }
-    let too_large =
-        |what, requested| PmemError::TooLarge { what, requested, limit: WORD_VALUE_MAX / PAGE_BYTES * PAGE_BYTES };
+    let limit = WORD_VALUE_MAX / PAGE_BYTES * PAGE_BYTES;
+    let too_large = |what, requested| PmemError::TooLarge { what, requested, limit };
     let size =
         round_up_pages(opts.size).filter(|s| *s <= WORD_VALUE_MAX).ok_or_else(|| too_large("pool size", opts.size))?;
     let max = match opts.max_size {
         Some(m) => m,
-        None => size.saturating_mul(DEFAULT_MAX_FACTOR).clamp(1 << 30, WORD_VALUE_MAX),
+        // The default never exceeds the limit: only an asked-for size can.
+        None => size.saturating_mul(DEFAULT_MAX_FACTOR).clamp(1 << 30, limit),
     };
     let max =
         round_up_pages(max).filter(|s| *s <= WORD_VALUE_MAX).ok_or_else(|| too_large("maximum pool size", max))?;
@@ -666,4 +667,20 @@ fn reserve_pages(file: &File, path: &Path, size: u64) -> Result<()> {
         };
         PmemError::io(why, e)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_maximum_of_a_huge_pool_is_the_limit_not_an_error() {
+        let limit = WORD_VALUE_MAX / PAGE_BYTES * PAGE_BYTES;
+        let size = 100 << 40;
+        assert_eq!(create_sizes(&PoolOptions { size, ..PoolOptions::default() }).unwrap(), (size, limit));
+        // Asked for explicitly, a maximum over the limit is refused.
+        let over = PoolOptions { size, max_size: Some(limit + 1), ..PoolOptions::default() };
+        assert!(matches!(create_sizes(&over), Err(PmemError::TooLarge { .. })));
+        assert_eq!(create_sizes(&PoolOptions::default()).unwrap(), (64 << 20, 1 << 30));
+    }
 }
