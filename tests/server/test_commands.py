@@ -3095,3 +3095,43 @@ def test_pubsub_output_limit_follows_config():
         r.config_set("client-output-buffer-limit", before)
         sub.close()
         r.close()
+
+
+def test_command_over_the_key_limit_applies_nothing_in_a_shared_commit_group():
+    """A key of over 64 KiB (with its field) is refused by Tembo's engine
+    (Redis accepts it: skipped there). The refused command must apply
+    nothing even when it shares a commit group with other clients'
+    pipelines: its first keys are not set, the counts stay exact, and the
+    others' writes all land."""
+    if is_reference_redis():
+        pytest.skip("Redis has no 64 KiB key limit")
+    _flushall()
+    big = "k" * 70000
+    a, b = make_client(), make_client()
+    try:
+        pa, pb = a.pipeline(transaction=False), b.pipeline(transaction=False)
+        pa.set("a", "1").mset({"b": "2", big: "3"}).set("c", "4").hset("h", mapping={"f": "v", big: "w"}).incr("a")
+        pb.set("x", "1").lpush("l", "1", "2").sadd("s", "m", big).get("x")
+        out = {}
+        ta = threading.Thread(target=lambda: out.__setitem__("a", pa.execute(raise_on_error=False)))
+        ta.start()
+        out["b"] = pb.execute(raise_on_error=False)
+        ta.join()
+        ra, rb_ = out["a"], out["b"]
+        assert [ra[0], ra[2], ra[4]] == [True, True, 2]
+        assert isinstance(ra[1], redis.ResponseError) and "key too large" in str(ra[1])
+        assert isinstance(ra[3], redis.ResponseError)
+        assert [rb_[0], rb_[1], rb_[3]] == [True, 2, "1"]
+        assert isinstance(rb_[2], redis.ResponseError)
+        assert sorted(a.keys("*")) == ["a", "c", "l", "x"]
+        assert a.dbsize() == 4
+        assert a.get("b") is None and a.exists("h", "s") == 0
+        # Inside a transaction only the refused command fails.
+        t = a.pipeline(transaction=True)
+        t.set("m1", "x").set(big, "y").set("m2", "z")
+        res = t.execute(raise_on_error=False)
+        assert res[0] is True and res[2] is True and isinstance(res[1], redis.ResponseError)
+        assert a.dbsize() == 6 and len(a.keys("*")) == 6
+    finally:
+        a.close()
+        b.close()
