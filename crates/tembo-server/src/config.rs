@@ -18,9 +18,12 @@ pub struct Config {
     pub port: u16,
     /// The pool file (created on first run).
     pub pool: PathBuf,
-    /// Size of a new pool in bytes.
+    /// Size of a new pool in bytes (in the file also `"256M"`, `"1G"`…,
+    /// as on the command line; so are the other sizes).
+    #[serde(deserialize_with = "bytes")]
     pub pool_size: u64,
     /// Largest size the pool may grow to (bytes; 0: the engine's default).
+    #[serde(deserialize_with = "bytes")]
     pub pool_max_size: u64,
     /// Durability mode: auto (dax if MAP_SYNC, emulated on tmpfs, else
     /// msync), dax, emulated (survives process crashes only), msync.
@@ -39,8 +42,10 @@ pub struct Config {
     /// Allow listening on a non-loopback address without a password.
     pub allow_unprotected: bool,
     /// Largest bulk argument a client may send (bytes).
+    #[serde(deserialize_with = "bytes")]
     pub proto_max_bulk_len: usize,
     /// Largest unparsed input a client may have buffered (bytes).
+    #[serde(deserialize_with = "bytes")]
     pub client_query_buffer_limit: usize,
     /// ACL users, one `name modifiers…` string each, as after Redis's
     /// `user` directive (e.g. `"alice on >secret ~app:* +@read"`).
@@ -93,6 +98,26 @@ impl Config {
         let stem = self.pool.file_stem().map_or_else(|| "tembo".into(), |s| s.to_string_lossy().into_owned());
         self.pool.with_file_name(format!("{stem}-backup.pool"))
     }
+}
+
+/// A size in the config file: a number of bytes, or a string with a K, M,
+/// G or T suffix as the command-line flags take (`pool_size = "1G"`).
+fn bytes<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<u64>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    let n = match Size::deserialize(d)? {
+        Size::Bytes(n) => n,
+        Size::Text(t) => crate::size::parse_bytes(&t).map_err(serde::de::Error::custom)?,
+    };
+    T::try_from(n).map_err(|_| serde::de::Error::custom(format!("size {n} is too large")))
 }
 
 /// A setting that cannot be used.
@@ -225,5 +250,23 @@ mod acl_config_tests {
         let mut c = cfg("127.0.0.1", "", &[]);
         c.aclfile = "/nonexistent/users.acl".into();
         assert!(c.validate().unwrap_err().to_string().contains("/nonexistent/users.acl"));
+    }
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+
+    #[test]
+    fn sizes_in_the_file_take_numbers_or_suffixed_strings() {
+        let c: Config = toml::from_str(
+            "pool_size = \"1G\"\npool_max_size = 8589934592\nproto_max_bulk_len = \"64M\"\nclient_query_buffer_limit = \"1.5G\"\n",
+        )
+        .unwrap();
+        assert_eq!((c.pool_size, c.pool_max_size), (1 << 30, 8 << 30));
+        assert_eq!((c.proto_max_bulk_len, c.client_query_buffer_limit), (64 << 20, 3 << 29));
+        let e = toml::from_str::<Config>("pool_size = \"1X\"\n").unwrap_err().to_string();
+        assert!(e.contains("invalid size") && e.contains("1G"), "{e}");
+        assert!(toml::from_str::<Config>("pool_size = -1\n").is_err());
     }
 }

@@ -61,7 +61,7 @@ mod script;
 mod script_libs;
 mod script_msgpack;
 mod session;
-mod size;
+pub mod size;
 mod stats;
 mod store;
 mod stream;
