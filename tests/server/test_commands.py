@@ -3132,6 +3132,32 @@ def test_command_over_the_key_limit_applies_nothing_in_a_shared_commit_group():
         res = t.execute(raise_on_error=False)
         assert res[0] is True and res[2] is True and isinstance(res[1], redis.ResponseError)
         assert a.dbsize() == 6 and len(a.keys("*")) == 6
+        # A blocked BLMOVE served by another client's push, its move refused:
+        # the element stays where it was, and the next waiter gets it.
+        got = {}
+
+        def wait(name, dst):
+            c = make_client()
+            try:
+                got[name] = c.blmove("q", dst, 10, "LEFT", "RIGHT")
+            except redis.ResponseError as e:
+                got[name] = e
+            finally:
+                c.close()
+
+        first = threading.Thread(target=wait, args=("first", big))
+        first.start()
+        time.sleep(0.3)
+        second = threading.Thread(target=wait, args=("second", "dst"))
+        second.start()
+        time.sleep(0.3)
+        assert a.rpush("q", "e1", "e2") == 2
+        first.join()
+        second.join()
+        assert isinstance(got["first"], redis.ResponseError) and "key too large" in str(got["first"])
+        assert got["second"] == "e1"
+        assert a.lrange("q", 0, -1) == ["e2"] and a.lrange("dst", 0, -1) == ["e1"]
+        assert a.dbsize() == 8 and len(a.keys("*")) == 8
     finally:
         a.close()
         b.close()

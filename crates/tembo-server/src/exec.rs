@@ -690,7 +690,17 @@ impl State {
                     self.clients.insert(id, c);
                     continue;
                 };
-                let Some(mut reply) = cmd::blpop::serve(self, &mut c, &key, &b.op) else {
+                // Served outside `cmd::run`, so guarded as it guards a
+                // command: a move refused by the engine's limits (BLMOVE to
+                // a key too long) must not leave the pop without the push.
+                let sp = self.store.begin_command();
+                let served = cmd::blpop::serve(self, &mut c, &key, &b.op);
+                let refused = self.store.refused();
+                self.store.end_command(sp);
+                if refused {
+                    self.torn = true;
+                }
+                let Some(mut reply) = served else {
                     // Nothing (more) to pop, or the key is not of the type
                     // this client waits for: it waits on; the next may be
                     // served (a BZPOPMIN after a BLPOP on a key now a zset).
@@ -700,7 +710,10 @@ impl State {
                 };
                 release_block(&mut self.saved, &mut self.blocking, id, &c, &b);
                 if commit_each {
-                    if let Err(failed) = self.commit_or_discard() {
+                    if std::mem::take(&mut self.torn) {
+                        // The reply is the refusal; nothing of the move is applied.
+                        self.discard();
+                    } else if let Err(failed) = self.commit_or_discard() {
                         reply = failed;
                     }
                 }

@@ -222,7 +222,8 @@ impl Store {
     /// The command of `sp` ended; the journal is dropped once no command runs.
     pub fn end_command(&mut self, sp: Savepoint) {
         self.depth = self.depth.saturating_sub(1);
-        self.refused = sp.refused;
+        // The outermost command's refusal has been dealt with by now.
+        self.refused = sp.refused && self.depth > 0;
         if self.depth < 2 {
             self.journal.clear();
         }
