@@ -24,9 +24,13 @@
 //!   protocol error; other clients are not affected.
 //! - A full pool fails the commands whose writes cannot be stored (an OOM
 //!   error reply) and loses nothing acknowledged.
+//! - A command applies fully or not at all: one refused midway (a key over
+//!   the engine's 64 KiB with its field) leaves nothing it staged, within a
+//!   group shared with other clients, inside EXEC or a script, and when it
+//!   serves a blocked client (see `store`).
 //!
 //! ## What it does not do (yet)
-//! MIGRATE, DUMP/RESTORE of streams, replication, cluster.
+//! DUMP/RESTORE of streams, modules, replication, cluster.
 
 #![forbid(unsafe_code)]
 
