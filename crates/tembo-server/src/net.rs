@@ -19,7 +19,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender as Sender};
 use crate::client::{Client, ConnShared, Out};
 use crate::exec::Msg;
 use crate::querybuf::QueryBuf;
-use crate::resp::{self, ParseLimits, Reply};
+use crate::resp::{self, ParseLimits, Reply, Step};
 
 /// Limits the network side enforces, changeable by CONFIG SET.
 #[derive(Debug)]
@@ -154,15 +154,16 @@ type Parsed = (Vec<Vec<Vec<u8>>>, usize, Option<Vec<u8>>);
 
 /// Parses every complete request in `buf` (removing them); a malformed or
 /// oversized one ends the list and gives the error to answer with.
-fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr, conn: &ConnShared) -> Parsed {
+fn parse_requests(qb: &mut QueryBuf, shared: &Shared, id: u64, peer: SocketAddr, conn: &ConnShared) -> Parsed {
     let unauthenticated = conn.auth_required.load(Ordering::Relaxed);
     let limits = ParseLimits { max_bulk: shared.max_bulk(), unauthenticated };
     let mut reqs = Vec::new();
     let mut fatal = None;
     let mut used = 0;
+    let buf = &mut qb.buf;
     loop {
-        match resp::parse(&buf[used..], &limits) {
-            Ok(Some((args, n))) => {
+        match resp::parse_stream(&buf[used..], &limits, &mut qb.partial) {
+            Ok(Step::Request(args, n)) => {
                 used += n;
                 // What follows AUTH or HELLO is read once they have run:
                 // they may lift the limits on unauthenticated requests.
@@ -177,7 +178,10 @@ fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr,
                     break;
                 }
             }
-            Ok(None) => break,
+            Ok(Step::More(n)) => {
+                used += n;
+                break;
+            }
             Err(e) => {
                 fatal = Some(protocol_error(&e));
                 break;
@@ -185,12 +189,13 @@ fn parse_requests(buf: &mut Vec<u8>, shared: &Shared, id: u64, peer: SocketAddr,
         }
     }
     buf.drain(..used);
-    if fatal.is_none() && buf.len() > shared.query_limit() {
+    if fatal.is_none() && qb.held() > shared.query_limit() {
         log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
         fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
     }
     // A big request's room is given back by the connection's periodic
     // check (`querybuf`), as Redis does, not here.
+    let buf = &mut qb.buf;
     if buf.capacity() - buf.len() < 4096 {
         buf.reserve(buf.len().clamp(crate::querybuf::IO_BYTES, 1 << 20));
     }
@@ -213,7 +218,7 @@ enum Forwarded {
 /// A protocol error after some requests stays in `fatal`, to be answered
 /// once their replies are out.
 fn forward(
-    buf: &mut Vec<u8>,
+    qb: &mut QueryBuf,
     shared: &Shared,
     id: u64,
     peer: SocketAddr,
@@ -221,12 +226,12 @@ fn forward(
     fatal: &mut Option<Vec<u8>>,
     conn: &ConnShared,
 ) -> Forwarded {
-    let (reqs, used, err) = parse_requests(buf, shared, id, peer, conn);
-    conn.qbuf_free.store(buf.capacity() - buf.len(), Ordering::Relaxed);
+    let (reqs, used, err) = parse_requests(qb, shared, id, peer, conn);
+    conn.qbuf_free.store(qb.buf.capacity() - qb.buf.len(), Ordering::Relaxed);
     *fatal = err;
     if !reqs.is_empty() {
-        // Bytes not yet parsed stay in the query buffer too.
-        let bytes = used + buf.len();
+        // Bytes not yet parsed (or parsed into a partial request) count too.
+        let bytes = used + qb.held();
         if inbox.send(Msg::Requests { id, reqs, bytes }).is_err() {
             return Forwarded::Gone;
         }
@@ -289,16 +294,15 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                     }
                 }
                 qb.read(Instant::now());
-                let buf = &mut qb.buf;
                 if waiting {
                     // Kept for when the blocking command is answered.
-                    if buf.len() > shared.query_limit() {
+                    if qb.held() > shared.query_limit() {
                         log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
                         fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
                     }
                     continue;
                 }
-                match forward(buf, shared, id, peer, inbox, &mut fatal, &conn) {
+                match forward(&mut qb, shared, id, peer, inbox, &mut fatal, &conn) {
                     Forwarded::Sent => waiting = true,
                     Forwarded::Idle => {}
                     Forwarded::Close(err) => {
@@ -328,7 +332,7 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                         }
                         if !qb.buf.is_empty() {
                             // Input that came while the client was blocked.
-                            match forward(&mut qb.buf, shared, id, peer, inbox, &mut fatal, &conn) {
+                            match forward(&mut qb, shared, id, peer, inbox, &mut fatal, &conn) {
                                 Forwarded::Sent => waiting = true,
                                 Forwarded::Idle => {}
                                 Forwarded::Close(err) => {

@@ -27,6 +27,8 @@ const CHECK: Duration = Duration::from_secs(1);
 pub(crate) struct QueryBuf {
     /// The bytes read and not yet parsed (its capacity is the buffer).
     pub(crate) buf: Vec<u8>,
+    /// The arguments of a request that has arrived in part (`resp::parse_stream`).
+    pub(crate) partial: Option<crate::resp::Partial>,
     /// The most bytes held since the last check.
     peak: usize,
     last_io: Instant,
@@ -35,7 +37,13 @@ pub(crate) struct QueryBuf {
 
 impl QueryBuf {
     pub(crate) fn new(now: Instant) -> QueryBuf {
-        QueryBuf { buf: Vec::with_capacity(IO_BYTES), peak: 0, last_io: now, next_check: now + CHECK }
+        QueryBuf { buf: Vec::with_capacity(IO_BYTES), partial: None, peak: 0, last_io: now, next_check: now + CHECK }
+    }
+
+    /// The client's unanswered input: unparsed bytes plus the part of a
+    /// request already parsed (what the query-buffer limit bounds).
+    pub(crate) fn held(&self) -> usize {
+        self.buf.len() + self.partial.as_ref().map_or(0, |p| p.bytes())
     }
 
     /// Input arrived: the client is not idle, and the peak may grow.

@@ -5,8 +5,13 @@
 //! declared length before the bytes are there, it refuses counts and
 //! lengths over the configured limits as soon as their header arrives, and
 //! it reports malformed input with Redis's own words ("Protocol error: …")
-//! so that the connection can answer and close. It has no state of its own:
-//! a caller keeps unparsed bytes and calls again when more arrive.
+//! so that the connection can answer and close. [`parse`] has no state of
+//! its own: a caller keeps unparsed bytes and calls again when more arrive.
+//! A connection uses [`parse_stream`] instead, which keeps the arguments of
+//! a request that has arrived in part ([`Partial`]), so that each read
+//! parses only the new bytes: re-parsing a big request from its start at
+//! every read cost a client that sends a million arguments slowly time
+//! quadratic in their number, on the thread that serves every connection.
 
 /// Redis refuses a header line (`*N` / `$N`) or an inline command longer than this.
 pub const MAX_INLINE: usize = 64 * 1024;
@@ -50,11 +55,102 @@ pub type Frame = (Vec<Vec<u8>>, usize);
 /// `used` bytes; `args` is empty for the empty requests Redis skips (`*0`,
 /// a blank inline line). Errors are fatal for the connection.
 pub fn parse(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, ProtocolError> {
-    match buf.first() {
-        None => Ok(None),
-        Some(b'*') => parse_multibulk(buf, limits),
-        Some(_) => parse_inline(buf),
+    match parse_stream(buf, limits, &mut None)? {
+        Step::Request(args, used) => Ok(Some((args, used))),
+        Step::More(_) => Ok(None),
     }
+}
+
+/// The arguments of a multibulk request that has arrived in part, kept
+/// between reads by [`parse_stream`].
+#[derive(Debug, Default)]
+pub struct Partial {
+    args: Vec<Vec<u8>>,
+    /// Arguments still to come.
+    left: usize,
+    /// Bytes of the request consumed so far (they are no longer in the
+    /// caller's buffer but still count against its query-buffer limit).
+    bytes: usize,
+}
+
+impl Partial {
+    /// Bytes of the request consumed into this partial state.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+/// What one call of [`parse_stream`] found at the front of the buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A whole request, and how many bytes of the buffer this call used.
+    Request(Vec<Vec<u8>>, usize),
+    /// No whole request yet; this many bytes of the buffer were consumed
+    /// into the partial state (the caller drops them).
+    More(usize),
+}
+
+/// Parses the front of a connection's byte stream, resuming `partial` (the
+/// request whose arguments came in part) and leaving one there when the
+/// next request is incomplete. Fed the same stream in any pieces, it gives
+/// the same requests as [`parse`] given it whole.
+pub fn parse_stream(buf: &[u8], limits: &ParseLimits, partial: &mut Option<Partial>) -> Result<Step, ProtocolError> {
+    let mut at = 0;
+    if partial.is_none() {
+        match buf.first() {
+            None => return Ok(Step::More(0)),
+            Some(b'*') => {}
+            Some(_) => {
+                return Ok(match parse_inline(buf)? {
+                    Some((args, used)) => Step::Request(args, used),
+                    None => Step::More(0),
+                })
+            }
+        }
+        let Some((count, start)) = header(buf, 0, "mbulk")? else { return Ok(Step::More(0)) };
+        if count > MAX_MULTIBULK {
+            return Err(ProtocolError("invalid multibulk length".into()));
+        }
+        if limits.unauthenticated && count > UNAUTH_MAX_ARGS {
+            return Err(ProtocolError("unauthenticated multibulk length".into()));
+        }
+        if count <= 0 {
+            return Ok(Step::Request(Vec::new(), start));
+        }
+        // Checked before allocating anything the request declares.
+        let args = Vec::with_capacity((count as usize).min(1024));
+        *partial = Some(Partial { args, left: count as usize, bytes: start });
+        at = start;
+    }
+    let Some(p) = partial.as_mut() else { return Ok(Step::More(at)) };
+    while p.left > 0 {
+        match buf.get(at) {
+            None => return Ok(Step::More(at)),
+            Some(b'$') => {}
+            Some(&c) => return Err(ProtocolError(format!("expected '$', got '{}'", c as char))),
+        }
+        let Some((len, start)) = header(buf, at, "bulk")? else { return Ok(Step::More(at)) };
+        if len < 0 || len as u64 > limits.max_bulk as u64 {
+            return Err(ProtocolError("invalid bulk length".into()));
+        }
+        if limits.unauthenticated && len > UNAUTH_MAX_BULK {
+            return Err(ProtocolError("unauthenticated bulk length".into()));
+        }
+        let end = start + len as usize;
+        if buf.len() < end + 2 {
+            // The argument's header stays in the buffer until its bytes are there.
+            return Ok(Step::More(at));
+        }
+        if &buf[end..end + 2] != b"\r\n" {
+            return Err(ProtocolError("expected CRLF after bulk data".into()));
+        }
+        p.args.push(buf[start..end].to_vec());
+        p.bytes += end + 2 - at;
+        p.left -= 1;
+        at = end + 2;
+    }
+    let done = partial.take().map(|p| p.args).unwrap_or_default();
+    Ok(Step::Request(done, at))
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
@@ -93,45 +189,6 @@ fn header(buf: &[u8], at: usize, what: &str) -> Result<Option<(i64, usize)>, Pro
             }
         }
     }
-}
-
-fn parse_multibulk(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, ProtocolError> {
-    let Some((count, mut at)) = header(buf, 0, "mbulk")? else { return Ok(None) };
-    if count > MAX_MULTIBULK {
-        return Err(ProtocolError("invalid multibulk length".into()));
-    }
-    if limits.unauthenticated && count > UNAUTH_MAX_ARGS {
-        return Err(ProtocolError("unauthenticated multibulk length".into()));
-    }
-    if count <= 0 {
-        return Ok(Some((Vec::new(), at)));
-    }
-    // Checked before allocating anything the request declares.
-    let mut args = Vec::with_capacity((count as usize).min(1024));
-    for _ in 0..count {
-        match buf.get(at) {
-            None => return Ok(None),
-            Some(b'$') => {}
-            Some(&c) => return Err(ProtocolError(format!("expected '$', got '{}'", c as char))),
-        }
-        let Some((len, start)) = header(buf, at, "bulk")? else { return Ok(None) };
-        if len < 0 || len as u64 > limits.max_bulk as u64 {
-            return Err(ProtocolError("invalid bulk length".into()));
-        }
-        if limits.unauthenticated && len > UNAUTH_MAX_BULK {
-            return Err(ProtocolError("unauthenticated bulk length".into()));
-        }
-        let end = start + len as usize;
-        if buf.len() < end + 2 {
-            return Ok(None);
-        }
-        if &buf[end..end + 2] != b"\r\n" {
-            return Err(ProtocolError("expected CRLF after bulk data".into()));
-        }
-        args.push(buf[start..end].to_vec());
-        at = end + 2;
-    }
-    Ok(Some((args, at)))
 }
 
 fn parse_inline(buf: &[u8]) -> Result<Option<Frame>, ProtocolError> {
@@ -486,6 +543,60 @@ mod tests {
 
     fn p(b: &[u8]) -> Result<Option<Frame>, ProtocolError> {
         parse(b, &ParseLimits::default())
+    }
+
+    /// Requests of up to 300 arguments (some of 100 KiB), multibulk and
+    /// inline, fed to `parse_stream` in random pieces as a connection
+    /// reads them, come out as they went in; and the partial state holds
+    /// what was consumed.
+    #[test]
+    fn a_stream_in_random_pieces_parses_as_sent() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(37);
+        for _ in 0..200 {
+            let mut sent = Vec::new();
+            let mut stream = Vec::new();
+            for _ in 0..rng.gen_range(1..6) {
+                let inline = rng.gen_bool(0.2);
+                let n = if inline { rng.gen_range(1..5) } else { rng.gen_range(1..300) };
+                let args: Vec<Vec<u8>> = (0..n)
+                    .map(|_| {
+                        let len = if !inline && rng.gen_bool(0.01) { 100 << 10 } else { rng.gen_range(1..20) };
+                        (0..len).map(|_| if inline { rng.gen_range(b'a'..=b'z') } else { rng.gen() }).collect()
+                    })
+                    .collect();
+                if inline {
+                    stream.extend_from_slice(&args.join(&b' '));
+                    stream.extend_from_slice(b"\r\n");
+                } else {
+                    Reply::Array(args.iter().map(|a| Reply::Bulk(a.clone())).collect()).encode(2, &mut stream);
+                }
+                sent.push(args);
+            }
+            let mut got = Vec::new();
+            let (mut buf, mut partial, mut fed) = (Vec::new(), None, 0);
+            while got.len() < sent.len() {
+                match parse_stream(&buf, &ParseLimits::default(), &mut partial).unwrap() {
+                    Step::Request(args, used) => {
+                        buf.drain(..used);
+                        got.push(args);
+                    }
+                    Step::More(used) => {
+                        buf.drain(..used);
+                        assert!(fed < stream.len(), "stream ended inside a request");
+                        let next = (fed + rng.gen_range(1..5000)).min(stream.len());
+                        buf.extend_from_slice(&stream[fed..next]);
+                        fed = next;
+                    }
+                }
+                if let Some(p) = &partial {
+                    let held: usize = p.args.iter().map(|a| a.len()).sum();
+                    assert!(p.bytes() > held, "partial bytes {} for {held} argument bytes", p.bytes());
+                }
+            }
+            assert_eq!(got, sent);
+            assert!(buf.is_empty() && partial.is_none());
+        }
     }
 
     fn encoded(r: &Reply, proto: u8) -> String {
