@@ -107,16 +107,23 @@ where
     D: serde::Deserializer<'de>,
     T: TryFrom<u64>,
 {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(u64),
-        Text(String),
+    struct Size;
+    impl serde::de::Visitor<'_> for Size {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a size: a number of bytes, or a string such as \"512M\" or \"1G\"")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u64, E> {
+            Ok(n)
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<u64, E> {
+            u64::try_from(n).map_err(|_| E::custom(format!("invalid size {n}: a size cannot be negative")))
+        }
+        fn visit_str<E: serde::de::Error>(self, t: &str) -> Result<u64, E> {
+            crate::size::parse_bytes(t).map_err(E::custom)
+        }
     }
-    let n = match Size::deserialize(d)? {
-        Size::Bytes(n) => n,
-        Size::Text(t) => crate::size::parse_bytes(&t).map_err(serde::de::Error::custom)?,
-    };
+    let n = d.deserialize_any(Size)?;
     T::try_from(n).map_err(|_| serde::de::Error::custom(format!("size {n} is too large")))
 }
 
@@ -267,6 +274,9 @@ mod file_tests {
         assert_eq!((c.proto_max_bulk_len, c.client_query_buffer_limit), (64 << 20, 3 << 29));
         let e = toml::from_str::<Config>("pool_size = \"1X\"\n").unwrap_err().to_string();
         assert!(e.contains("invalid size") && e.contains("1G"), "{e}");
-        assert!(toml::from_str::<Config>("pool_size = -1\n").is_err());
+        let e = toml::from_str::<Config>("pool_size = -1\n").unwrap_err().to_string();
+        assert!(e.contains("negative"), "{e}");
+        let e = toml::from_str::<Config>("pool_size = true\n").unwrap_err().to_string();
+        assert!(e.contains("a number of bytes"), "{e}");
     }
 }
