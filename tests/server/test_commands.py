@@ -1878,6 +1878,77 @@ def test_large_values(size):
         c.close()
 
 
+def test_big_arguments_in_pieces_with_requests_behind_them():
+    """Arguments of 32 KiB and more that arrive in parts are read into a
+    buffer of their own (the connection's big-argument path): sent in
+    random pieces, with the next requests in the same pieces, every byte
+    lands where it belongs."""
+    _flushall()
+    rnd = random.Random(48)
+    c = Raw()
+    try:
+        vals = [rnd.randbytes(n) for n in (32 << 10, (32 << 10) - 1, 200_001, 3 << 20)]
+        stream = b"".join(
+            Raw.encode("SET", "k%d" % i, v) + Raw.encode("GET", "k%d" % i) + Raw.encode("PING")
+            for i, v in enumerate(vals)
+        )
+        at = 0
+        while at < len(stream):
+            n = rnd.choice([1, 7, 1000, 40_000, 300_000])
+            c.send(stream[at : at + n])
+            at += n
+        for v in vals:
+            assert c.read() == ("+", "OK")
+            assert c.read() == ("$", v)
+            assert c.read() == ("+", "PONG")
+        # A big argument's CRLF is checked like a small one's.
+        c.send(b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$40000\r\n" + b"a" * 20000)
+        time.sleep(0.05)
+        c.send(b"a" * 20000 + b"XY")
+        assert b"Protocol error" in c.read_until_close()
+    finally:
+        c.close()
+    r = make_client(2, decode=False)
+    try:
+        assert r.exists(b"x") == 0
+        assert r.get(b"k2") == vals[2]
+    finally:
+        r.close()
+
+
+def test_header_commands_on_a_big_string(rb):
+    """Commands that read only a key's type, expiry or existence, or
+    replace it whole, work on a big string as on a small one (they skip
+    its bytes)."""
+    r = rb
+    val = random.Random(3).randbytes(5 << 20)
+    assert r.set(b"bs", val) is True
+    assert r.exists(b"bs") == 1
+    assert r.type(b"bs") == b"string"
+    assert r.ttl(b"bs") == -1
+    assert r.expire(b"bs", 100) is True
+    assert 0 < r.pttl(b"bs") <= 100_000
+    assert r.get(b"bs") == val
+    assert r.set(b"bs", b"small", keepttl=True) is True
+    assert r.get(b"bs") == b"small" and r.ttl(b"bs") > 0
+    assert r.set(b"bs", val, get=True) == b"small"
+    assert r.set(b"bs", b"again", get=True) == val
+    assert r.setnx(b"bs", b"no") is False
+    assert r.setex(b"bs", 50, val) is True
+    assert r.get(b"bs") == val and 0 < r.ttl(b"bs") <= 50
+    assert r.mset({b"bs": b"m", b"bs2": val}) is True
+    assert r.get(b"bs") == b"m" and r.ttl(b"bs") == -1
+    assert r.msetnx({b"bs2": b"x", b"new": b"y"}) is False
+    assert r.getdel(b"bs2") == val
+    assert r.delete(b"bs", b"bs2", b"new") == 1
+    assert r.exists(b"bs", b"bs2") == 0
+    r.xadd(b"st", {b"f": b"v"})
+    assert r.type(b"st") == b"stream"
+    assert r.set(b"st", val) is True
+    assert r.type(b"st") == b"string" and r.get(b"st") == val
+    assert r.delete(b"st") == 1
+
+
 def test_binary_safe(rb):
     r = rb
     key = b"k\x00\r\n\xff\xfe key"

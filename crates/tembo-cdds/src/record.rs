@@ -149,12 +149,18 @@ pub fn value(pool: &Pool, rec: u64, h: &RecordHeader) -> Result<Vec<u8>> {
 /// allocation: a caller reading many values pays for no allocation, free
 /// or zero-fill per read.
 pub fn value_into(pool: &Pool, rec: u64, h: &RecordHeader, buf: &mut Vec<u8>) -> Result<()> {
+    value_prefix_into(pool, rec, h, u64::MAX, buf)
+}
+
+/// Copies at most the first `limit` bytes of a leaf record's value into
+/// `buf` (cleared first): what reads only a value's head need.
+pub fn value_prefix_into(pool: &Pool, rec: u64, h: &RecordHeader, limit: u64, buf: &mut Vec<u8>) -> Result<()> {
     // Before allocating: a damaged length must be an error, not an abort.
     let at = (rec + HEADER).checked_add(h.key_len).ok_or_else(|| CddsError::invariant("record key length", rec))?;
     pool.check_range(at, h.word)?;
     // SAFETY: as in `key`: the record is immutable until freed, and frees
     // wait for every read op that could hold it; the range is checked.
-    let bytes = unsafe { pool.bytes(at, h.word)? };
+    let bytes = unsafe { pool.bytes(at, h.word.min(limit))? };
     buf.clear();
     buf.extend_from_slice(bytes);
     Ok(())

@@ -209,27 +209,57 @@ impl Meta {
 
     /// Reads a record; `None` if it is not one this layout writes.
     pub fn decode(b: &[u8]) -> Option<Meta> {
+        let mut m = Meta::decode_head(b)?;
+        if let Some(at) = Meta::value_at(m.kind) {
+            m.value = b.get(at..)?.to_vec();
+        }
+        Some(m)
+    }
+
+    /// [`Meta::decode`] of a record read whole into `b`, keeping its
+    /// allocation for a string's value (a big string is not copied again).
+    pub fn decode_owned(mut b: Vec<u8>) -> Option<Meta> {
+        let mut m = Meta::decode_head(&b)?;
+        if let Some(at) = Meta::value_at(m.kind) {
+            b.drain(..at.min(b.len()));
+            m.value = b;
+        }
+        Some(m)
+    }
+
+    /// The record's header alone (its first [`META_HEADER_MAX`] bytes are
+    /// enough): the value of a string or stream is left empty.
+    pub fn decode_head(b: &[u8]) -> Option<Meta> {
         let kind = Kind::from_byte(*b.first()?)?;
         let expire_at = be64(b.get(1..9)?);
         let mut m = Meta { kind, expire_at, version: 0, size: 0, head: 0, value: Vec::new() };
-        match kind {
-            Kind::String => m.value = b[9..].to_vec(),
-            Kind::List => {
-                m.version = be64(b.get(9..17)?);
-                m.size = be64(b.get(17..25)?);
-                m.head = be64(b.get(25..33)?);
-            }
-            Kind::Stream => {
-                m.version = be64(b.get(9..17)?);
-                m.size = be64(b.get(17..25)?);
-                m.value = b[25..].to_vec();
-            }
-            _ => {
-                m.version = be64(b.get(9..17)?);
-                m.size = be64(b.get(17..25)?);
-            }
+        if kind != Kind::String {
+            m.version = be64(b.get(9..17)?);
+            m.size = be64(b.get(17..25)?);
+        }
+        if kind == Kind::List {
+            m.head = be64(b.get(25..33)?);
         }
         Some(m)
+    }
+
+    /// Where the value (a string's bytes, a stream's state) starts in a
+    /// record of `kind`; the other collections hold none.
+    fn value_at(kind: Kind) -> Option<usize> {
+        match kind {
+            Kind::String => Some(9),
+            Kind::Stream => Some(25),
+            _ => None,
+        }
+    }
+
+    /// A string's record: the header of `expire_at` and `value`, copied once.
+    pub fn encode_string(expire_at: u64, value: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(9 + value.len());
+        out.push(Kind::String as u8);
+        out.extend_from_slice(&expire_at.to_be_bytes());
+        out.extend_from_slice(value);
+        out
     }
 
     /// Whether the key has expired at `now_ms`.

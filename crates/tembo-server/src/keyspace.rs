@@ -21,10 +21,29 @@ impl Ctx<'_> {
     /// The metadata of `key`, or `None` if it does not exist or has expired
     /// (an expired key is deleted on the way, as Redis does).
     pub fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        self.lookup_as(key, false)
+    }
+
+    /// [`lookup`](Self::lookup) without the value of a string or stream
+    /// (left empty): what a command needs that only reads a key's type,
+    /// expiry or existence, or replaces it whole (SET, DEL), whatever the
+    /// size of the string. Its result may be passed as the old metadata to
+    /// [`write_meta`](Self::write_meta) and [`remove`](Self::remove), which
+    /// read only the header, but never written back as a string's own.
+    pub fn lookup_head(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        self.lookup_as(key, true)
+    }
+
+    fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<Meta>> {
         let mk = meta_key(self.db(), self.st.gen(self.db()), key);
-        let raw = self.st.store.get(&mk)?;
-        let Some(raw) = raw else { return Ok(None) };
-        let meta = Meta::decode(&raw).ok_or_else(|| CmdError::corrupt(key))?;
+        let meta = if head_only {
+            let Some(raw) = self.st.store.get_head(&mk, encoding::META_HEADER_MAX)? else { return Ok(None) };
+            Meta::decode_head(&raw)
+        } else {
+            let Some(raw) = self.st.store.get(&mk)? else { return Ok(None) };
+            Meta::decode_owned(raw)
+        };
+        let meta = meta.ok_or_else(|| CmdError::corrupt(key))?;
         if meta.expired(self.now) {
             if self.st.pause.is_some() && !self.writing() && self.st.expiry_paused() {
                 // Clients are paused: the key reads as gone but stays (see `pause`).
@@ -63,6 +82,13 @@ impl Ctx<'_> {
 
     /// Stores `new` as the metadata of `key`, which had `old`.
     pub fn write_meta(&mut self, key: &[u8], old: Option<&Meta>, new: &Meta) -> Res<()> {
+        self.write_meta_record(key, old, new, new.encode())
+    }
+
+    /// [`write_meta`](Self::write_meta) of `new` already encoded as
+    /// `record` (a string's record built from a borrowed value); `new`'s
+    /// own value is not read.
+    pub fn write_meta_record(&mut self, key: &[u8], old: Option<&Meta>, new: &Meta, record: Vec<u8>) -> Res<()> {
         let db = self.db();
         let old_exp = old.map_or(0, |m| m.expire_at);
         if old_exp != new.expire_at {
@@ -83,7 +109,7 @@ impl Ctx<'_> {
         }
         let mk = meta_key(db, self.st.gen(db), key);
         self.st.access.touch_hashed(db, encoding::meta_key_hash(&mk), self.now);
-        self.st.store.put(mk, new.encode())?;
+        self.st.store.put(mk, record)?;
         // Watchers, notifications and blocked clients know the database
         // by the number clients select.
         let seen = self.client.db;

@@ -189,6 +189,7 @@ fn parse_requests(qb: &mut QueryBuf, shared: &Shared, id: u64, peer: SocketAddr,
         }
     }
     buf.drain(..used);
+    qb.parsed();
     if fatal.is_none() && qb.held() > shared.query_limit() {
         log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
         fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
@@ -227,7 +228,7 @@ fn forward(
     conn: &ConnShared,
 ) -> Forwarded {
     let (reqs, used, err) = parse_requests(qb, shared, id, peer, conn);
-    conn.qbuf_free.store(qb.buf.capacity() - qb.buf.len(), Ordering::Relaxed);
+    conn.qbuf_free.store(qb.free(), Ordering::Relaxed);
     *fatal = err;
     if !reqs.is_empty() {
         // Bytes not yet parsed (or parsed into a partial request) count too.
@@ -280,12 +281,13 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
         let reading = fatal.is_none() && (!waiting || conn.blocked.load(Ordering::Relaxed));
         let check_due = qb.check_due();
         let check_at = check_due.unwrap_or_else(Instant::now);
+        let mut into = qb.read_into();
         tokio::select! {
             _ = tokio::time::sleep_until(check_at.into()), if check_due.is_some() => {
                 qb.check(Instant::now());
-                conn.qbuf_free.store(qb.buf.capacity() - qb.buf.len(), Ordering::Relaxed);
+                conn.qbuf_free.store(qb.free(), Ordering::Relaxed);
             }
-            r = rd.read_buf(&mut qb.buf), if reading => {
+            r = rd.read_buf(&mut into), if reading => {
                 match r {
                     Ok(0) | Err(_) => return,
                     Ok(n) => {

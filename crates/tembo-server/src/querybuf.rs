@@ -8,6 +8,8 @@
 
 use std::time::{Duration, Instant};
 
+use bytes::BufMut;
+
 /// The room a new buffer starts with, and what a read reserves
 /// (Redis's PROTO_IOBUF_LEN).
 pub(crate) const IO_BYTES: usize = 16 * 1024;
@@ -29,15 +31,30 @@ pub(crate) struct QueryBuf {
     pub(crate) buf: Vec<u8>,
     /// The arguments of a request that has arrived in part (`resp::parse_stream`).
     pub(crate) partial: Option<crate::resp::Partial>,
+    /// Room (capacity, no bytes) kept for the next big argument after one
+    /// was read straight into its own buffer, as Redis keeps its query
+    /// buffer at the size of the last big argument: the next one is read
+    /// into it. Counted as query-buffer room by CLIENT LIST and the checks.
+    room: Vec<u8>,
     /// The most bytes held since the last check.
     peak: usize,
+    /// The size of the big argument arriving, if one is.
+    arriving: usize,
     last_io: Instant,
     next_check: Instant,
 }
 
 impl QueryBuf {
     pub(crate) fn new(now: Instant) -> QueryBuf {
-        QueryBuf { buf: Vec::with_capacity(IO_BYTES), partial: None, peak: 0, last_io: now, next_check: now + CHECK }
+        QueryBuf {
+            buf: Vec::with_capacity(IO_BYTES),
+            partial: None,
+            room: Vec::new(),
+            peak: 0,
+            arriving: 0,
+            last_io: now,
+            next_check: now + CHECK,
+        }
     }
 
     /// The client's unanswered input: unparsed bytes plus the part of a
@@ -46,11 +63,57 @@ impl QueryBuf {
         self.buf.len() + self.partial.as_ref().map_or(0, |p| p.bytes())
     }
 
+    /// Room for input not yet used (CLIENT LIST's `qbuf-free`).
+    pub(crate) fn free(&self) -> usize {
+        self.buf.capacity() - self.buf.len() + self.room.capacity()
+    }
+
+    fn capacity(&self) -> usize {
+        self.buf.capacity() + self.room.capacity()
+    }
+
+    /// Where the next read goes: straight into the buffer of a big argument
+    /// that is arriving (`resp::Partial::big_arg`) when nothing precedes
+    /// its rest in the query buffer, at most the bytes it still takes;
+    /// else the query buffer.
+    pub(crate) fn read_into(&mut self) -> bytes::buf::Limit<&mut Vec<u8>> {
+        match self.partial.as_mut().and_then(|p| p.big_arg()) {
+            Some((big, left)) if self.buf.is_empty() => big.limit(left),
+            _ => (&mut self.buf).limit(usize::MAX),
+        }
+    }
+
+    /// Requests were parsed: a big argument that has just begun to arrive
+    /// takes the room kept from the last one if it fits; once it is
+    /// complete, room as big is kept for the next (address space until
+    /// used; the periodic check gives it back when requests turn small).
+    pub(crate) fn parsed(&mut self) {
+        match self.partial.as_mut().and_then(|p| p.big_arg()) {
+            Some((big, left)) => {
+                let need = big.len() + left;
+                if self.arriving == 0 && self.room.capacity() >= need {
+                    self.room.extend_from_slice(big);
+                    std::mem::swap(big, &mut self.room);
+                    self.room = Vec::new();
+                }
+                self.arriving = need;
+            }
+            None if self.arriving > 0 => {
+                let mut room = Vec::new();
+                if room.try_reserve_exact(self.arriving).is_ok() {
+                    self.room = room;
+                }
+                self.arriving = 0;
+            }
+            None => {}
+        }
+    }
+
     /// Input arrived: the client is not idle, and the peak may grow.
     pub(crate) fn read(&mut self, now: Instant) {
         self.last_io = now;
-        self.peak = self.peak.max(self.buf.len());
-        if self.buf.capacity() > RESIZE_THRESHOLD {
+        self.peak = self.peak.max(self.held());
+        if self.capacity() > RESIZE_THRESHOLD || self.arriving > 0 {
             // Grown big: checked as often as big buffers are from now on.
             self.next_check = self.next_check.min(now + CHECK_BIG);
         }
@@ -64,23 +127,27 @@ impl QueryBuf {
     /// When the next check is due; `None` while there is no buffer to give
     /// back (an idle client then has no timer either).
     pub(crate) fn check_due(&self) -> Option<Instant> {
-        (self.buf.capacity() > 0).then_some(self.next_check)
+        (self.capacity() > 0).then_some(self.next_check)
     }
 
     /// The periodic check: frees the buffer of a client idle for more than
     /// two seconds, and trims a big one to the larger of what it holds and
     /// its peak since the last check when that peak is under half of it.
     pub(crate) fn check(&mut self, now: Instant) {
+        let idle = now.duration_since(self.last_io) > IDLE;
+        if idle || self.room.capacity() / 2 > self.peak {
+            self.room = Vec::new();
+        }
         let (len, cap) = (self.buf.len(), self.buf.capacity());
         if cap - len > WASTE_BYTES {
-            if now.duration_since(self.last_io) > IDLE {
+            if idle {
                 self.buf.shrink_to_fit();
             } else if cap > RESIZE_THRESHOLD && cap / 2 > self.peak {
                 self.buf.shrink_to(len.max(self.peak));
             }
         }
-        self.peak = len;
-        let every = if self.buf.capacity() > RESIZE_THRESHOLD { CHECK_BIG } else { CHECK };
+        self.peak = self.held();
+        let every = if self.capacity() > RESIZE_THRESHOLD { CHECK_BIG } else { CHECK };
         self.next_check = now + every;
     }
 }

@@ -12,11 +12,19 @@
 //! parses only the new bytes: re-parsing a big request from its start at
 //! every read cost a client that sends a million arguments slowly time
 //! quadratic in their number, on the thread that serves every connection.
+//! An argument of [`BIG_ARG`] bytes or more that has not arrived whole gets
+//! a buffer of its own, of its declared size, at its header (Redis's
+//! `PROTO_MBULK_BIG_ARG`): the connection reads the rest straight into it
+//! ([`Partial::big_arg`]), so a 100 MB value is neither grown nor copied
+//! on its way to the command.
 
 /// Redis refuses a header line (`*N` / `$N`) or an inline command longer than this.
 pub const MAX_INLINE: usize = 64 * 1024;
 /// Redis refuses a multibulk count over this many arguments.
 pub const MAX_MULTIBULK: i64 = 1024 * 1024;
+/// An argument at least this long that arrives in parts is read into a
+/// buffer of its own rather than through the connection's query buffer.
+pub const BIG_ARG: usize = 32 * 1024;
 
 /// What a request may declare before the parser refuses it.
 #[derive(Clone, Copy, Debug)]
@@ -55,7 +63,8 @@ pub type Frame = (Vec<Vec<u8>>, usize);
 /// `used` bytes; `args` is empty for the empty requests Redis skips (`*0`,
 /// a blank inline line). Errors are fatal for the connection.
 pub fn parse(buf: &[u8], limits: &ParseLimits) -> Result<Option<Frame>, ProtocolError> {
-    match parse_stream(buf, limits, &mut None)? {
+    // No partial state survives this call, so nothing is set aside for a big argument.
+    match parse_front(buf, limits, &mut None, false)? {
         Step::Request(args, used) => Ok(Some((args, used))),
         Step::More(_) => Ok(None),
     }
@@ -68,15 +77,30 @@ pub struct Partial {
     args: Vec<Vec<u8>>,
     /// Arguments still to come.
     left: usize,
-    /// Bytes of the request consumed so far (they are no longer in the
-    /// caller's buffer but still count against its query-buffer limit).
+    /// Bytes of the request consumed so far, besides those of `big` (they
+    /// are no longer in the caller's buffer but still count against its
+    /// query-buffer limit).
     bytes: usize,
+    /// An argument of at least [`BIG_ARG`] bytes still arriving: the bytes
+    /// so far (its CRLF included, once there) and how many it will have
+    /// with its CRLF. Allocated at its header, as Redis does: a client
+    /// that declares more than it sends holds address space, not memory.
+    big: Option<(Vec<u8>, usize)>,
 }
 
 impl Partial {
     /// Bytes of the request consumed into this partial state.
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.bytes + self.big.as_ref().map_or(0, |(b, _)| b.len())
+    }
+
+    /// The buffer of a big argument still arriving, and how many more bytes
+    /// it takes: a connection with nothing else buffered reads up to that
+    /// many straight into it (the next [`parse_stream`] call sees them).
+    pub fn big_arg(&mut self) -> Option<(&mut Vec<u8>, usize)> {
+        let (b, need) = self.big.as_mut()?;
+        let left = *need - b.len();
+        (left > 0).then_some((b, left))
     }
 }
 
@@ -95,6 +119,16 @@ pub enum Step {
 /// next request is incomplete. Fed the same stream in any pieces, it gives
 /// the same requests as [`parse`] given it whole.
 pub fn parse_stream(buf: &[u8], limits: &ParseLimits, partial: &mut Option<Partial>) -> Result<Step, ProtocolError> {
+    parse_front(buf, limits, partial, true)
+}
+
+/// [`parse_stream`]; `big_ok`: a big argument may be set aside in `partial`.
+fn parse_front(
+    buf: &[u8],
+    limits: &ParseLimits,
+    partial: &mut Option<Partial>,
+    big_ok: bool,
+) -> Result<Step, ProtocolError> {
     let mut at = 0;
     if partial.is_none() {
         match buf.first() {
@@ -119,11 +153,28 @@ pub fn parse_stream(buf: &[u8], limits: &ParseLimits, partial: &mut Option<Parti
         }
         // Checked before allocating anything the request declares.
         let args = Vec::with_capacity((count as usize).min(1024));
-        *partial = Some(Partial { args, left: count as usize, bytes: start });
+        *partial = Some(Partial { args, left: count as usize, bytes: start, big: None });
         at = start;
     }
     let Some(p) = partial.as_mut() else { return Ok(Step::More(at)) };
     while p.left > 0 {
+        if let Some((mut big, need)) = p.big.take() {
+            let take = (need - big.len()).min(buf.len() - at);
+            big.extend_from_slice(&buf[at..at + take]);
+            at += take;
+            if big.len() < need {
+                p.big = Some((big, need));
+                return Ok(Step::More(at));
+            }
+            if !big.ends_with(b"\r\n") {
+                return Err(ProtocolError("expected CRLF after bulk data".into()));
+            }
+            big.truncate(need - 2);
+            p.args.push(big);
+            p.bytes += need;
+            p.left -= 1;
+            continue;
+        }
         match buf.get(at) {
             None => return Ok(Step::More(at)),
             Some(b'$') => {}
@@ -138,6 +189,16 @@ pub fn parse_stream(buf: &[u8], limits: &ParseLimits, partial: &mut Option<Parti
         }
         let end = start + len as usize;
         if buf.len() < end + 2 {
+            let need = len as usize + 2;
+            let mut big = Vec::new();
+            // Without the room (a strict overcommit policy), the argument
+            // comes through the query buffer as a small one does.
+            if big_ok && len as usize >= BIG_ARG && big.try_reserve_exact(need).is_ok() {
+                p.big = Some((big, need));
+                p.bytes += start - at;
+                at = start;
+                continue;
+            }
             // The argument's header stays in the buffer until its bytes are there.
             return Ok(Step::More(at));
         }
@@ -597,6 +658,49 @@ mod tests {
             assert_eq!(got, sent);
             assert!(buf.is_empty() && partial.is_none());
         }
+    }
+
+    /// A big argument read straight into its own buffer (as a connection
+    /// does when nothing else is buffered) comes out whole, with the
+    /// requests behind it; the partial state counts its bytes; and a bad
+    /// CRLF after it is the error a small argument's is.
+    #[test]
+    fn a_big_argument_is_read_into_its_own_buffer() {
+        let val: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let mut stream = Vec::new();
+        Reply::Array(vec![Reply::bulk("SET"), Reply::bulk("k"), Reply::Bulk(val.clone())]).encode(2, &mut stream);
+        stream.extend_from_slice(b"*1\r\n$4\r\nPING\r\n");
+        let limits = ParseLimits::default();
+        let mut partial = None;
+        // The header and 1,000 bytes of the value come through the buffer.
+        let first = stream.len() - val.len() - 2 - 14 + 1_000;
+        assert_eq!(parse_stream(&stream[..first], &limits, &mut partial).unwrap(), Step::More(first));
+        let p = partial.as_mut().unwrap();
+        assert_eq!(p.bytes(), first);
+        let mut fed = first;
+        while let Some((big, left)) = p.big_arg() {
+            let n = left.min(7_777);
+            big.extend_from_slice(&stream[fed..fed + n]);
+            fed += n;
+        }
+        assert_eq!(fed, stream.len() - 14, "the reads stop at the argument's CRLF");
+        let rest = &stream[fed..];
+        let Step::Request(args, used) = parse_stream(rest, &limits, &mut partial).unwrap() else {
+            panic!("incomplete")
+        };
+        assert_eq!(args, vec![b"SET".to_vec(), b"k".to_vec(), val.clone()]);
+        assert_eq!(used, 0);
+        assert_eq!(parse_stream(rest, &limits, &mut partial).unwrap(), Step::Request(vec![b"PING".to_vec()], 14));
+        // A bulk not followed by CRLF.
+        let mut bad = stream[..first].to_vec();
+        bad.extend_from_slice(&val[1_000..]);
+        bad.extend_from_slice(b"XY");
+        let mut partial = None;
+        assert_eq!(parse_stream(&bad[..first], &limits, &mut partial).unwrap(), Step::More(first));
+        let e = parse_stream(&bad[first..], &limits, &mut partial).unwrap_err();
+        assert_eq!(e.0, "expected CRLF after bulk data");
+        // The stateless parser never sets one aside.
+        assert_eq!(parse(&stream[..first], &limits).unwrap(), None);
     }
 
     fn encoded(r: &Reply, proto: u8) -> String {

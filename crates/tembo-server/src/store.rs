@@ -122,6 +122,18 @@ impl Store {
         }
     }
 
+    /// At most the first `limit` bytes of `key`'s value, pending writes
+    /// included: a metadata record's header without the string it holds.
+    pub fn get_head(&self, key: &[u8], limit: usize) -> Result<Option<Vec<u8>>, DbError> {
+        match self.overlay.get(key) {
+            Some(v) => Ok(v.as_ref().map(|v| v[..v.len().min(limit)].to_vec())),
+            None => {
+                let mut head = Vec::new();
+                Ok(self.db.get_prefix_into(key, limit, &mut head)?.map(|_| head))
+            }
+        }
+    }
+
     /// The value of `key`, an element key of collection version `version`.
     /// A version handed out since the last commit has nothing committed
     /// (see `fresh_from`), so then only the pending writes are read: a

@@ -360,6 +360,20 @@ impl Db {
         }
     }
 
+    /// At most the first `limit` bytes of `key`'s value into `buf` (cleared
+    /// first), and the value's whole length; `None` for a missing key. A
+    /// caller that keeps a small header in front of a large value reads
+    /// the header without copying the value.
+    ///
+    /// # Errors
+    /// As [`Db::get`].
+    pub fn get_prefix_into(&self, key: &[u8], limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+        match self.backend() {
+            Backend::Cdds(t) => t.get_prefix_into(key, limit, buf).map_err(self.err()),
+            Backend::InPlace(t, _) => t.get_prefix_into(key, limit, buf).map_err(self.kerr()),
+        }
+    }
+
     /// A hint that `keys` are about to be read or written: brings what
     /// their lookups will touch into the CPU cache, walking all their paths
     /// together so that the memory latencies overlap (the cdds engine; the

@@ -205,6 +205,15 @@ impl Tree {
     /// # Errors
     /// As [`Tree::get`].
     pub fn get_into(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
+        Ok(self.get_prefix_into(key, usize::MAX, buf)?.is_some())
+    }
+
+    /// At most the first `limit` bytes of `key`'s value into `buf`
+    /// (cleared first), and the value's whole length; `None` if missing.
+    ///
+    /// # Errors
+    /// As [`Tree::get`].
+    pub fn get_prefix_into(&self, key: &[u8], limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         buf.clear();
         let _s = self.shared();
         let rd = self.rd();
@@ -212,10 +221,10 @@ impl Tree {
         let _g = self.heap.read_lock(PPtr::<()>::new(leaf))?;
         let (_, count) = rd.meta(leaf)?;
         let (i, found) = rd.search(leaf, count, key, false)?;
-        if found {
-            rd.rec_value_into(rd.rec(leaf, i)?, buf)?;
+        if !found {
+            return Ok(None);
         }
-        Ok(found)
+        Ok(Some(rd.rec_value_prefix_into(rd.rec(leaf, i)?, limit as u64, buf)?))
     }
 
     fn leaf_for(&self, key: &[u8], before: bool) -> Result<PoolOffset> {

@@ -183,7 +183,7 @@ pub const COMMANDS: &[Spec] = &[
 fn del(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for key in &a[1..] {
-        if let Some(m) = cx.lookup(key)? {
+        if let Some(m) = cx.lookup_head(key)? {
             cx.remove(key, &m);
             n += 1;
         }
@@ -194,7 +194,7 @@ fn del(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 fn exists(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for key in &a[1..] {
-        if cx.lookup(key)?.is_some() {
+        if cx.lookup_head(key)?.is_some() {
             n += 1;
         }
     }
@@ -202,7 +202,7 @@ fn exists(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn type_(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Simple(cx.lookup(&a[1])?.map_or("none", |m| m.kind.name()).to_string()))
+    Ok(Reply::Simple(cx.lookup_head(&a[1])?.map_or("none", |m| m.kind.name()).to_string()))
 }
 
 /// Visits live keys of the current database from `start` (a full meta key,
@@ -431,7 +431,7 @@ fn pexpireat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn ttl_ms(cx: &mut Ctx, key: &[u8]) -> Res<i64> {
-    Ok(match cx.lookup(key)? {
+    Ok(match cx.lookup_head(key)? {
         None => -2,
         Some(m) if m.expire_at == 0 => -1,
         Some(m) => m.expire_at.saturating_sub(cx.now) as i64,

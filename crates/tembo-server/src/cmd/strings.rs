@@ -212,12 +212,18 @@ fn string(cx: &mut Ctx, key: &[u8]) -> Res<Option<Meta>> {
 
 /// Stores `value` at `key` (replacing whatever was there) with expiry `expire_at`.
 pub fn put_string(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, value: Vec<u8>, expire_at: u64) -> Res<()> {
+    put_string_from(cx, key, old, &value, expire_at)
+}
+
+/// [`put_string`] from a borrowed value (a command's argument): the
+/// record is built from it with one copy.
+pub fn put_string_from(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, value: &[u8], expire_at: u64) -> Res<()> {
     let max = cx.st.shared.max_bulk();
     if value.len() > max {
         return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
     }
-    let new = Meta { expire_at, ..Meta::string(value) };
-    cx.write_meta(key, old, &new)
+    let new = Meta { expire_at, ..Meta::string(Vec::new()) };
+    cx.write_meta_record(key, old, &new, Meta::encode_string(expire_at, value))
 }
 
 fn get(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -317,7 +323,8 @@ fn set(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         Some((unit, n)) => Some(expiry_ms(cx, unit, n, "set")?),
         None => None,
     };
-    let old = cx.lookup(&a[1])?;
+    // The old string's bytes only for GET's reply.
+    let old = if o.get { cx.lookup(&a[1])? } else { cx.lookup_head(&a[1])? };
     if o.get && old.as_ref().is_some_and(|m| m.kind != Kind::String) {
         return Err(CmdError::wrongtype());
     }
@@ -330,22 +337,22 @@ fn set(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         None if o.keepttl => old.as_ref().map_or(0, |m| m.expire_at),
         None => 0,
     };
-    put_string(cx, &a[1], old.as_ref(), a[2].clone(), exp)?;
+    put_string_from(cx, &a[1], old.as_ref(), &a[2], exp)?;
     Ok(if o.get { old_reply() } else { Reply::ok() })
 }
 
 fn setnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    if cx.lookup(&a[1])?.is_some() {
+    if cx.lookup_head(&a[1])?.is_some() {
         return Ok(Reply::Int(0));
     }
-    put_string(cx, &a[1], None, a[2].clone(), 0)?;
+    put_string_from(cx, &a[1], None, &a[2], 0)?;
     Ok(Reply::Int(1))
 }
 
 fn setex_unit(cx: &mut Ctx, a: &[Vec<u8>], unit: ExpUnit, cmd: &str) -> CmdResult {
     let at = expiry_ms(cx, unit, &a[2], cmd)?;
-    let old = cx.lookup(&a[1])?;
-    put_string(cx, &a[1], old.as_ref(), a[3].clone(), at)?;
+    let old = cx.lookup_head(&a[1])?;
+    put_string_from(cx, &a[1], old.as_ref(), &a[3], at)?;
     Ok(Reply::ok())
 }
 
@@ -406,8 +413,8 @@ fn mset(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::arity("mset"));
     }
     for pair in a[1..].chunks(2) {
-        let old = cx.lookup(&pair[0])?;
-        put_string(cx, &pair[0], old.as_ref(), pair[1].clone(), 0)?;
+        let old = cx.lookup_head(&pair[0])?;
+        put_string_from(cx, &pair[0], old.as_ref(), &pair[1], 0)?;
     }
     Ok(Reply::ok())
 }
@@ -417,13 +424,13 @@ fn msetnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::arity("msetnx"));
     }
     for pair in a[1..].chunks(2) {
-        if cx.lookup(&pair[0])?.is_some() {
+        if cx.lookup_head(&pair[0])?.is_some() {
             return Ok(Reply::Int(0));
         }
     }
     for pair in a[1..].chunks(2) {
-        let old = cx.lookup(&pair[0])?;
-        put_string(cx, &pair[0], old.as_ref(), pair[1].clone(), 0)?;
+        let old = cx.lookup_head(&pair[0])?;
+        put_string_from(cx, &pair[0], old.as_ref(), &pair[1], 0)?;
     }
     Ok(Reply::Int(1))
 }
