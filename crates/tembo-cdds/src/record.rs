@@ -149,18 +149,27 @@ pub fn value(pool: &Pool, rec: u64, h: &RecordHeader) -> Result<Vec<u8>> {
 /// allocation: a caller reading many values pays for no allocation, free
 /// or zero-fill per read.
 pub fn value_into(pool: &Pool, rec: u64, h: &RecordHeader, buf: &mut Vec<u8>) -> Result<()> {
-    value_prefix_into(pool, rec, h, u64::MAX, buf)
+    value_range_into(pool, rec, h, 0, u64::MAX, buf)
 }
 
-/// Copies at most the first `limit` bytes of a leaf record's value into
-/// `buf` (cleared first): what reads only a value's head need.
-pub fn value_prefix_into(pool: &Pool, rec: u64, h: &RecordHeader, limit: u64, buf: &mut Vec<u8>) -> Result<()> {
+/// Copies at most `limit` bytes of a leaf record's value, from byte
+/// `offset` on, into `buf` (cleared first; nothing past the value's end):
+/// what reads of a value's head or of a part of a big value need.
+pub fn value_range_into(
+    pool: &Pool,
+    rec: u64,
+    h: &RecordHeader,
+    offset: u64,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
     // Before allocating: a damaged length must be an error, not an abort.
     let at = (rec + HEADER).checked_add(h.key_len).ok_or_else(|| CddsError::invariant("record key length", rec))?;
     pool.check_range(at, h.word)?;
+    let offset = offset.min(h.word);
     // SAFETY: as in `key`: the record is immutable until freed, and frees
     // wait for every read op that could hold it; the range is checked.
-    let bytes = unsafe { pool.bytes(at, h.word.min(limit))? };
+    let bytes = unsafe { pool.bytes(at + offset, (h.word - offset).min(limit))? };
     buf.clear();
     buf.extend_from_slice(bytes);
     Ok(())

@@ -259,16 +259,17 @@ impl TreeCore {
         self.value_at(key, pin.version, buf)
     }
 
-    /// The first `limit` bytes (at most) of `key`'s value in the current
-    /// version into `buf` (cleared first), and the value's whole length;
-    /// `None` for a missing key. A caller that needs only a value's head
-    /// (a header it keeps in front) copies no more than that.
+    /// At most `limit` bytes of `key`'s value in the current version, from
+    /// byte `offset` on, into `buf` (cleared first), and the value's whole
+    /// length; `None` for a missing key. A caller that needs only a value's
+    /// head (a header it keeps in front), or a part of a big value, copies
+    /// no more than that.
     ///
     /// # Errors
     /// As [`TreeCore::get`].
-    pub fn get_prefix_into(&self, key: &[u8], limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+    pub fn get_range_into(&self, key: &[u8], offset: u64, limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         let pin = self.pin()?;
-        self.value_prefix_at(key, pin.version, limit as u64, buf)
+        self.value_range_at(key, pin.version, offset, limit as u64, buf)
     }
 
     /// Whether `key` exists in the current version: a lookup that copies
@@ -299,11 +300,12 @@ impl TreeCore {
     /// Copies the value of `key` at `v` into `buf`; the caller holds a pin
     /// that keeps `v`'s records from being freed until the copy is done.
     fn value_at(&self, key: &[u8], v: u64, buf: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.value_prefix_at(key, v, u64::MAX, buf)?.is_some())
+        Ok(self.value_range_at(key, v, 0, u64::MAX, buf)?.is_some())
     }
 
-    /// [`Self::value_at`], copying at most `limit` bytes; gives the value's length.
-    fn value_prefix_at(&self, key: &[u8], v: u64, limit: u64, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+    /// [`Self::value_at`], copying at most `limit` bytes from `offset` on;
+    /// gives the value's length.
+    fn value_range_at(&self, key: &[u8], v: u64, offset: u64, limit: u64, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         buf.clear();
         let rec = match self.lazy_aborted() {
             Some(ab) => self.find_checked(key, v, &ab)?,
@@ -312,7 +314,7 @@ impl TreeCore {
         match rec {
             Some(rec) => {
                 let h = record::header(&self.pool, rec)?;
-                record::value_prefix_into(&self.pool, rec, &h, limit, buf)?;
+                record::value_range_into(&self.pool, rec, &h, offset, limit, buf)?;
                 Ok(Some(h.word))
             }
             None => Ok(None),

@@ -42,11 +42,28 @@ pub enum Out {
     Replies {
         /// Encoded replies.
         bytes: Vec<u8>,
+        /// Big values that belong in `bytes`, handed over uncopied.
+        spliced: crate::resp::Spliced,
         /// Close after writing.
         close: bool,
     },
     /// Bytes that answer nothing the client is waiting for (MONITOR lines).
     Push(Vec<u8>),
+}
+
+impl Out {
+    /// Replies that close the connection after them (none: it just closes).
+    pub fn closing() -> Out {
+        Out::Replies { bytes: Vec::new(), spliced: Vec::new(), close: true }
+    }
+
+    /// The bytes this sends.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Out::Replies { bytes, spliced, .. } => bytes.len() + spliced.iter().map(|(_, v)| v.len()).sum::<usize>(),
+            Out::Push(bytes) => bytes.len(),
+        }
+    }
 }
 
 /// Server-side state of a client.

@@ -245,7 +245,7 @@ impl Meta {
 
     /// Where the value (a string's bytes, a stream's state) starts in a
     /// record of `kind`; the other collections hold none.
-    fn value_at(kind: Kind) -> Option<usize> {
+    pub fn value_at(kind: Kind) -> Option<usize> {
         match kind {
             Kind::String => Some(9),
             Kind::Stream => Some(25),

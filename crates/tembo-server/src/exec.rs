@@ -523,7 +523,7 @@ impl State {
         // The backup thread holds the database: it must let go before the close.
         self.bgsave.cancel_and_wait();
         for c in self.clients.values() {
-            let _ = c.out.send(Out::Replies { bytes: Vec::new(), close: true });
+            let _ = c.out.send(Out::closing());
         }
         self.store.db().clone()
     }
@@ -623,9 +623,7 @@ impl State {
         let now = Instant::now();
         for (id, out) in std::mem::take(&mut self.outbox) {
             let Some(c) = self.clients.get_mut(&id) else { continue };
-            let len = match &out {
-                Out::Replies { bytes, .. } | Out::Push(bytes) => bytes.len(),
-            };
+            let len = out.len();
             let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
             let _ = c.out.send(out);
             if c.subscribed() && crate::pubsub::over_limit(c, pending, now, &self.output_limits.pubsub) {
@@ -793,6 +791,8 @@ impl State {
             return;
         }
         client.last_active = Instant::now();
+        // Big values of the replies, handed to the connection uncopied.
+        let mut spliced = Vec::new();
         for (i, args) in reqs.iter().enumerate() {
             if args.is_empty() {
                 continue;
@@ -805,6 +805,7 @@ impl State {
                 // CLIENT PAUSE holds this command and what came after it.
                 client.reply_skip_next = client.reply_skip;
                 self.postpone(&mut client, reqs[i..].to_vec());
+                crate::resp::unsplice(&mut out, spliced);
                 out.append(&mut client.pushbuf);
                 self.outbox.push((id, Out::Push(out)));
                 self.clients.insert(id, client);
@@ -819,6 +820,7 @@ impl State {
                 let b = self.blocking.block(id, client.db, req, reqs[i + 1..].to_vec(), Instant::now());
                 client.blocked = Some(Box::new(b));
                 client.conn.blocked.store(true, std::sync::atomic::Ordering::Relaxed);
+                crate::resp::unsplice(&mut out, spliced);
                 out.append(&mut client.pushbuf);
                 // The replies before the blocking command go now (after the
                 // commit); even none wakes the connection, which then reads
@@ -838,7 +840,7 @@ impl State {
             out.append(&mut client.pushbuf);
             if !(client.reply_off || client.reply_skip) || matches!(reply, Reply::Many(_) | Reply::Push(_)) {
                 // Pub/sub confirmations are pushes: CLIENT REPLY leaves them be.
-                reply.encode(client.proto, &mut out);
+                reply.encode_spliced(client.proto, &mut out, &mut spliced);
             }
             if client.close || self.shutdown {
                 break;
@@ -859,7 +861,7 @@ impl State {
         // Read before the connection parses more (the replies go after this).
         client.conn.auth_required.store(!client.authed, std::sync::atomic::Ordering::Relaxed);
         self.clients.insert(id, client);
-        self.outbox.push((id, Out::Replies { bytes: out, close }));
+        self.outbox.push((id, Out::Replies { bytes: out, spliced, close }));
     }
 
     /// Commits the pending writes and the key counts that go with them.

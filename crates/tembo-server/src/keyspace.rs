@@ -11,6 +11,10 @@ use crate::exec::Ctx;
 /// Result of a command step.
 pub type Res<T> = Result<T, CmdError>;
 
+/// A metadata record up to this long is read whole in one lookup; a longer
+/// one (a big string) is read as its header, then its value.
+const WHOLE_READ: usize = 16 * 1024;
+
 impl Ctx<'_> {
     /// The database the selected one's keys are stored under (SWAPDB may
     /// have exchanged them); `client.db` is the one the client selected.
@@ -36,11 +40,24 @@ impl Ctx<'_> {
 
     fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<Meta>> {
         let mk = meta_key(self.db(), self.st.gen(self.db()), key);
+        let limit = if head_only { encoding::META_HEADER_MAX } else { WHOLE_READ };
+        let Some((raw, len)) = self.st.store.get_range(&mk, 0, limit)? else { return Ok(None) };
         let meta = if head_only {
-            let Some(raw) = self.st.store.get_head(&mk, encoding::META_HEADER_MAX)? else { return Ok(None) };
             Meta::decode_head(&raw)
+        } else if (raw.len() as u64) < len {
+            // A big string or stream state: read again from where its bytes
+            // start, rather than moving them past the header.
+            match Meta::decode_head(&raw) {
+                Some(mut m) => {
+                    if let Some(at) = Meta::value_at(m.kind) {
+                        let value = self.st.store.get_range(&mk, at as u64, usize::MAX)?;
+                        m.value = value.map(|(v, _)| v).unwrap_or_default();
+                    }
+                    Some(m)
+                }
+                None => None,
+            }
         } else {
-            let Some(raw) = self.st.store.get(&mk)? else { return Ok(None) };
             Meta::decode_owned(raw)
         };
         let meta = meta.ok_or_else(|| CmdError::corrupt(key))?;

@@ -259,6 +259,24 @@ async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn:
     ok
 }
 
+/// Writes `bytes` with the `spliced` values in their places (`resp::Spliced`).
+async fn write_spliced(
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    bytes: &[u8],
+    spliced: &crate::resp::Spliced,
+    conn: &ConnShared,
+    shared: &Shared,
+) -> bool {
+    let mut from = 0;
+    for (at, value) in spliced {
+        if !write_out(wr, &bytes[from..*at], conn, shared).await || !write_out(wr, value, conn, shared).await {
+            return false;
+        }
+        from = *at;
+    }
+    write_out(wr, &bytes[from..], conn, shared).await
+}
+
 async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<Msg>, shared: &Shared) {
     let _ = sock.set_nodelay(true);
     let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -322,8 +340,8 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                             return;
                         }
                     }
-                    Some(Out::Replies { bytes, close }) => {
-                        if !write_out(&mut wr, &bytes, &conn, shared).await || close {
+                    Some(Out::Replies { bytes, spliced, close }) => {
+                        if !write_spliced(&mut wr, &bytes, &spliced, &conn, shared).await || close {
                             return;
                         }
                         qb.wrote(Instant::now());

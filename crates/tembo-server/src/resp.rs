@@ -54,6 +54,32 @@ impl Default for ParseLimits {
 #[error("Protocol error: {0}")]
 pub struct ProtocolError(pub String);
 
+/// Bulk strings at least this long are handed to the connection as they
+/// are rather than copied into its reply buffer ([`Reply::encode_spliced`]).
+pub const SPLICE_MIN: usize = 16 * 1024;
+
+/// Values left out of a reply buffer, each with the offset in the buffer
+/// where its bytes go, in increasing order of offset.
+pub type Spliced = Vec<(usize, Vec<u8>)>;
+
+/// Puts spliced values back into `out` (copying them): for a path that
+/// needs the replies as one buffer.
+pub fn unsplice(out: &mut Vec<u8>, spliced: Spliced) {
+    if spliced.is_empty() {
+        return;
+    }
+    let total = out.len() + spliced.iter().map(|(_, v)| v.len()).sum::<usize>();
+    let mut whole = Vec::with_capacity(total);
+    let mut from = 0;
+    for (at, v) in spliced {
+        whole.extend_from_slice(&out[from..at]);
+        whole.extend_from_slice(&v);
+        from = at;
+    }
+    whole.extend_from_slice(&out[from..]);
+    *out = whole;
+}
+
 /// One parsed request: its arguments and how many bytes it used.
 pub type Frame = (Vec<Vec<u8>>, usize);
 
@@ -415,6 +441,25 @@ impl Reply {
         matches!(self, Reply::Error(_))
     }
 
+    /// [`Reply::encode`], handing big bulk strings over instead of copying
+    /// them: a bulk of [`SPLICE_MIN`] bytes or more, alone or in an array,
+    /// leaves its header and CRLF in `out` and goes into `spliced` with the
+    /// offset in `out` where its bytes belong ([`Spliced`]).
+    pub fn encode_spliced(self, proto: u8, out: &mut Vec<u8>, spliced: &mut Spliced) {
+        match self {
+            Reply::Bulk(v) if v.len() >= SPLICE_MIN => {
+                agg(out, b'$', v.len());
+                spliced.push((out.len(), v));
+                out.extend_from_slice(b"\r\n");
+            }
+            Reply::Array(items) => {
+                agg(out, b'*', items.len());
+                items.into_iter().for_each(|r| r.encode_spliced(proto, out, spliced));
+            }
+            other => other.encode(proto, out),
+        }
+    }
+
     /// Appends the encoding for protocol `proto` (2 or 3) to `out`.
     pub fn encode(&self, proto: u8, out: &mut Vec<u8>) {
         let resp3 = proto >= 3;
@@ -504,6 +549,8 @@ fn verbatim(out: &mut Vec<u8>, format: &[u8; 3], s: &[u8]) {
 }
 
 fn bulk(out: &mut Vec<u8>, tag: u8, b: &[u8]) {
+    // One allocation for a big value, not a doubling per step.
+    out.reserve(b.len() + 24);
     agg(out, tag, b.len());
     out.extend_from_slice(b);
     out.extend_from_slice(b"\r\n");
@@ -701,6 +748,32 @@ mod tests {
         assert_eq!(e.0, "expected CRLF after bulk data");
         // The stateless parser never sets one aside.
         assert_eq!(parse(&stream[..first], &limits).unwrap(), None);
+    }
+
+    /// Replies encoded with their big values handed over, then put back,
+    /// are the bytes `encode` writes; and only values of SPLICE_MIN bytes
+    /// or more are handed over, at offsets in order.
+    #[test]
+    fn spliced_replies_are_the_encoded_bytes() {
+        let big = |n: usize| Reply::Bulk((0..n).map(|i| i as u8).collect());
+        let replies = [
+            big(SPLICE_MIN),
+            big(SPLICE_MIN - 1),
+            Reply::Array(vec![Reply::Int(1), big(100_000), Reply::Nil, big(SPLICE_MIN), Reply::bulk("x")]),
+            Reply::Map(vec![(Reply::bulk("k"), big(70_000))]),
+            Reply::Array(vec![Reply::Array(vec![big(20_000)]), Reply::Error("ERR e".into())]),
+        ];
+        for proto in [2, 3] {
+            let mut want = Vec::new();
+            replies.iter().for_each(|r| r.encode(proto, &mut want));
+            let (mut out, mut spliced) = (Vec::new(), Vec::new());
+            replies.iter().cloned().for_each(|r| r.encode_spliced(proto, &mut out, &mut spliced));
+            assert_eq!(spliced.len(), 4, "SPLICE_MIN and up, in arrays too; not inside maps");
+            assert!(spliced.windows(2).all(|w| w[0].0 <= w[1].0));
+            assert!(spliced.iter().all(|(_, v)| v.len() >= SPLICE_MIN));
+            unsplice(&mut out, spliced);
+            assert_eq!(out, want, "proto {proto}");
+        }
     }
 
     fn encoded(r: &Reply, proto: u8) -> String {

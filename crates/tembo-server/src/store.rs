@@ -122,14 +122,19 @@ impl Store {
         }
     }
 
-    /// At most the first `limit` bytes of `key`'s value, pending writes
-    /// included: a metadata record's header without the string it holds.
-    pub fn get_head(&self, key: &[u8], limit: usize) -> Result<Option<Vec<u8>>, DbError> {
+    /// At most `limit` bytes of `key`'s value from byte `offset` on, and
+    /// the value's whole length, pending writes included: a metadata
+    /// record's header without the string it holds, or a big string
+    /// without the header.
+    pub fn get_range(&self, key: &[u8], offset: u64, limit: usize) -> Result<Option<(Vec<u8>, u64)>, DbError> {
         match self.overlay.get(key) {
-            Some(v) => Ok(v.as_ref().map(|v| v[..v.len().min(limit)].to_vec())),
+            Some(v) => Ok(v.as_ref().map(|v| {
+                let from = (offset.min(v.len() as u64)) as usize;
+                (v[from..from + (v.len() - from).min(limit)].to_vec(), v.len() as u64)
+            })),
             None => {
-                let mut head = Vec::new();
-                Ok(self.db.get_prefix_into(key, limit, &mut head)?.map(|_| head))
+                let mut part = Vec::new();
+                Ok(self.db.get_range_into(key, offset, limit, &mut part)?.map(|len| (part, len)))
             }
         }
     }

@@ -360,17 +360,18 @@ impl Db {
         }
     }
 
-    /// At most the first `limit` bytes of `key`'s value into `buf` (cleared
-    /// first), and the value's whole length; `None` for a missing key. A
-    /// caller that keeps a small header in front of a large value reads
-    /// the header without copying the value.
+    /// At most `limit` bytes of `key`'s value, from byte `offset` on, into
+    /// `buf` (cleared first; an offset past the end gives none), and the
+    /// value's whole length; `None` for a missing key. A caller that keeps
+    /// a small header in front of a large value reads the header without
+    /// copying the value, or the value without the header.
     ///
     /// # Errors
     /// As [`Db::get`].
-    pub fn get_prefix_into(&self, key: &[u8], limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+    pub fn get_range_into(&self, key: &[u8], offset: u64, limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         match self.backend() {
-            Backend::Cdds(t) => t.get_prefix_into(key, limit, buf).map_err(self.err()),
-            Backend::InPlace(t, _) => t.get_prefix_into(key, limit, buf).map_err(self.kerr()),
+            Backend::Cdds(t) => t.get_range_into(key, offset, limit, buf).map_err(self.err()),
+            Backend::InPlace(t, _) => t.get_range_into(key, offset, limit, buf).map_err(self.kerr()),
         }
     }
 

@@ -61,11 +61,14 @@ fn every_engine_behaves_the_same() {
             assert_eq!(found.then(|| buf.clone()), model.get(&k).cloned(), "{engine} {i}");
             assert!(found || buf.is_empty(), "{engine}: a miss leaves the buffer empty");
             assert_eq!(db.contains(&k).unwrap(), found, "{engine} {i}: contains agrees with get");
-            // A value's head, and its whole length.
-            let limit = i as usize % 7;
-            let head = db.get_prefix_into(&k, limit, &mut buf).unwrap();
-            let want = model.get(&k).map(|v| (v[..v.len().min(limit)].to_vec(), v.len() as u64));
-            assert_eq!(head.map(|len| (buf.clone(), len)), want, "{engine} {i}: prefix of {limit}");
+            // A part of a value, and its whole length.
+            let (offset, limit) = (i as usize % 5, i as usize % 7);
+            let part = db.get_range_into(&k, offset as u64, limit, &mut buf).unwrap();
+            let want = model.get(&k).map(|v| {
+                let from = offset.min(v.len());
+                (v[from..(from + limit).min(v.len())].to_vec(), v.len() as u64)
+            });
+            assert_eq!(part.map(|len| (buf.clone(), len)), want, "{engine} {i}: {limit} bytes from {offset}");
         }
         let rev: Vec<_> = db.scan_rev(&b"k00100"[..]..&b"k00500"[..]).map(|r| r.unwrap()).collect();
         let want: Vec<_> =

@@ -205,15 +205,15 @@ impl Tree {
     /// # Errors
     /// As [`Tree::get`].
     pub fn get_into(&self, key: &[u8], buf: &mut Vec<u8>) -> Result<bool> {
-        Ok(self.get_prefix_into(key, usize::MAX, buf)?.is_some())
+        Ok(self.get_range_into(key, 0, usize::MAX, buf)?.is_some())
     }
 
-    /// At most the first `limit` bytes of `key`'s value into `buf`
-    /// (cleared first), and the value's whole length; `None` if missing.
+    /// At most `limit` bytes of `key`'s value from byte `offset` on into
+    /// `buf` (cleared first), and the value's whole length; `None` if missing.
     ///
     /// # Errors
     /// As [`Tree::get`].
-    pub fn get_prefix_into(&self, key: &[u8], limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
+    pub fn get_range_into(&self, key: &[u8], offset: u64, limit: usize, buf: &mut Vec<u8>) -> Result<Option<u64>> {
         buf.clear();
         let _s = self.shared();
         let rd = self.rd();
@@ -224,7 +224,7 @@ impl Tree {
         if !found {
             return Ok(None);
         }
-        Ok(Some(rd.rec_value_prefix_into(rd.rec(leaf, i)?, limit as u64, buf)?))
+        Ok(Some(rd.rec_value_range_into(rd.rec(leaf, i)?, offset, limit as u64, buf)?))
     }
 
     fn leaf_for(&self, key: &[u8], before: bool) -> Result<PoolOffset> {

@@ -100,19 +100,20 @@ impl Reader<'_> {
 
     /// Copies a record's value into `buf`, replacing its contents.
     pub fn rec_value_into(&self, rec: PoolOffset, buf: &mut Vec<u8>) -> Result<()> {
-        self.rec_value_prefix_into(rec, u64::MAX, buf).map(|_| ())
+        self.rec_value_range_into(rec, 0, u64::MAX, buf).map(|_| ())
     }
 
-    /// At most the first `limit` bytes of a record's value into `buf`;
-    /// returns the value's whole length.
-    pub fn rec_value_prefix_into(&self, rec: PoolOffset, limit: u64, buf: &mut Vec<u8>) -> Result<u64> {
+    /// At most `limit` bytes of a record's value from byte `offset` on into
+    /// `buf`; returns the value's whole length.
+    pub fn rec_value_range_into(&self, rec: PoolOffset, offset: u64, limit: u64, buf: &mut Vec<u8>) -> Result<u64> {
         let (kl, vl) = self.rec_lens(rec)?;
         let at = payload(rec) + 8 + kl;
         // A damaged length must be an error, not an allocation abort.
         self.pool.check_range(at, vl)?;
+        let offset = offset.min(vl);
         buf.clear();
-        buf.resize(vl.min(limit) as usize, 0);
-        self.pool.read(at, buf)?;
+        buf.resize((vl - offset).min(limit) as usize, 0);
+        self.pool.read(at + offset, buf)?;
         Ok(vl)
     }
 

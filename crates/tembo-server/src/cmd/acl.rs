@@ -118,7 +118,7 @@ fn close_logins(cx: &mut Ctx, name: &str, keep: impl Fn(&crate::client::Client) 
     let ids: Vec<u64> = cx.st.clients.values().filter(|c| &*c.user == name && !keep(c)).map(|c| c.id).collect();
     for id in ids {
         if let Some(c) = cx.st.clients.get(&id) {
-            let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
+            let _ = c.out.send(crate::client::Out::closing());
         }
         cx.st.disconnect(id);
     }

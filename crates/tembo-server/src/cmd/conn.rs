@@ -410,7 +410,7 @@ fn client_kill(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let target = |c: &crate::client::Client| filters.iter().all(|f| f(c));
     let mut killed = 0;
     for c in cx.st.clients.values_mut().filter(|c| target(c)) {
-        let _ = c.out.send(crate::client::Out::Replies { bytes: Vec::new(), close: true });
+        let _ = c.out.send(crate::client::Out::closing());
         killed += 1;
     }
     if !skip_me && target(cx.client) {

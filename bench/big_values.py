@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Big strings through `tembo serve` against Redis with AOF (fsync always).
+
+    bench/big_values.py [--rounds N] [--tembo NAME=BINARY ...] [--no-redis]
+
+Each round starts every server on a fresh directory under /dev/shm, in
+turn (alternated order from round to round), and measures:
+
+- `redis-benchmark -t set,get -c 4 -r 100 -d SIZE` for SIZE 100 kB, 1 MB
+  and 10 MB (requests per second), each run twice and the second run
+  kept: the first fills 100 keys and grows the pool or the AOF file, the
+  second overwrites them (steady state);
+- one client sending `SET` then `GET` of a 100 MB value three times over a
+  plain socket: the server's CPU time for each (user + system from /proc).
+
+It prints one table of medians over the rounds, with every round's figures
+beside them. Needs redis-server and redis-benchmark on the PATH.
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+SIZES = [(100_000, 3000), (1_000_000, 600), (10_000_000, 60)]
+HUGE = 100_000_000
+
+
+def cpu_s(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_port(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port)).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on port {port}")
+
+
+def start(kind, binary, port, where):
+    if kind == "redis-aof":
+        cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "yes", "--appendfsync", "always", "--dir", where]
+    else:
+        cmd = [binary, "serve", "--port", str(port), "--pool", os.path.join(where, "p.pool")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    return proc
+
+
+def bench(port, size, n):
+    out = subprocess.run(
+        ["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(n), "-d", str(size),
+         "-r", "100", "-c", "4", "-q"], capture_output=True, text=True, check=True).stdout
+    rps = {}
+    for line in out.replace("\r", "\n").splitlines():
+        for test in ("SET", "GET"):
+            if line.startswith(f"{test}: ") and "rps=" not in line:
+                rps[test] = float(line.split()[1])
+    return rps
+
+
+def resp(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        out.append(b"$%d\r\n" % len(a) + a + b"\r\n")
+    return b"".join(out)
+
+
+def huge(port, pid):
+    """Server CPU seconds for each of three SETs and GETs of a 100 MB value."""
+    s = socket.create_connection(("127.0.0.1", port))
+    f = s.makefile("rb")
+    val = os.urandom(1 << 20) * (HUGE >> 20) + b"x" * (HUGE % (1 << 20))
+    sets, gets = [], []
+    for i in range(3):
+        req = resp(b"SET", b"huge%d" % (i % 2), val)
+        c0 = cpu_s(pid)
+        s.sendall(req)
+        assert f.readline() == b"+OK\r\n"
+        c1 = cpu_s(pid)
+        s.sendall(resp(b"GET", b"huge%d" % (i % 2)))
+        n = int(f.readline()[1:])
+        got = f.read(n + 2)
+        c2 = cpu_s(pid)
+        assert got[:-2] == val, "GET returned other bytes"
+        sets.append(c1 - c0)
+        gets.append(c2 - c1)
+    s.close()
+    return sets, gets
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tembo", action="append", default=[], help="NAME=BINARY (repeatable)")
+    ap.add_argument("--no-redis", action="store_true")
+    o = ap.parse_args()
+    targets = [(name, "tembo", path) for name, path in (t.split("=", 1) for t in o.tembo)]
+    if not targets:
+        targets = [("tembo", "tembo", "target/release/tembo")]
+    if not o.no_redis:
+        targets.append(("redis-aof", "redis-aof", None))
+    results = {}
+    for rnd in range(o.rounds):
+        order = targets if rnd % 2 == 0 else targets[::-1]
+        for port, (name, kind, binary) in enumerate(order, start=7460):
+            where = tempfile.mkdtemp(dir="/dev/shm", prefix="bigvals-")
+            proc = start(kind, binary, port, where)
+            try:
+                row = results.setdefault(name, {})
+                for size, n in SIZES:
+                    bench(port, size, n)
+                    for test, v in bench(port, size, n).items():
+                        row.setdefault(f"{test} {size // 1000:,} kB /s", []).append(v)
+                sets, gets = huge(port, proc.pid)
+                row.setdefault("SET 100 MB, server CPU s", []).append(statistics.median(sets))
+                row.setdefault("GET 100 MB, server CPU s", []).append(statistics.median(gets))
+            finally:
+                proc.terminate()
+                proc.wait()
+                shutil.rmtree(where, ignore_errors=True)
+            print(f"round {rnd + 1}: {name} done", flush=True)
+    names = [t[0] for t in targets]
+    rows = list(next(iter(results.values())).keys())
+    print("| test | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for r in rows:
+        cells = []
+        for n in names:
+            vals = results[n][r]
+            med = statistics.median(vals)
+            fmt = (lambda x: f"{x:.2f}") if "CPU" in r else (lambda x: f"{x:,.0f}")
+            cells.append(f"{fmt(med)} ({', '.join(fmt(v) for v in vals)})")
+        print(f"| {r} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
