@@ -1929,6 +1929,12 @@ def test_header_commands_on_a_big_string(rb):
     assert r.expire(b"bs", 100) is True
     assert 0 < r.pttl(b"bs") <= 100_000
     assert r.get(b"bs") == val
+    assert r.strlen(b"bs") == len(val)
+    for start, end in [(0, 9), (-10, -1), (1 << 20, (1 << 20) + 99_999), (len(val) - 3, len(val) + 50), (-1, -10), (7, 3)]:
+        want = val[start : end + 1 if end != -1 else None] if not (start < 0 and end < 0 and start > end) else b""
+        if start >= 0 and end >= 0 and start > end:
+            want = b""
+        assert r.getrange(b"bs", start, end) == want, (start, end)
     assert r.set(b"bs", b"small", keepttl=True) is True
     assert r.get(b"bs") == b"small" and r.ttl(b"bs") > 0
     assert r.set(b"bs", val, get=True) == b"small"
@@ -1944,6 +1950,11 @@ def test_header_commands_on_a_big_string(rb):
     assert r.exists(b"bs", b"bs2") == 0
     r.xadd(b"st", {b"f": b"v"})
     assert r.type(b"st") == b"stream"
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.strlen(b"st")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        r.getrange(b"st", 0, 1)
+    assert r.strlen(b"nothing") == 0 and r.getrange(b"nothing", 0, 10) == b""
     assert r.set(b"st", val) is True
     assert r.type(b"st") == b"string" and r.get(b"st") == val
     assert r.delete(b"st") == 1

@@ -15,6 +15,9 @@ pub type Res<T> = Result<T, CmdError>;
 /// one (a big string) is read as its header, then its value.
 const WHOLE_READ: usize = 16 * 1024;
 
+/// Where a string's bytes start in its metadata record.
+const STRING_AT: u64 = 9;
+
 impl Ctx<'_> {
     /// The database the selected one's keys are stored under (SWAPDB may
     /// have exchanged them); `client.db` is the one the client selected.
@@ -25,7 +28,7 @@ impl Ctx<'_> {
     /// The metadata of `key`, or `None` if it does not exist or has expired
     /// (an expired key is deleted on the way, as Redis does).
     pub fn lookup(&mut self, key: &[u8]) -> Res<Option<Meta>> {
-        self.lookup_as(key, false)
+        Ok(self.lookup_as(key, false)?.map(|(m, _)| m))
     }
 
     /// [`lookup`](Self::lookup) without the value of a string or stream
@@ -35,10 +38,32 @@ impl Ctx<'_> {
     /// [`write_meta`](Self::write_meta) and [`remove`](Self::remove), which
     /// read only the header, but never written back as a string's own.
     pub fn lookup_head(&mut self, key: &[u8]) -> Res<Option<Meta>> {
-        self.lookup_as(key, true)
+        Ok(self.lookup_as(key, true)?.map(|(m, _)| m))
     }
 
-    fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<Meta>> {
+    /// The length of the string at `key` (a key of another type is a
+    /// WRONGTYPE error), read from its record's header: O(1) whatever the
+    /// string's size.
+    pub fn string_len(&mut self, key: &[u8]) -> Res<Option<u64>> {
+        match self.lookup_as(key, true)? {
+            Some((m, _)) if m.kind != Kind::String => Err(CmdError::wrongtype()),
+            Some((_, record)) => Ok(Some(record.saturating_sub(STRING_AT))),
+            None => Ok(None),
+        }
+    }
+
+    /// Bytes `from..from + n` of the string at `key` (fewer past its end),
+    /// copying only them; for a key [`string_len`](Self::string_len) has
+    /// just found to be a string.
+    pub fn string_part(&mut self, key: &[u8], from: u64, n: usize) -> Res<Vec<u8>> {
+        let mk = meta_key(self.db(), self.st.gen(self.db()), key);
+        let part = self.st.store.get_range(&mk, STRING_AT + from, n)?;
+        Ok(part.map(|(v, _)| v).unwrap_or_default())
+    }
+
+    /// The metadata of `key` (see `lookup` and `lookup_head`) and the
+    /// length of its record.
+    fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {
         let mk = meta_key(self.db(), self.st.gen(self.db()), key);
         let limit = if head_only { encoding::META_HEADER_MAX } else { WHOLE_READ };
         let Some((raw, len)) = self.st.store.get_range(&mk, 0, limit)? else { return Ok(None) };
@@ -79,7 +104,7 @@ impl Ctx<'_> {
         if crate::access::touches(self.client.last_cmd) {
             self.st.access.touch_hashed(self.db(), encoding::meta_key_hash(&mk), self.now);
         }
-        Ok(Some(meta))
+        Ok(Some((meta, len)))
     }
 
     /// Whether the command running is a write command (it may delete an

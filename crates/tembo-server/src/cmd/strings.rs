@@ -494,14 +494,15 @@ fn append(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn strlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    Ok(Reply::Int(string(cx, &a[1])?.map_or(0, |m| m.value.len() as i64)))
+    Ok(Reply::Int(cx.string_len(&a[1])?.unwrap_or(0) as i64))
 }
 
+/// Reads only the bytes it returns (and the record's header).
 fn getrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let (start, end) = (int(&a[2])?, int(&a[3])?);
-    let v = string(cx, &a[1])?.map_or_else(Vec::new, |m| m.value);
-    Ok(match getrange_span(start, end, v.len()) {
-        Some((s, e)) => Reply::bulk(&v[s..=e]),
+    let len = cx.string_len(&a[1])?.unwrap_or(0);
+    Ok(match getrange_span(start, end, len as usize) {
+        Some((s, e)) => Reply::Bulk(cx.string_part(&a[1], s as u64, e - s + 1)?),
         None => Reply::bulk(b""),
     })
 }
