@@ -7,11 +7,15 @@ Each round starts every server on a fresh directory under /dev/shm, in
 turn (alternated order from round to round), and measures:
 
 - `redis-benchmark -t set,get -c 4 -r 100 -d SIZE` for SIZE 100 kB, 1 MB
-  and 10 MB (requests per second), each run twice and the second run
-  kept: the first fills 100 keys and grows the pool or the AOF file, the
-  second overwrites them (steady state);
-- one client sending `SET` then `GET` of a 100 MB value three times over a
-  plain socket: the server's CPU time for each (user + system from /proc).
+  and 10 MB: requests per second and the server's CPU time per request
+  (user + system from /proc, all its threads), each test run twice and
+  the second run kept: the first fills 100 keys and grows the pool or the
+  AOF file, the second overwrites them (steady state);
+- one client sending `SET` then `GET` of a 100 MB value over a plain
+  socket, to two keys in turn, six times: the server's CPU time for each
+  (a SET's includes the half second after its reply, when the old value
+  is freed in the background). The first two SETs grow the pool (or the
+  AOF file) and are reported apart from the last four, which overwrite.
 
 It prints one table of medians over the rounds, with every round's figures
 beside them. Needs redis-server and redis-benchmark on the PATH.
@@ -56,16 +60,20 @@ def start(kind, binary, port, where):
     return proc
 
 
-def bench(port, size, n):
+def bench(port, pid, size, n):
+    """{test: (requests/s, server CPU µs per request)} of one redis-benchmark run."""
+    c0 = cpu_s(pid)
     out = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(n), "-d", str(size),
          "-r", "100", "-c", "4", "-q"], capture_output=True, text=True, check=True).stdout
+    cpu_us = (cpu_s(pid) - c0) * 1e6 / (2 * n)
     rps = {}
     for line in out.replace("\r", "\n").splitlines():
         for test in ("SET", "GET"):
             if line.startswith(f"{test}: ") and "rps=" not in line:
                 rps[test] = float(line.split()[1])
-    return rps
+    # One CPU figure for the run's two tests together: they share the window.
+    return rps, cpu_us
 
 
 def resp(*args):
@@ -76,16 +84,17 @@ def resp(*args):
 
 
 def huge(port, pid):
-    """Server CPU seconds for each of three SETs and GETs of a 100 MB value."""
+    """Server CPU seconds of six SETs and GETs of a 100 MB value (two keys in turn)."""
     s = socket.create_connection(("127.0.0.1", port))
     f = s.makefile("rb")
     val = os.urandom(1 << 20) * (HUGE >> 20) + b"x" * (HUGE % (1 << 20))
     sets, gets = [], []
-    for i in range(3):
+    for i in range(6):
         req = resp(b"SET", b"huge%d" % (i % 2), val)
         c0 = cpu_s(pid)
         s.sendall(req)
         assert f.readline() == b"+OK\r\n"
+        time.sleep(0.5)
         c1 = cpu_s(pid)
         s.sendall(resp(b"GET", b"huge%d" % (i % 2)))
         n = int(f.readline()[1:])
@@ -118,11 +127,14 @@ def main():
             try:
                 row = results.setdefault(name, {})
                 for size, n in SIZES:
-                    bench(port, size, n)
-                    for test, v in bench(port, size, n).items():
+                    bench(port, proc.pid, size, n)
+                    rps, cpu_us = bench(port, proc.pid, size, n)
+                    for test, v in rps.items():
                         row.setdefault(f"{test} {size // 1000:,} kB /s", []).append(v)
+                    row.setdefault(f"SET+GET {size // 1000:,} kB, server CPU µs/request", []).append(cpu_us)
                 sets, gets = huge(port, proc.pid)
-                row.setdefault("SET 100 MB, server CPU s", []).append(statistics.median(sets))
+                row.setdefault("SET 100 MB growing the pool/AOF, server CPU s", []).append(statistics.median(sets[:2]))
+                row.setdefault("SET 100 MB overwriting, server CPU s", []).append(statistics.median(sets[2:]))
                 row.setdefault("GET 100 MB, server CPU s", []).append(statistics.median(gets))
             finally:
                 proc.terminate()
@@ -138,7 +150,7 @@ def main():
         for n in names:
             vals = results[n][r]
             med = statistics.median(vals)
-            fmt = (lambda x: f"{x:.2f}") if "CPU" in r else (lambda x: f"{x:,.0f}")
+            fmt = (lambda x: f"{x:.2f}") if "CPU s" in r else (lambda x: f"{x:,.0f}")
             cells.append(f"{fmt(med)} ({', '.join(fmt(v) for v in vals)})")
         print(f"| {r} | " + " | ".join(cells) + " |")
 

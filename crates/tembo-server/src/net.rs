@@ -259,7 +259,10 @@ async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn:
     ok
 }
 
-/// Writes `bytes` with the `spliced` values in their places (`resp::Spliced`).
+/// Writes `bytes` with the `spliced` values in their places (`resp::Spliced`),
+/// gathered into as few writes as the socket takes (a big value does not
+/// go out in a packet of its own after its header's); false if the
+/// connection is done.
 async fn write_spliced(
     wr: &mut tokio::net::tcp::OwnedWriteHalf,
     bytes: &[u8],
@@ -267,14 +270,51 @@ async fn write_spliced(
     conn: &ConnShared,
     shared: &Shared,
 ) -> bool {
+    if spliced.is_empty() {
+        return write_out(wr, bytes, conn, shared).await;
+    }
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * spliced.len() + 1);
     let mut from = 0;
     for (at, value) in spliced {
-        if !write_out(wr, &bytes[from..*at], conn, shared).await || !write_out(wr, value, conn, shared).await {
-            return false;
-        }
+        parts.extend([&bytes[from..*at], value.as_slice()]);
         from = *at;
     }
-    write_out(wr, &bytes[from..], conn, shared).await
+    parts.push(&bytes[from..]);
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    shared.count(Net::OutBytes, total as u64);
+    shared.count(Net::Writes, 1);
+    let ok = tokio::select! {
+        r = write_all_gathered(wr, &mut parts) => r.is_ok(),
+        _ = conn.kill.notified() => false,
+    };
+    let _ = conn.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(total)));
+    ok
+}
+
+/// `write_all` of the concatenation of `parts` with vectored writes.
+async fn write_all_gathered(wr: &mut tokio::net::tcp::OwnedWriteHalf, parts: &mut [&[u8]]) -> std::io::Result<()> {
+    let mut first = 0;
+    while first < parts.len() {
+        if parts[first].is_empty() {
+            first += 1;
+            continue;
+        }
+        let slices: Vec<std::io::IoSlice> = parts[first..].iter().take(64).map(|p| std::io::IoSlice::new(p)).collect();
+        let mut n = wr.write_vectored(&slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        // The socket took at most what it was given: `first` stays in bounds.
+        while n > 0 && first < parts.len() {
+            let take = n.min(parts[first].len());
+            parts[first] = &parts[first][take..];
+            n -= take;
+            if parts[first].is_empty() {
+                first += 1;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<Msg>, shared: &Shared) {
