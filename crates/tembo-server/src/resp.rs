@@ -443,7 +443,7 @@ impl Reply {
 
     /// [`Reply::encode`], handing big bulk strings over instead of copying
     /// them: a bulk of [`SPLICE_MIN`] bytes or more, alone or in an array,
-    /// leaves its header and CRLF in `out` and goes into `spliced` with the
+    /// set or map, leaves its header and CRLF in `out` and goes into `spliced` with the
     /// offset in `out` where its bytes belong ([`Spliced`]).
     pub fn encode_spliced(self, proto: u8, out: &mut Vec<u8>, spliced: &mut Spliced) {
         match self {
@@ -455,6 +455,21 @@ impl Reply {
             Reply::Array(items) => {
                 agg(out, b'*', items.len());
                 items.into_iter().for_each(|r| r.encode_spliced(proto, out, spliced));
+            }
+            Reply::Set(items) => {
+                agg(out, if proto >= 3 { b'~' } else { b'*' }, items.len());
+                items.into_iter().for_each(|r| r.encode_spliced(proto, out, spliced));
+            }
+            Reply::Map(pairs) => {
+                if proto >= 3 {
+                    agg(out, b'%', pairs.len());
+                } else {
+                    agg(out, b'*', pairs.len() * 2);
+                }
+                for (k, v) in pairs {
+                    k.encode_spliced(proto, out, spliced);
+                    v.encode_spliced(proto, out, spliced);
+                }
             }
             other => other.encode(proto, out),
         }
@@ -760,7 +775,8 @@ mod tests {
             big(SPLICE_MIN),
             big(SPLICE_MIN - 1),
             Reply::Array(vec![Reply::Int(1), big(100_000), Reply::Nil, big(SPLICE_MIN), Reply::bulk("x")]),
-            Reply::Map(vec![(Reply::bulk("k"), big(70_000))]),
+            Reply::Map(vec![(Reply::bulk("k"), big(70_000)), (Reply::Int(2), Reply::Nil)]),
+            Reply::Set(vec![Reply::bulk("m"), Reply::Double(1.5)]),
             Reply::Array(vec![Reply::Array(vec![big(20_000)]), Reply::Error("ERR e".into())]),
         ];
         for proto in [2, 3] {
@@ -768,7 +784,7 @@ mod tests {
             replies.iter().for_each(|r| r.encode(proto, &mut want));
             let (mut out, mut spliced) = (Vec::new(), Vec::new());
             replies.iter().cloned().for_each(|r| r.encode_spliced(proto, &mut out, &mut spliced));
-            assert_eq!(spliced.len(), 4, "SPLICE_MIN and up, in arrays too; not inside maps");
+            assert_eq!(spliced.len(), 5, "SPLICE_MIN and up, in arrays and maps too");
             assert!(spliced.windows(2).all(|w| w[0].0 <= w[1].0));
             assert!(spliced.iter().all(|(_, v)| v.len() >= SPLICE_MIN));
             unsplice(&mut out, spliced);
