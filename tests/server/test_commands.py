@@ -1872,6 +1872,16 @@ def test_large_values(size):
         assert c.hget(b"bh", b"f") == val
         assert c.rpush(b"bl", val, b"small") == 2
         assert c.lindex(b"bl", 0) == val
+        # Big values inside arrays and maps (spliced into the reply), both protocols.
+        assert c.lrange(b"bl", 0, -1) == [val, b"small"]
+        assert c.hgetall(b"bh") == {b"f": val}
+        assert c.mget([b"big", b"nope", b"big"]) == [val, None, val]
+        c3 = make_client(3, decode=False)
+        try:
+            assert c3.hgetall(b"bh") == {b"f": val}
+            assert c3.lrange(b"bl", 0, -1) == [val, b"small"]
+        finally:
+            c3.close()
         assert c.append(b"big", b"tail") == size + 4
         assert c.get(b"big")[-4:] == b"tail"
     finally:
