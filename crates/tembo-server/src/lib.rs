@@ -28,6 +28,12 @@
 //!   the engine's 64 KiB with its field) leaves nothing it staged, within a
 //!   group shared with other clients, inside EXEC or a script, and when it
 //!   serves a blocked client (see `store`).
+//! - A big string is not copied needlessly: an argument of 32 KiB or more
+//!   is read into a buffer of its own size (`resp`, `querybuf`), commands
+//!   that need only a key's type, expiry, length or a range of it read
+//!   only that (`keyspace::lookup_head`, `string_len`, `string_part`), and
+//!   a reply's bulk values of 16 KiB or more go to the socket without a
+//!   copy into the reply buffer (`resp::Reply::encode_spliced`).
 //!
 //! ## What it does not do (yet)
 //! DUMP/RESTORE of streams, modules, replication, cluster.

@@ -17,6 +17,10 @@
 //! assert_eq!(db.get(b"user:1")?, None);
 //! let users: Vec<_> = db.scan_prefix(b"user:").collect::<Result<_, _>>()?;
 //! assert_eq!(users, vec![(b"user:2".to_vec(), b"grace".to_vec())]);
+//! // A part of a value (3 bytes from offset 1) and the value's whole length.
+//! let mut part = Vec::new();
+//! assert_eq!(db.get_range_into(b"user:2", 1, 3, &mut part)?, Some(5));
+//! assert_eq!(part, b"rac");
 //! db.close()?;
 //! # Ok::<(), tembo_store::DbError>(())
 //! ```
