@@ -459,6 +459,10 @@ fn run(core: &TreeCore, cfg: GcConfig, stop: &(Mutex<bool>, Condvar)) {
                 return;
             }
         }
+        // The pool's next growth, readied here rather than by the writer
+        // whose allocation would need it. A failure (a full filesystem)
+        // changes nothing: that allocation reports it.
+        let _ = core.pool.prepare_growth();
         match step(core, cfg.nodes_per_step, &mut last_version) {
             // Pass after pass while they find work; idle after a clean one.
             Ok(true) => pause = cfg.pause,

@@ -614,3 +614,59 @@ fn pools_on_tmpfs_get_huge_pages_at_creation_and_growth() {
     }
     assert!(pool.huge_page_bytes().unwrap() >= 8 * MIB, "a reopen maps the file's huge pages");
 }
+
+/// `Pool::prepare_growth` extends the file for the next growth step only
+/// when the pool is nearly full, without changing the pool; the growth an
+/// allocation then needs uses that range (the file does not grow again);
+/// and a pool whose file is longer than its size (a prepared step not yet
+/// taken, as a close or crash may leave it) reopens as that size and grows
+/// again past it.
+#[test]
+fn a_growth_prepared_ahead_is_taken_by_the_next_growth_and_survives_reopen() {
+    let dir = TempDir::new("prepared");
+    let path = dir.join("p.pool");
+    let file_len = || std::fs::metadata(&path).unwrap().len();
+    let pool = Pool::create(&path, &opts(256 * KIB, 4 * MIB)).unwrap();
+    assert!(!pool.prepare_growth().unwrap(), "an empty pool needs no growth yet");
+    let mut blocks = Vec::new();
+    // Fill to within half a step (128 KiB) of the end, without growing.
+    while pool.size() - pool.used_bytes() > 128 * KIB + BLOCK {
+        let off = pool.alloc(BLOCK).unwrap();
+        fill_block(&pool, off, blocks.len() as u64);
+        blocks.push(off);
+    }
+    let off = pool.alloc(BLOCK).unwrap();
+    fill_block(&pool, off, blocks.len() as u64);
+    blocks.push(off);
+    assert_eq!(pool.size(), 256 * KIB, "not grown yet");
+    assert!(pool.prepare_growth().unwrap());
+    assert_eq!((pool.size(), file_len()), (256 * KIB, 512 * KIB), "the file is ready, the pool unchanged");
+    assert!(!pool.prepare_growth().unwrap(), "prepared once");
+    while pool.size() == 256 * KIB {
+        let off = pool.alloc(BLOCK).unwrap();
+        fill_block(&pool, off, blocks.len() as u64);
+        blocks.push(off);
+    }
+    assert_eq!((pool.size(), file_len()), (512 * KIB, 512 * KIB), "the growth took the prepared range");
+    while pool.size() - pool.used_bytes() > 256 * KIB {
+        let off = pool.alloc(BLOCK).unwrap();
+        fill_block(&pool, off, blocks.len() as u64);
+        blocks.push(off);
+    }
+    assert!(pool.prepare_growth().unwrap());
+    assert_eq!((pool.size(), file_len()), (512 * KIB, MIB));
+    assert!(blocks.iter().enumerate().all(|(i, &off)| block_ok(&pool, off, i as u64)));
+    assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
+    pool.close().unwrap();
+
+    let pool = Pool::open(&path, &opts(0, 0)).unwrap();
+    assert_eq!((pool.size(), file_len()), (512 * KIB, MIB), "the header's size, the longer file kept");
+    assert!(blocks.iter().enumerate().all(|(i, &off)| block_ok(&pool, off, i as u64)));
+    pool.grow(2 * MIB).unwrap();
+    assert_eq!((pool.size(), file_len()), (2 * MIB, 2 * MIB));
+    let big = pool.alloc(MIB).unwrap();
+    pool.fill(big, MIB, 3).unwrap();
+    assert!(blocks.iter().enumerate().all(|(i, &off)| block_ok(&pool, off, i as u64)));
+    assert!(pool.check().is_ok(), "{:?}", pool.check().violations);
+    pool.close().unwrap();
+}

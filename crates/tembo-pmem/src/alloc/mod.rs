@@ -125,6 +125,14 @@ fn list(class: u8, cold: bool) -> usize {
     class as usize + if cold { CLASS_COUNT } else { 0 }
 }
 
+/// How much a pool of `size` bytes grows by when an allocation needs room:
+/// geometrically (doubling, at most 1 GiB a step), so that a steadily
+/// filling pool pays for few growths. `Pool::prepare_growth` readies the
+/// same step ahead of need.
+pub(crate) fn growth_step(size: u64) -> u64 {
+    size.min(1 << 30)
+}
+
 /// Usage of a pool's heap.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct AllocStats {
@@ -469,10 +477,7 @@ impl AllocState {
                 filesystem_full: false,
             });
         }
-        // Grow geometrically (doubling, at most 1 GiB a step) so that a
-        // steadily filling pool pays for few growths.
-        let step = size.min(1 << 30);
-        let target = want.max(size.saturating_add(step)).min(limit);
+        let target = want.max(size.saturating_add(growth_step(size))).min(limit);
         match self.grow_to(pool, target) {
             // The filesystem may still hold what this request needs.
             Err(PmemError::PoolFull { filesystem_full: true, .. }) if target > want => self.grow_to(pool, want),

@@ -100,6 +100,10 @@ pub struct Pool {
     /// Open [`Pool::with_reserve`] scopes: while above zero, new runs may
     /// take the pages the allocator keeps back at a full pool.
     reserve_scopes: AtomicUsize,
+    /// How far this session has extended, reserved and mapped the file:
+    /// at least the size (0 reads as the size), more after
+    /// [`Pool::prepare_growth`]. Serializes that file work.
+    prepared: Mutex<u64>,
 }
 
 fn now_secs() -> u64 {
@@ -454,6 +458,7 @@ impl Pool {
             closed: AtomicBool::new(false),
             roots_lock: Mutex::new(()),
             reserve_scopes: AtomicUsize::new(0),
+            prepared: Mutex::new(0),
         })
     }
 
