@@ -124,6 +124,10 @@ pub const FLUSH_GEN: u8 = b'F';
 /// 2: metadata keys carry their database's flush generation.
 pub const LAYOUT: u32 = 2;
 
+/// Where a string's bytes start in its metadata record (after its kind
+/// and expiry).
+pub const STRING_AT: usize = 9;
+
 /// The most bytes a metadata record adds to the value it holds (a string's
 /// bytes, a stream's state): kind, expiry, version, size and list head.
 pub const META_HEADER_MAX: usize = 64;
@@ -188,21 +192,19 @@ impl Meta {
 
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
+        if self.kind == Kind::String {
+            return Meta::encode_string(self.expire_at, &self.value);
+        }
         let mut out = Vec::with_capacity(9 + self.value.len().max(24));
         out.push(self.kind as u8);
         out.extend_from_slice(&self.expire_at.to_be_bytes());
-        match self.kind {
-            Kind::String => out.extend_from_slice(&self.value),
-            _ => {
-                out.extend_from_slice(&self.version.to_be_bytes());
-                out.extend_from_slice(&self.size.to_be_bytes());
-                if self.kind == Kind::List {
-                    out.extend_from_slice(&self.head.to_be_bytes());
-                }
-                if self.kind == Kind::Stream {
-                    out.extend_from_slice(&self.value);
-                }
-            }
+        out.extend_from_slice(&self.version.to_be_bytes());
+        out.extend_from_slice(&self.size.to_be_bytes());
+        if self.kind == Kind::List {
+            out.extend_from_slice(&self.head.to_be_bytes());
+        }
+        if self.kind == Kind::Stream {
+            out.extend_from_slice(&self.value);
         }
         out
     }
@@ -247,7 +249,7 @@ impl Meta {
     /// record of `kind`; the other collections hold none.
     pub fn value_at(kind: Kind) -> Option<usize> {
         match kind {
-            Kind::String => Some(9),
+            Kind::String => Some(STRING_AT),
             Kind::Stream => Some(25),
             _ => None,
         }
@@ -255,7 +257,7 @@ impl Meta {
 
     /// A string's record: the header of `expire_at` and `value`, copied once.
     pub fn encode_string(expire_at: u64, value: &[u8]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(9 + value.len());
+        let mut out = Vec::with_capacity(STRING_AT + value.len());
         out.push(Kind::String as u8);
         out.extend_from_slice(&expire_at.to_be_bytes());
         out.extend_from_slice(value);

@@ -15,9 +15,6 @@ pub type Res<T> = Result<T, CmdError>;
 /// one (a big string) is read as its header, then its value.
 const WHOLE_READ: usize = 16 * 1024;
 
-/// Where a string's bytes start in its metadata record.
-const STRING_AT: u64 = 9;
-
 impl Ctx<'_> {
     /// The database the selected one's keys are stored under (SWAPDB may
     /// have exchanged them); `client.db` is the one the client selected.
@@ -47,7 +44,7 @@ impl Ctx<'_> {
     pub fn string_len(&mut self, key: &[u8]) -> Res<Option<u64>> {
         match self.lookup_as(key, true)? {
             Some((m, _)) if m.kind != Kind::String => Err(CmdError::wrongtype()),
-            Some((_, record)) => Ok(Some(record.saturating_sub(STRING_AT))),
+            Some((_, record)) => Ok(Some(record.saturating_sub(encoding::STRING_AT as u64))),
             None => Ok(None),
         }
     }
@@ -57,7 +54,7 @@ impl Ctx<'_> {
     /// just found to be a string.
     pub fn string_part(&mut self, key: &[u8], from: u64, n: usize) -> Res<Vec<u8>> {
         let mk = meta_key(self.db(), self.st.gen(self.db()), key);
-        let part = self.st.store.get_range(&mk, STRING_AT + from, n)?;
+        let part = self.st.store.get_range(&mk, encoding::STRING_AT as u64 + from, n)?;
         Ok(part.map(|(v, _)| v).unwrap_or_default())
     }
 
