@@ -17,12 +17,19 @@ turn (alternated order from round to round), and measures:
   is freed in the background). The first two SETs grow the pool (or the
   AOF file) and are reported apart from the last four, which overwrite.
 
+- edits of a 1 MB string by one client, one request at a time over a
+  plain socket, 2,000 of each: SETBIT, GETBIT, BITFIELD SET, SETRANGE of
+  3 bytes and APPEND of 100 bytes (the string grows by 200 kB), at random
+  offsets; the server's CPU time per request.
+
 It prints one table of medians over the rounds, with every round's figures
-beside them. Needs redis-server and redis-benchmark on the PATH.
+beside them. `--parts` picks the sections (sizes, huge, edits; default
+all). Needs redis-server and redis-benchmark on the PATH.
 """
 
 import argparse
 import os
+import random
 import shutil
 import socket
 import statistics
@@ -107,12 +114,52 @@ def huge(port, pid):
     return sets, gets
 
 
+EDIT_BYTES = 1_000_000
+EDITS = 2000
+
+
+def edits(port, pid):
+    """{edit: server CPU µs per request} of one client editing a 1 MB string."""
+    s = socket.create_connection(("127.0.0.1", port))
+    f = s.makefile("rb")
+    rnd = random.Random(7)
+
+    def call(*args):
+        s.sendall(resp(*args))
+        line = f.readline()
+        assert line[:1] in (b":", b"+", b"*"), line
+        if line[:1] == b"*":
+            for _ in range(int(line[1:])):
+                f.readline()
+
+    bits = EDIT_BYTES * 8
+    kinds = {
+        "SETBIT": lambda: (b"SETBIT", b"bits", b"%d" % rnd.randrange(bits), b"1"),
+        "GETBIT": lambda: (b"GETBIT", b"bits", b"%d" % rnd.randrange(bits)),
+        "BITFIELD SET u8": lambda: (b"BITFIELD", b"bits", b"SET", b"u8", b"%d" % rnd.randrange(bits - 8), b"7"),
+        "SETRANGE 3 B": lambda: (b"SETRANGE", b"bits", b"%d" % rnd.randrange(EDIT_BYTES), b"abc"),
+        "APPEND 100 B": lambda: (b"APPEND", b"log", b"y" * 100),
+    }
+    call(b"SET", b"bits", b"\0" * EDIT_BYTES)
+    call(b"SET", b"log", b"x" * EDIT_BYTES)
+    out = {}
+    for name, make in kinds.items():
+        c0 = cpu_s(pid)
+        for _ in range(EDITS):
+            call(*make())
+        out[name] = (cpu_s(pid) - c0) * 1e6 / EDITS
+    s.close()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tembo", action="append", default=[], help="NAME=BINARY (repeatable)")
     ap.add_argument("--no-redis", action="store_true")
+    ap.add_argument("--parts", default="sizes,huge,edits", help="sections, comma-separated: sizes, huge, edits")
     o = ap.parse_args()
+    parts = set(o.parts.split(","))
     targets = [(name, "tembo", path) for name, path in (t.split("=", 1) for t in o.tembo)]
     if not targets:
         targets = [("tembo", "tembo", "target/release/tembo")]
@@ -126,16 +173,20 @@ def main():
             proc = start(kind, binary, port, where)
             try:
                 row = results.setdefault(name, {})
-                for size, n in SIZES:
+                for size, n in SIZES if "sizes" in parts else []:
                     bench(port, proc.pid, size, n)
                     rps, cpu_us = bench(port, proc.pid, size, n)
                     for test, v in rps.items():
                         row.setdefault(f"{test} {size // 1000:,} kB /s", []).append(v)
                     row.setdefault(f"SET+GET {size // 1000:,} kB, server CPU µs/request", []).append(cpu_us)
-                sets, gets = huge(port, proc.pid)
-                row.setdefault("SET 100 MB growing the pool/AOF, server CPU s", []).append(statistics.median(sets[:2]))
-                row.setdefault("SET 100 MB overwriting, server CPU s", []).append(statistics.median(sets[2:]))
-                row.setdefault("GET 100 MB, server CPU s", []).append(statistics.median(gets))
+                if "huge" in parts:
+                    sets, gets = huge(port, proc.pid)
+                    row.setdefault("SET 100 MB growing the pool/AOF, server CPU s", []).append(statistics.median(sets[:2]))
+                    row.setdefault("SET 100 MB overwriting, server CPU s", []).append(statistics.median(sets[2:]))
+                    row.setdefault("GET 100 MB, server CPU s", []).append(statistics.median(gets))
+                if "edits" in parts:
+                    for edit, us in edits(port, proc.pid).items():
+                        row.setdefault(f"{edit} on 1 MB, server CPU µs/request", []).append(us)
             finally:
                 proc.terminate()
                 proc.wait()

@@ -1970,6 +1970,95 @@ def test_header_commands_on_a_big_string(rb):
     assert r.delete(b"st") == 1
 
 
+def test_edits_of_big_strings_match_a_model(rb):
+    """APPEND, SETRANGE, SETBIT and BITFIELD change a string's record in
+    place (read once, written once): on strings past the whole-read size,
+    alone, pipelined into one commit and inside MULTI, they give what a
+    model gives, keep the key's TTL, and check the type first."""
+    r = rb
+    rnd = random.Random(5)
+    model = bytearray(rnd.randbytes(300_000))
+    assert r.set(b"e", bytes(model)) is True
+    assert r.expire(b"e", 1000) is True
+
+    def setbit(m, off, on):
+        byte = off >> 3
+        if len(m) <= byte:
+            m.extend(bytes(byte + 1 - len(m)))
+        mask = 1 << (7 - (off & 7))
+        was = int(m[byte] & mask != 0)
+        m[byte] = (m[byte] | mask) if on else (m[byte] & ~mask)
+        return was
+
+    def setrange(m, off, part):
+        if len(m) < off + len(part):
+            m.extend(bytes(off + len(part) - len(m)))
+        m[off : off + len(part)] = part
+        return len(m)
+
+    for i in range(40):
+        op = i % 4
+        if op == 0:
+            add = rnd.randbytes(rnd.randrange(1, 5000))
+            model += add
+            assert r.append(b"e", add) == len(model)
+        elif op == 1:
+            off, part = rnd.randrange(len(model) + 20_000), rnd.randbytes(rnd.randrange(1, 3000))
+            assert r.setrange(b"e", off, part) == setrange(model, off, part)
+        elif op == 2:
+            off, on = rnd.randrange(8 * len(model) + 50_000), rnd.randrange(2)
+            assert r.setbit(b"e", off, on) == setbit(model, off, on)
+            assert r.getbit(b"e", off) == on
+        else:
+            off = rnd.randrange(8 * len(model) - 16)
+            old = int.from_bytes(model[off >> 3 : (off >> 3) + 3], "big") >> (24 - (off & 7) - 8) & 0xFF
+            assert r.bitfield(b"e").set("u8", off, 0xA5).execute() == [old]
+            for j in range(8):
+                setbit(model, off + j, (0xA5 >> (7 - j)) & 1)
+    assert r.get(b"e") == bytes(model)
+    assert r.strlen(b"e") == len(model)
+    assert 0 < r.ttl(b"e") <= 1000
+    assert r.getbit(b"e", 8 * len(model) + 7) == 0
+
+    # Pipelined into one commit: each edit sees the one before it.
+    p = r.pipeline(transaction=False)
+    for i in range(10):
+        p.append(b"e", b"%d;" % i)
+        model += b"%d;" % i
+        p.setrange(b"e", 1000 * i, b"<%d>" % i)
+        setrange(model, 1000 * i, b"<%d>" % i)
+        p.setbit(b"e", 8 * 5000 + i, 1)
+        setbit(model, 8 * 5000 + i, 1)
+    p.execute()
+    assert r.get(b"e") == bytes(model)
+    # Inside MULTI, with a read after the edits.
+    p = r.pipeline(transaction=True)
+    p.append(b"e", b"tail")
+    p.setrange(b"e", 0, b"head")
+    p.get(b"e")
+    out = p.execute()
+    model += b"tail"
+    setrange(model, 0, b"head")
+    assert out[2] == bytes(model) and r.get(b"e") == bytes(model)
+    assert 0 < r.ttl(b"e") <= 1000
+
+    # New keys; the type is checked before the arguments' sizes.
+    assert r.setrange(b"n1", 0, b"") == 0 and r.exists(b"n1") == 0
+    assert r.setrange(b"n1", 40_000, b"x") == 40_001
+    assert r.get(b"n1") == bytes(40_000) + b"x"
+    assert r.append(b"n2", b"y" * 70_000) == 70_000
+    assert r.setbit(b"n3", 200_000, 1) == 0 and r.strlen(b"n3") == 25_001
+    r.rpush(b"l", b"a")
+    for call in (lambda: r.setrange(b"l", 0, b""), lambda: r.setrange(b"l", 600 << 20, b"x"),
+                 lambda: r.append(b"l", b"x"), lambda: r.setbit(b"l", 1, 1), lambda: r.getbit(b"l", 1),
+                 lambda: r.bitfield(b"l").set("u8", 0, 1).execute()):
+        with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+            call()
+    with pytest.raises(redis.ResponseError, match="maximum allowed size"):
+        r.setrange(b"e", 600 << 20, b"x")
+    assert r.get(b"e") == bytes(model)
+
+
 def test_binary_safe(rb):
     r = rb
     key = b"k\x00\r\n\xff\xfe key"

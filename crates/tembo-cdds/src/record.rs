@@ -97,14 +97,46 @@ fn fill(pool: &Pool, off: u64, key: &[u8], flags: u32, word: u64, value: &[u8]) 
     head[8..].copy_from_slice(&word.to_le_bytes());
     // CRC-32C (Castagnoli) with the CPU's instruction where it has one:
     // table-driven CRC was a tenth of a put's CPU time.
-    let crc = crc32c::crc32c_append(crc32c::crc32c_append(crc32c::crc32c(&head), key), value);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&head), key);
     pool.write(off, &head)?;
     pool.write(off + HEADER, key)?;
-    pool.write(off + HEADER + key.len() as u64, value)?;
-    pool.write(off + HEADER + body, &crc.to_le_bytes())?;
+    let at = off + HEADER + key.len() as u64;
     // Flushed, not fenced: the fence before the commit store orders it.
-    pool.flush(off, HEADER + body + CRC);
+    let (crc, flushed) = if value.len() <= FILL_CHUNK {
+        pool.write(at, value)?;
+        (crc32c::crc32c_append(crc, value), off)
+    } else {
+        fill_chunks(pool, off, at, value, crc)?
+    };
+    pool.write(off + HEADER + body, &crc.to_le_bytes())?;
+    pool.flush(flushed, off + HEADER + body + CRC - flushed);
     Ok(())
+}
+
+/// Bytes of a big value checksummed, copied and flushed at a time.
+const FILL_CHUNK: usize = 32 * 1024;
+
+/// Writes a big `value` at `at` (in the record at `off`) a chunk at a time,
+/// each chunk checksummed, copied and its whole lines flushed while they
+/// are in the nearest caches: a value of megabytes checksummed whole and
+/// then copied was read twice from memory, and its lines flushed after
+/// they had left the caches. Returns the CRC (`crc` extended by the
+/// value) and where the lines left to flush start; each line is flushed
+/// once, after its last byte is written.
+fn fill_chunks(pool: &Pool, off: u64, at: u64, value: &[u8], mut crc: u32) -> Result<(u32, u64)> {
+    let mut flushed = off;
+    let mut to = at;
+    for chunk in value.chunks(FILL_CHUNK) {
+        crc = crc32c::crc32c_append(crc, chunk);
+        pool.write(to, chunk)?;
+        to += chunk.len() as u64;
+        let whole = to & !(tembo_pmem::CACHE_LINE_BYTES - 1);
+        if whole > flushed {
+            pool.flush(flushed, whole - flushed);
+            flushed = whole;
+        }
+    }
+    Ok((crc, flushed))
 }
 
 /// Writes an inner record pointing to `child`; `key` `None` is the sentinel.

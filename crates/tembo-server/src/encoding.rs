@@ -258,10 +258,18 @@ impl Meta {
     /// A string's record: the header of `expire_at` and `value`, copied once.
     pub fn encode_string(expire_at: u64, value: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(STRING_AT + value.len());
-        out.push(Kind::String as u8);
-        out.extend_from_slice(&expire_at.to_be_bytes());
+        out.extend_from_slice(&Meta::string_header(expire_at));
         out.extend_from_slice(value);
         out
+    }
+
+    /// The first [`STRING_AT`] bytes of a string's record: its kind and
+    /// expiry.
+    pub fn string_header(expire_at: u64) -> [u8; STRING_AT] {
+        let mut h = [0u8; STRING_AT];
+        h[0] = Kind::String as u8;
+        h[1..].copy_from_slice(&expire_at.to_be_bytes());
+        h
     }
 
     /// Whether the key has expired at `now_ms`.

@@ -58,6 +58,34 @@ impl Ctx<'_> {
         Ok(part.map(|(v, _)| v).unwrap_or_default())
     }
 
+    /// The string at `key` as its whole metadata record (its bytes from
+    /// [`encoding::STRING_AT`]), for a command that changes it in place
+    /// (APPEND, SETRANGE, SETBIT, BITFIELD) and hands it back to
+    /// [`write_meta_record`](Self::write_meta_record): a big string is
+    /// then copied only out of the pool and back in. `value_len` gives,
+    /// from the string's length, the length the command will make it, so
+    /// that growing it does not copy it again. `None`: no such key; a key
+    /// of another type is a WRONGTYPE error.
+    pub fn string_record(
+        &mut self,
+        key: &[u8],
+        value_len: impl FnOnce(usize) -> usize,
+    ) -> Res<Option<(Meta, Vec<u8>)>> {
+        let Some((meta, len)) = self.lookup_as(key, true)? else { return Ok(None) };
+        if meta.kind != Kind::String {
+            return Err(CmdError::wrongtype());
+        }
+        let len = usize::try_from(len).map_err(|_| CmdError::corrupt(key))?;
+        let want = encoding::STRING_AT + value_len(len.saturating_sub(encoding::STRING_AT));
+        let mut record = Vec::new();
+        record.try_reserve_exact(len.max(want)).map_err(|_| CmdError::err("out of memory reading a string"))?;
+        let mk = meta_key(self.db(), self.st.gen(self.db()), key);
+        match self.st.store.get_range_into(&mk, 0, usize::MAX, &mut record)? {
+            Some(_) if record.len() >= encoding::STRING_AT => Ok(Some((meta, record))),
+            _ => Err(CmdError::corrupt(key)),
+        }
+    }
+
     /// The metadata of `key` (see `lookup` and `lookup_head`) and the
     /// length of its record.
     fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {

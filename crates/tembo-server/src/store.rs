@@ -127,15 +127,26 @@ impl Store {
     /// record's header without the string it holds, or a big string
     /// without the header.
     pub fn get_range(&self, key: &[u8], offset: u64, limit: usize) -> Result<Option<(Vec<u8>, u64)>, DbError> {
+        let mut part = Vec::new();
+        Ok(self.get_range_into(key, offset, limit, &mut part)?.map(|len| (part, len)))
+    }
+
+    /// [`Store::get_range`] appending to `buf` (whose spare capacity a
+    /// caller may have sized for what it will add): the value's length.
+    pub fn get_range_into(
+        &self,
+        key: &[u8],
+        offset: u64,
+        limit: usize,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<u64>, DbError> {
         match self.overlay.get(key) {
             Some(v) => Ok(v.as_ref().map(|v| {
                 let from = (offset.min(v.len() as u64)) as usize;
-                (v[from..from + (v.len() - from).min(limit)].to_vec(), v.len() as u64)
+                buf.extend_from_slice(&v[from..from + (v.len() - from).min(limit)]);
+                v.len() as u64
             })),
-            None => {
-                let mut part = Vec::new();
-                Ok(self.db.get_range_into(key, offset, limit, &mut part)?.map(|len| (part, len)))
-            }
+            None => Ok(self.db.get_range_into(key, offset, limit, buf)?),
         }
     }
 

@@ -8,9 +8,9 @@
 //! atomic with the rest of the commit group, as every other write.
 
 use super::args::{int, is};
-use super::strings::put_string;
+use super::strings::{editable, put_string, put_string_record};
 use super::{CmdError, CmdResult, Spec};
-use crate::encoding::{Kind, Meta};
+use crate::encoding::{Kind, Meta, STRING_AT};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
 use crate::resp::Reply;
@@ -113,28 +113,33 @@ fn setbit(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         b"1" => true,
         _ => return Err(CmdError::err("bit is not an integer or out of range")),
     };
-    let old = string(cx, &a[1])?;
-    let mut v = old.as_ref().map_or_else(Vec::new, |m| m.value.clone());
     let byte = (offset >> 3) as usize;
-    if v.len() <= byte {
-        v.resize(byte + 1, 0);
+    let (old, mut record) = editable(cx, &a[1], |len| len.max(byte + 1))?;
+    if record.len() <= STRING_AT + byte {
+        record.resize(STRING_AT + byte + 1, 0);
     }
     let mask = 1u8 << (7 - (offset & 7));
-    let was = (v[byte] & mask != 0) as i64;
+    let at = &mut record[STRING_AT + byte];
+    let was = (*at & mask != 0) as i64;
     if on {
-        v[byte] |= mask;
+        *at |= mask;
     } else {
-        v[byte] &= !mask;
+        *at &= !mask;
     }
     let exp = old.as_ref().map_or(0, |m| m.expire_at);
-    put_string(cx, &a[1], old.as_ref(), v, exp)?;
+    put_string_record(cx, &a[1], old.as_ref(), record, exp)?;
     Ok(Reply::Int(was))
 }
 
+/// Reads only the byte that holds the bit.
 fn getbit(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let offset = bit_offset(cx, &a[2], None)?;
-    let v = string(cx, &a[1])?.map_or_else(Vec::new, |m| m.value);
-    Ok(Reply::Int(bit_at(&v, offset) as i64))
+    let byte = offset >> 3;
+    let v = match cx.string_len(&a[1])? {
+        Some(len) if byte < len => cx.string_part(&a[1], byte, 1)?,
+        _ => Vec::new(),
+    };
+    Ok(Reply::Int(bit_at(&v, offset & 7) as i64))
 }
 
 /// Whether a range's unit argument asks for bits (BIT) or bytes (BYTE).
@@ -439,23 +444,21 @@ fn add_signed(value: i64, incr: i64, bits: u32, ow: Overflow) -> Result<i64, Opt
 
 fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
     let writes = fields.iter().any(|f| f.op != Op::Get);
-    let old = string(cx, key)?;
-    let mut v = old.as_ref().map_or_else(Vec::new, |m| m.value.clone());
-    if writes {
-        let top = fields.iter().filter(|f| f.op != Op::Get).map(|f| f.offset + f.bits as u64 - 1).max();
-        let need = top.map_or(0, |t| (t >> 3) as usize + 1);
-        if v.len() < need {
-            v.resize(need, 0);
-        }
+    let top = fields.iter().filter(|f| f.op != Op::Get).map(|f| f.offset + f.bits as u64 - 1).max();
+    let need = top.map_or(0, |t| (t >> 3) as usize + 1);
+    let (old, mut record) = editable(cx, key, |len| len.max(need))?;
+    if record.len() < STRING_AT + need {
+        record.resize(STRING_AT + need, 0);
     }
+    let v = &mut record[STRING_AT..];
     let mut out = Vec::with_capacity(fields.len());
     for f in fields {
         let (off, bits) = (f.offset, f.bits);
         let reply = match (f.op, f.signed) {
-            (Op::Get, true) => Reply::Int(get_signed(&v, off, bits)),
-            (Op::Get, false) => Reply::Int(get_unsigned(&v, off, bits) as i64),
+            (Op::Get, true) => Reply::Int(get_signed(v, off, bits)),
+            (Op::Get, false) => Reply::Int(get_unsigned(v, off, bits) as i64),
             (op, true) => {
-                let old = get_signed(&v, off, bits);
+                let old = get_signed(v, off, bits);
                 let (target, ret_new) = match op {
                     Op::Set(n) => (add_signed(n, 0, bits, f.overflow), false),
                     Op::IncrBy(n) => (add_signed(old, n, bits, f.overflow), true),
@@ -463,14 +466,14 @@ fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
                 };
                 match target.or_else(|limited| limited.ok_or(())) {
                     Ok(new) => {
-                        set_bits(&mut v, off, bits, new as u64);
+                        set_bits(v, off, bits, new as u64);
                         Reply::Int(if ret_new { new } else { old })
                     }
                     Err(()) => Reply::Nil,
                 }
             }
             (op, false) => {
-                let old = get_unsigned(&v, off, bits);
+                let old = get_unsigned(v, off, bits);
                 let (target, ret_new) = match op {
                     Op::Set(n) => (add_unsigned(n as u64, 0, bits, f.overflow), false),
                     Op::IncrBy(n) => (add_unsigned(old, n, bits, f.overflow), true),
@@ -478,7 +481,7 @@ fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
                 };
                 match target.or_else(|limited| limited.ok_or(())) {
                     Ok(new) => {
-                        set_bits(&mut v, off, bits, new);
+                        set_bits(v, off, bits, new);
                         Reply::Int(if ret_new { new as i64 } else { old as i64 })
                     }
                     Err(()) => Reply::Nil,
@@ -489,7 +492,7 @@ fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
     }
     if writes {
         let exp = old.as_ref().map_or(0, |m| m.expire_at);
-        put_string(cx, key, old.as_ref(), v, exp)?;
+        put_string_record(cx, key, old.as_ref(), record, exp)?;
     }
     Ok(Reply::Array(out))
 }

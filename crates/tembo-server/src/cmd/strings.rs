@@ -4,7 +4,7 @@
 use super::args::{int, is};
 use super::longdouble::{string2ld, Ld};
 use super::{CmdError, CmdResult, Spec};
-use crate::encoding::{Kind, Meta};
+use crate::encoding::{Kind, Meta, STRING_AT};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
 use crate::resp::Reply;
@@ -224,6 +224,30 @@ pub fn put_string_from(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, value: &[u8
     }
     let new = Meta { expire_at, ..Meta::string(Vec::new()) };
     cx.write_meta_record(key, old, &new, Meta::encode_string(expire_at, value))
+}
+
+/// The string at `key` as a record to change in place (see
+/// [`Ctx::string_record`]; `value_len` gives the length the command will
+/// make it), or an empty record for a missing key; with the old metadata.
+pub fn editable(cx: &mut Ctx, key: &[u8], value_len: impl Fn(usize) -> usize) -> Res<(Option<Meta>, Vec<u8>)> {
+    if let Some((meta, record)) = cx.string_record(key, &value_len)? {
+        return Ok((Some(meta), record));
+    }
+    let mut record = Vec::new();
+    record.try_reserve_exact(STRING_AT + value_len(0)).map_err(|_| CmdError::err("out of memory building a string"))?;
+    record.extend_from_slice(&Meta::string_header(0));
+    Ok((None, record))
+}
+
+/// [`put_string`] of a whole record from [`editable`], its header set for
+/// `expire_at`: stored without another copy.
+pub fn put_string_record(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, mut record: Vec<u8>, expire_at: u64) -> Res<()> {
+    if record.len().saturating_sub(STRING_AT) > cx.st.shared.max_bulk() {
+        return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
+    }
+    record[..STRING_AT].copy_from_slice(&Meta::string_header(expire_at));
+    let new = Meta { expire_at, ..Meta::string(Vec::new()) };
+    cx.write_meta_record(key, old, &new, record)
 }
 
 fn get(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -483,13 +507,15 @@ fn incrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Bulk(text.into_bytes()))
 }
 
+/// Copies the string once out of the pool and once back in, whatever its
+/// size (records are immutable: an append is O(length)).
 fn append(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let old = string(cx, &a[1])?;
-    let mut v = old.as_ref().map_or_else(Vec::new, |m| m.value.clone());
-    v.extend_from_slice(&a[2]);
-    let len = v.len();
+    let add = &a[2];
+    let (old, mut record) = editable(cx, &a[1], |len| len + add.len())?;
+    record.extend_from_slice(add);
+    let len = record.len() - STRING_AT;
     let exp = old.as_ref().map_or(0, |m| m.expire_at);
-    put_string(cx, &a[1], old.as_ref(), v, exp)?;
+    put_string_record(cx, &a[1], old.as_ref(), record, exp)?;
     Ok(Reply::Int(len as i64))
 }
 
@@ -532,21 +558,23 @@ fn setrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if offset < 0 {
         return Err(CmdError::err("offset is out of range"));
     }
-    let old = string(cx, &a[1])?;
-    let mut v = old.as_ref().map_or_else(Vec::new, |m| m.value.clone());
-    if a[3].is_empty() {
-        return Ok(Reply::Int(v.len() as i64));
-    }
-    let end = offset as usize + a[3].len();
-    if end > cx.st.shared.max_bulk() {
+    let part = &a[3];
+    let end = offset as usize + part.len();
+    if part.is_empty() || end > cx.st.shared.max_bulk() {
+        // The type is checked first, as Redis does (WRONGTYPE wins).
+        let len = cx.string_len(&a[1])?.unwrap_or(0);
+        if part.is_empty() {
+            return Ok(Reply::Int(len as i64));
+        }
         return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
     }
-    if v.len() < end {
-        v.resize(end, 0);
+    let (old, mut record) = editable(cx, &a[1], |len| len.max(end))?;
+    if record.len() < STRING_AT + end {
+        record.resize(STRING_AT + end, 0);
     }
-    v[offset as usize..end].copy_from_slice(&a[3]);
-    let len = v.len() as i64;
+    record[STRING_AT + offset as usize..STRING_AT + end].copy_from_slice(part);
+    let len = (record.len() - STRING_AT) as i64;
     let exp = old.as_ref().map_or(0, |m| m.expire_at);
-    put_string(cx, &a[1], old.as_ref(), v, exp)?;
+    put_string_record(cx, &a[1], old.as_ref(), record, exp)?;
     Ok(Reply::Int(len))
 }
