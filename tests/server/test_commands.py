@@ -2059,6 +2059,110 @@ def test_edits_of_big_strings_match_a_model(rb):
     assert r.get(b"e") == bytes(model)
 
 
+def test_strings_stored_in_chunks(rb):
+    """A string over 256 KiB that an edit changes moves into 64 KiB chunks
+    (SET and other whole writes keep a string in one record): every
+    command that reads, moves, copies, expires or replaces a string sees
+    the same bytes either way, a SETRANGE far past its end leaves zeros
+    between, and deleting or replacing it gives the chunks to the
+    reclaimer."""
+    r = rb
+    rnd = random.Random(8)
+    val = rnd.randbytes(1_000_003)
+
+    def reads_match(key, v):
+        assert r.get(key) == v and r.strlen(key) == len(v)
+        for start, end in [(0, 0), (65_535, 65_537), (131_000, 400_000), (-5, -1), (999_990, 2_000_000), (3, 2)]:
+            want = v[start : (end + 1) if end != -1 else None] if start <= end or start < 0 else b""
+            assert r.getrange(key, start, end) == want, (start, end)
+        for off in (0, 8 * 65_536 - 1, 8 * 65_536, 8 * len(v) - 1, 8 * len(v) + 100):
+            byte = off >> 3
+            want = (v[byte] >> (7 - (off & 7))) & 1 if byte < len(v) else 0
+            assert r.getbit(key, off) == want
+        assert r.bitcount(key) == sum(bin(b).count("1") for b in v)
+
+    assert r.set(b"c", val) is True
+    reads_match(b"c", val)
+    # An edit that changes nothing moves it into chunks.
+    assert r.setrange(b"c", 70_000, val[70_000:70_010]) == len(val)
+    reads_match(b"c", val)
+    # Far past the end: zeros between, the string's old tail intact.
+    assert r.setrange(b"c", 3_000_000, b"END") == 3_000_003
+    model = val + bytes(3_000_000 - len(val)) + b"END"
+    assert r.get(b"c") == model
+    assert r.getrange(b"c", len(val) - 2, len(val) + 2) == val[-2:] + bytes(3)
+    # Moves, copies, dumps, expiry.
+    assert r.rename(b"c", b"c2") is True and r.exists(b"c") == 0
+    assert r.copy(b"c2", b"c3") is True
+    assert r.get(b"c2") == model and r.get(b"c3") == model
+    assert r.move(b"c3", 2) is True
+    r2 = make_client(r.proto, decode=False, db=2)
+    try:
+        assert r2.get(b"c3") == model
+        assert r2.delete(b"c3") == 1
+    finally:
+        r2.close()
+    dump = r.dump(b"c2")
+    assert r.restore(b"c4", 0, dump) == b"OK"
+    assert r.get(b"c4") == model
+    assert r.expire(b"c4", 100) is True and r.get(b"c4") == model and 0 < r.ttl(b"c4") <= 100
+    assert r.persist(b"c4") is True and r.ttl(b"c4") == -1
+    assert r.getex(b"c4", ex=50) == model
+    assert r.getdel(b"c4") == model and r.exists(b"c4") == 0
+    # Replaced by a short string, by a collection, and back.
+    assert r.set(b"c2", b"short") is True and r.get(b"c2") == b"short"
+    assert r.set(b"c2", val, get=True) == b"short" and r.get(b"c2") == val
+    r.delete(b"c2")
+    r.rpush(b"c2", b"x")
+    assert r.set(b"c2", val) is True and r.get(b"c2") == val
+    # An APPEND that crosses into chunks, and edits on both sides of a chunk edge.
+    small = rnd.randbytes(200_000)
+    assert r.set(b"g", small) is True
+    add = rnd.randbytes(100_000)
+    assert r.append(b"g", add) == 300_000
+    grown = bytearray(small + add)
+    assert r.setrange(b"g", 65_530, b"0123456789abcdef") == len(grown)
+    grown[65_530:65_546] = b"0123456789abcdef"
+    assert r.setbit(b"g", 8 * 131_072, 1) == (grown[131_072] >> 7) & 1
+    grown[131_072] |= 0x80
+    assert r.get(b"g") == bytes(grown)
+    assert r.mget([b"g", b"c2", b"none"]) == [bytes(grown), val, None]
+    # Expiry changes of a chunked string rewrite only its head.
+    assert r.expire(b"g", 100) is True and 0 < r.ttl(b"g") <= 100
+    assert r.expire(b"g", 50, gt=True) is False
+    assert r.persist(b"g") is True and r.ttl(b"g") == -1
+    assert r.getex(b"g", px=80_000) == bytes(grown) and 0 < r.pttl(b"g") <= 80_000
+    assert r.getex(b"g", persist=True) == bytes(grown) and r.ttl(b"g") == -1
+    assert r.get(b"g") == bytes(grown) and r.strlen(b"g") == len(grown)
+    # Inside MULTI with a WATCH that an edit of a chunk trips.
+    w = make_client(r.proto, decode=False)
+    try:
+        p = w.pipeline(transaction=True)
+        p.watch(b"g")
+        r.setrange(b"g", 200_000, b"!")
+        p.multi()
+        p.set(b"g", b"lost")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    finally:
+        w.close()
+    grown[200_000:200_001] = b"!"
+    assert r.get(b"g") == bytes(grown)
+    # Fields read past the end see zeros and do not grow the string.
+    assert r.bitfield_ro(b"g", "u8", 8 * 5_000_000) == [0]
+    assert r.bitfield(b"g").get("u8", 8 * 5_000_000).set("u8", 8, 7).execute() == [0, grown[1]]
+    grown[1] = 7
+    assert r.strlen(b"g") == len(grown) and r.get(b"g") == bytes(grown)
+    r.config_set("proto-max-bulk-len", 1 << 20)
+    try:
+        with pytest.raises(redis.ResponseError, match="maximum allowed size"):
+            r.append(b"g", b"x" * ((1 << 20) - len(grown) + 1))
+    finally:
+        r.config_set("proto-max-bulk-len", 512 << 20)
+    assert r.get(b"g") == bytes(grown)
+    assert r.delete(b"g", b"c2") == 2 and r.exists(b"g", b"c2") == 0
+
+
 def test_binary_safe(rb):
     r = rb
     key = b"k\x00\r\n\xff\xfe key"

@@ -7,7 +7,7 @@ use std::ops::Bound;
 use tembo_store::DbError;
 
 use crate::encoding::{
-    be64, meta_key, meta_prefix, meta_user_key, split_sub, sub_prefix, Kind, Meta, EXPIRES, GARBAGE, SUB, ZIDX,
+    be64, meta_key, meta_prefix, meta_user_key, split_sub, sub_prefix, Meta, EXPIRES, GARBAGE, SUB, ZIDX,
 };
 use crate::exec::State;
 
@@ -45,7 +45,7 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<(u64, bool
         let Some(m) = Meta::decode(&raw) else { continue };
         if m.expire_at == at {
             st.store.delete(mk);
-            if m.kind != Kind::String {
+            if m.version != 0 {
                 // Cannot fail: the record is no longer than the collection's element keys.
                 let _ = st.store.put(sub_prefix(GARBAGE, db, key, m.version), Vec::new());
             }
@@ -96,7 +96,7 @@ pub fn drop_metas(
     let mut n = 0;
     for (k, v) in doomed.into_iter().take(limit) {
         if let (Some(m), Some(user_key)) = (Meta::decode(&v), meta_user_key(&k)) {
-            if m.kind != Kind::String {
+            if m.version != 0 {
                 // Cannot fail: the record is no longer than the collection's element keys.
                 let _ = st.store.put(sub_prefix(GARBAGE, db, user_key, m.version), Vec::new());
             }

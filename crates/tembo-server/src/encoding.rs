@@ -6,6 +6,7 @@
 //! ```text
 //! M db gen hash(key) key                    -> Meta (type, expiry, version, size; a string's bytes)
 //! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
+//!                                              | 64 KiB of a chunked string (field = chunk index; see `chunked`)
 //! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
 //! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
@@ -128,6 +129,10 @@ pub const LAYOUT: u32 = 2;
 /// and expiry).
 pub const STRING_AT: usize = 9;
 
+/// The kind byte of a string stored in chunks (see `chunked_string`): its
+/// record holds the expiry, the chunks' version and the string's length.
+const STRING_CHUNKED: u8 = 7;
+
 /// The most bytes a metadata record adds to the value it holds (a string's
 /// bytes, a stream's state): kind, expiry, version, size and list head.
 pub const META_HEADER_MAX: usize = 64;
@@ -190,7 +195,25 @@ impl Meta {
         Meta { kind, expire_at: 0, version, size: 0, head: LIST_MID, value: Vec::new() }
     }
 
-    /// The record's bytes.
+    /// Whether this is a string stored in chunks: a string with a version
+    /// (its chunks' scope; `size` is its length, `value` holds its bytes
+    /// only once read).
+    pub fn is_chunked(&self) -> bool {
+        self.kind == Kind::String && self.version != 0
+    }
+
+    /// The record of a string stored in chunks under `version`, `len` bytes long.
+    pub fn encode_chunked(expire_at: u64, version: u64, len: u64) -> Vec<u8> {
+        let mut out = Vec::with_capacity(25);
+        out.push(STRING_CHUNKED);
+        out.extend_from_slice(&expire_at.to_be_bytes());
+        out.extend_from_slice(&version.to_be_bytes());
+        out.extend_from_slice(&len.to_be_bytes());
+        out
+    }
+
+    /// The record's bytes (a string's: with its bytes, never its chunks;
+    /// `Ctx::write_meta` is what stores a big one in chunks).
     pub fn encode(&self) -> Vec<u8> {
         if self.kind == Kind::String {
             return Meta::encode_string(self.expire_at, &self.value);
@@ -212,7 +235,7 @@ impl Meta {
     /// Reads a record; `None` if it is not one this layout writes.
     pub fn decode(b: &[u8]) -> Option<Meta> {
         let mut m = Meta::decode_head(b)?;
-        if let Some(at) = Meta::value_at(m.kind) {
+        if let Some(at) = m.value_at() {
             m.value = b.get(at..)?.to_vec();
         }
         Some(m)
@@ -222,7 +245,7 @@ impl Meta {
     /// allocation for a string's value (a big string is not copied again).
     pub fn decode_owned(mut b: Vec<u8>) -> Option<Meta> {
         let mut m = Meta::decode_head(&b)?;
-        if let Some(at) = Meta::value_at(m.kind) {
+        if let Some(at) = m.value_at() {
             b.drain(..at.min(b.len()));
             m.value = b;
         }
@@ -232,6 +255,13 @@ impl Meta {
     /// The record's header alone (its first [`META_HEADER_MAX`] bytes are
     /// enough): the value of a string or stream is left empty.
     pub fn decode_head(b: &[u8]) -> Option<Meta> {
+        if *b.first()? == STRING_CHUNKED {
+            let (expire_at, version, size) = (be64(b.get(1..9)?), be64(b.get(9..17)?), be64(b.get(17..25)?));
+            if version == 0 {
+                return None;
+            }
+            return Some(Meta { kind: Kind::String, expire_at, version, size, head: 0, value: Vec::new() });
+        }
         let kind = Kind::from_byte(*b.first()?)?;
         let expire_at = be64(b.get(1..9)?);
         let mut m = Meta { kind, expire_at, version: 0, size: 0, head: 0, value: Vec::new() };
@@ -245,10 +275,12 @@ impl Meta {
         Some(m)
     }
 
-    /// Where the value (a string's bytes, a stream's state) starts in a
-    /// record of `kind`; the other collections hold none.
-    pub fn value_at(kind: Kind) -> Option<usize> {
-        match kind {
+    /// Where the value (a string's bytes, a stream's state) starts in this
+    /// record; the other collections, and strings stored in chunks, hold
+    /// none.
+    pub fn value_at(&self) -> Option<usize> {
+        match self.kind {
+            Kind::String if self.is_chunked() => None,
             Kind::String => Some(STRING_AT),
             Kind::Stream => Some(25),
             _ => None,
@@ -442,6 +474,13 @@ mod tests {
                 _ => Meta { expire_at: exp, size, head: 0, ..Meta::collection(kind, ver) },
             };
             prop_assert_eq!(Meta::decode(&m.encode()), Some(m));
+        }
+
+        #[test]
+        fn chunked_string_heads_round_trip(exp in any::<u64>(), ver in 1u64.., len in any::<u64>()) {
+            let m = Meta::decode(&Meta::encode_chunked(exp, ver, len)).unwrap();
+            prop_assert!(m.is_chunked());
+            prop_assert_eq!(m, Meta { kind: Kind::String, expire_at: exp, version: ver, size: len, head: 0, value: Vec::new() });
         }
 
         #[test]

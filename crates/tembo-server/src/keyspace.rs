@@ -44,6 +44,7 @@ impl Ctx<'_> {
     pub fn string_len(&mut self, key: &[u8]) -> Res<Option<u64>> {
         match self.lookup_as(key, true)? {
             Some((m, _)) if m.kind != Kind::String => Err(CmdError::wrongtype()),
+            Some((m, _)) if m.is_chunked() => Ok(Some(m.size)),
             Some((_, record)) => Ok(Some(record.saturating_sub(encoding::STRING_AT as u64))),
             None => Ok(None),
         }
@@ -53,37 +54,36 @@ impl Ctx<'_> {
     /// copying only them; for a key [`string_len`](Self::string_len) has
     /// just found to be a string.
     pub fn string_part(&mut self, key: &[u8], from: u64, n: usize) -> Res<Vec<u8>> {
-        let mk = meta_key(self.db(), self.st.gen(self.db()), key);
+        let mk = self.meta_key_of(key);
+        let head = self.st.store.get_range(&mk, 0, encoding::META_HEADER_MAX)?;
+        if let Some(m) = head.and_then(|(h, _)| Meta::decode_head(&h)).filter(Meta::is_chunked) {
+            return self.chunked_part(key, &m, from, n);
+        }
         let part = self.st.store.get_range(&mk, encoding::STRING_AT as u64 + from, n)?;
         Ok(part.map(|(v, _)| v).unwrap_or_default())
     }
 
-    /// The string at `key` as its whole metadata record (its bytes from
-    /// [`encoding::STRING_AT`]), for a command that changes it in place
-    /// (APPEND, SETRANGE, SETBIT, BITFIELD) and hands it back to
-    /// [`write_meta_record`](Self::write_meta_record): a big string is
-    /// then copied only out of the pool and back in. `value_len` gives,
-    /// from the string's length, the length the command will make it, so
-    /// that growing it does not copy it again. `None`: no such key; a key
-    /// of another type is a WRONGTYPE error.
-    pub fn string_record(
-        &mut self,
-        key: &[u8],
-        value_len: impl FnOnce(usize) -> usize,
-    ) -> Res<Option<(Meta, Vec<u8>)>> {
-        let Some((meta, len)) = self.lookup_as(key, true)? else { return Ok(None) };
-        if meta.kind != Kind::String {
-            return Err(CmdError::wrongtype());
+    /// [`lookup_head`](Self::lookup_head) with the length of the key's
+    /// metadata record (for a string kept in it: `STRING_AT` + its length).
+    pub(crate) fn lookup_record(&mut self, key: &[u8]) -> Res<Option<(Meta, u64)>> {
+        self.lookup_as(key, true)
+    }
+
+    /// The metadata of `key` for a command that writes it back changed
+    /// only in its expiry (EXPIRE, PERSIST): a chunked string's head alone
+    /// (its bytes unread, so [`write_meta`](Self::write_meta) keeps its
+    /// chunks), any other key whole.
+    pub fn lookup_to_rewrite(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        match self.lookup_as(key, true)? {
+            Some((m, _)) if m.is_chunked() => Ok(Some(m)),
+            Some(_) => self.lookup(key),
+            None => Ok(None),
         }
-        let len = usize::try_from(len).map_err(|_| CmdError::corrupt(key))?;
-        let want = encoding::STRING_AT + value_len(len.saturating_sub(encoding::STRING_AT));
-        let mut record = Vec::new();
-        record.try_reserve_exact(len.max(want)).map_err(|_| CmdError::err("out of memory reading a string"))?;
-        let mk = meta_key(self.db(), self.st.gen(self.db()), key);
-        match self.st.store.get_range_into(&mk, 0, usize::MAX, &mut record)? {
-            Some(_) if record.len() >= encoding::STRING_AT => Ok(Some((meta, record))),
-            _ => Err(CmdError::corrupt(key)),
-        }
+    }
+
+    /// The engine key of `key`'s metadata record in the selected database.
+    pub(crate) fn meta_key_of(&self, key: &[u8]) -> Vec<u8> {
+        meta_key(self.db(), self.st.gen(self.db()), key)
     }
 
     /// The metadata of `key` (see `lookup` and `lookup_head`) and the
@@ -99,7 +99,7 @@ impl Ctx<'_> {
             // start, rather than moving them past the header.
             match Meta::decode_head(&raw) {
                 Some(mut m) => {
-                    if let Some(at) = Meta::value_at(m.kind) {
+                    if let Some(at) = m.value_at() {
                         let value = self.st.store.get_range(&mk, at as u64, usize::MAX)?;
                         m.value = value.map(|(v, _)| v).unwrap_or_default();
                     }
@@ -129,6 +129,10 @@ impl Ctx<'_> {
         if crate::access::touches(self.client.last_cmd) {
             self.st.access.touch_hashed(self.db(), encoding::meta_key_hash(&mk), self.now);
         }
+        let mut meta = meta;
+        if meta.is_chunked() && !head_only {
+            meta.value = self.chunked_part(key, &meta, 0, usize::try_from(meta.size).unwrap_or(usize::MAX))?;
+        }
         Ok(Some((meta, len)))
     }
 
@@ -148,7 +152,18 @@ impl Ctx<'_> {
     }
 
     /// Stores `new` as the metadata of `key`, which had `old`.
+    /// A string's `value` is stored whole in the record
+    /// ([`write_string`](Self::write_string)), except for the head of a
+    /// chunked string whose bytes were not read (from
+    /// [`lookup_to_rewrite`](Self::lookup_to_rewrite)): that one is
+    /// stored as a head, its chunks kept.
     pub fn write_meta(&mut self, key: &[u8], old: Option<&Meta>, new: &Meta) -> Res<()> {
+        if new.kind == Kind::String {
+            if new.is_chunked() && new.value.len() as u64 != new.size {
+                return self.write_chunked_head(key, old, new.expire_at, new.version, new.size);
+            }
+            return self.write_string(key, old, new.expire_at, &new.value);
+        }
         self.write_meta_record(key, old, new, new.encode())
     }
 
@@ -171,7 +186,9 @@ impl Ctx<'_> {
         if old.is_none() {
             self.st.pending_counts[db as usize].0 += 1;
         }
-        if let Some(o) = old.filter(|o| o.kind != Kind::String && o.version != new.version) {
+        // A collection, or a string stored in chunks, whose elements this
+        // record no longer names: the reclaimer deletes them.
+        if let Some(o) = old.filter(|o| o.version != 0 && o.version != new.version) {
             self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
         let mk = meta_key(db, self.st.gen(db), key);
@@ -201,7 +218,7 @@ impl Ctx<'_> {
             self.st.pending_counts[db as usize].1 -= 1;
         }
         self.st.pending_counts[db as usize].0 -= 1;
-        if old.kind != Kind::String {
+        if old.version != 0 {
             // Cannot fail: the record is no longer than the collection's element keys.
             let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
         }

@@ -14,6 +14,7 @@
 //! - `cmd`: the command table and one module per family.
 //! - `store`: committed state plus the group's pending writes.
 //! - `encoding`, `keyspace`: Redis types as ordered keys.
+//! - `chunked`: strings edited in place, and big ones kept in chunks.
 //! - `resp`: protocol parser and reply encoder.
 //! - `acl`: users, their passwords and permissions, checked before each command.
 //!
@@ -34,6 +35,10 @@
 //!   only that (`keyspace::lookup_head`, `string_len`, `string_part`), and
 //!   a reply's bulk values of 16 KiB or more go to the socket without a
 //!   copy into the reply buffer (`resp::Reply::encode_spliced`).
+//! - An edit of a string (APPEND, SETRANGE, SETBIT, BITFIELD) reads and
+//!   writes it once; once a string over 256 KiB is edited it is kept in
+//!   64 KiB chunks, and each later edit rewrites only the chunks it
+//!   touches (`chunked`).
 //!
 //! ## What it does not do (yet)
 //! DUMP/RESTORE of streams, modules, replication, cluster.
@@ -45,6 +50,7 @@ mod acl;
 mod background;
 mod bgsave;
 mod blocking;
+mod chunked;
 mod client;
 mod clock;
 mod cmd;

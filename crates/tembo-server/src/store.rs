@@ -131,8 +131,9 @@ impl Store {
         Ok(self.get_range_into(key, offset, limit, &mut part)?.map(|len| (part, len)))
     }
 
-    /// [`Store::get_range`] appending to `buf` (whose spare capacity a
-    /// caller may have sized for what it will add): the value's length.
+    /// [`Store::get_range`] into `buf` (cleared first; its capacity kept,
+    /// which a caller may have sized for what it will add): the value's
+    /// length.
     pub fn get_range_into(
         &self,
         key: &[u8],
@@ -140,6 +141,7 @@ impl Store {
         limit: usize,
         buf: &mut Vec<u8>,
     ) -> Result<Option<u64>, DbError> {
+        buf.clear();
         match self.overlay.get(key) {
             Some(v) => Ok(v.as_ref().map(|v| {
                 let from = (offset.min(v.len() as u64)) as usize;

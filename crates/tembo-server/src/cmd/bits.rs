@@ -8,9 +8,9 @@
 //! atomic with the rest of the commit group, as every other write.
 
 use super::args::{int, is};
-use super::strings::{editable, put_string, put_string_record};
+use super::strings::put_string;
 use super::{CmdError, CmdResult, Spec};
-use crate::encoding::{Kind, Meta, STRING_AT};
+use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
 use crate::resp::Reply;
@@ -113,21 +113,19 @@ fn setbit(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         b"1" => true,
         _ => return Err(CmdError::err("bit is not an integer or out of range")),
     };
-    let byte = (offset >> 3) as usize;
-    let (old, mut record) = editable(cx, &a[1], |len| len.max(byte + 1))?;
-    if record.len() <= STRING_AT + byte {
-        record.resize(STRING_AT + byte + 1, 0);
-    }
+    let byte = offset >> 3;
+    let mut e = cx.edit_string(&a[1], |_| (byte, byte + 1))?;
     let mask = 1u8 << (7 - (offset & 7));
-    let at = &mut record[STRING_AT + byte];
-    let was = (*at & mask != 0) as i64;
+    let at = (byte - e.lo()) as usize;
+    let bit = &mut e.bytes()[at];
+    let was = (*bit & mask != 0) as i64;
     if on {
-        *at |= mask;
+        *bit |= mask;
     } else {
-        *at &= !mask;
+        *bit &= !mask;
     }
-    let exp = old.as_ref().map_or(0, |m| m.expire_at);
-    put_string_record(cx, &a[1], old.as_ref(), record, exp)?;
+    let len = e.len.max(byte + 1);
+    cx.finish_string_edit(&a[1], e, len)?;
     Ok(Reply::Int(was))
 }
 
@@ -445,15 +443,17 @@ fn add_signed(value: i64, incr: i64, bits: u32, ow: Overflow) -> Result<i64, Opt
 fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
     let writes = fields.iter().any(|f| f.op != Op::Get);
     let top = fields.iter().filter(|f| f.op != Op::Get).map(|f| f.offset + f.bits as u64 - 1).max();
-    let need = top.map_or(0, |t| (t >> 3) as usize + 1);
-    let (old, mut record) = editable(cx, key, |len| len.max(need))?;
-    if record.len() < STRING_AT + need {
-        record.resize(STRING_AT + need, 0);
-    }
-    let v = &mut record[STRING_AT..];
+    let need = top.map_or(0, |t| (t >> 3) + 1);
+    // The bytes the fields read or write: a read past the string's end
+    // sees zeros without them being there.
+    let lo = fields.iter().map(|f| f.offset >> 3).min().unwrap_or(0);
+    let hi = fields.iter().map(|f| ((f.offset + f.bits as u64 - 1) >> 3) + 1).max().unwrap_or(0);
+    let mut e = cx.edit_string(key, |len| (lo, need.max(hi.min(len))))?;
+    let base = e.lo() * 8;
+    let v = e.bytes();
     let mut out = Vec::with_capacity(fields.len());
     for f in fields {
-        let (off, bits) = (f.offset, f.bits);
+        let (off, bits) = (f.offset - base, f.bits);
         let reply = match (f.op, f.signed) {
             (Op::Get, true) => Reply::Int(get_signed(v, off, bits)),
             (Op::Get, false) => Reply::Int(get_unsigned(v, off, bits) as i64),
@@ -491,8 +491,8 @@ fn run_fields(cx: &mut Ctx, key: &[u8], fields: &[Field]) -> CmdResult {
         out.push(reply);
     }
     if writes {
-        let exp = old.as_ref().map_or(0, |m| m.expire_at);
-        put_string_record(cx, key, old.as_ref(), record, exp)?;
+        let len = e.len.max(need);
+        cx.finish_string_edit(key, e, len)?;
     }
     Ok(Reply::Array(out))
 }

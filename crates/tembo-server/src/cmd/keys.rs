@@ -381,7 +381,7 @@ fn set_expiry(cx: &mut Ctx, a: &[Vec<u8>], unit: i64, relative: bool) -> CmdResu
     let at = abs_time(cx, &a[2], unit, relative)?;
     let cmd = String::from_utf8_lossy(&a[0]).to_ascii_lowercase();
     let at = at.ok_or_else(|| CmdError::err(format!("invalid expire time in '{cmd}' command")))?;
-    let Some(old) = cx.lookup(&a[1])? else { return Ok(Reply::Int(0)) };
+    let Some(old) = cx.lookup_to_rewrite(&a[1])? else { return Ok(Reply::Int(0)) };
     let cur = old.expire_at;
     let allowed = if nx {
         cur == 0
@@ -448,7 +448,7 @@ fn pttl(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn persist(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    match cx.lookup(&a[1])? {
+    match cx.lookup_to_rewrite(&a[1])? {
         Some(m) if m.expire_at != 0 => {
             let new = Meta { expire_at: 0, ..m.clone() };
             cx.write_meta(&a[1], Some(&m), &new)?;

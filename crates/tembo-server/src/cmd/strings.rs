@@ -4,7 +4,7 @@
 use super::args::{int, is};
 use super::longdouble::{string2ld, Ld};
 use super::{CmdError, CmdResult, Spec};
-use crate::encoding::{Kind, Meta, STRING_AT};
+use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
 use crate::resp::Reply;
@@ -222,32 +222,7 @@ pub fn put_string_from(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, value: &[u8
     if value.len() > max {
         return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
     }
-    let new = Meta { expire_at, ..Meta::string(Vec::new()) };
-    cx.write_meta_record(key, old, &new, Meta::encode_string(expire_at, value))
-}
-
-/// The string at `key` as a record to change in place (see
-/// [`Ctx::string_record`]; `value_len` gives the length the command will
-/// make it), or an empty record for a missing key; with the old metadata.
-pub fn editable(cx: &mut Ctx, key: &[u8], value_len: impl Fn(usize) -> usize) -> Res<(Option<Meta>, Vec<u8>)> {
-    if let Some((meta, record)) = cx.string_record(key, &value_len)? {
-        return Ok((Some(meta), record));
-    }
-    let mut record = Vec::new();
-    record.try_reserve_exact(STRING_AT + value_len(0)).map_err(|_| CmdError::err("out of memory building a string"))?;
-    record.extend_from_slice(&Meta::string_header(0));
-    Ok((None, record))
-}
-
-/// [`put_string`] of a whole record from [`editable`], its header set for
-/// `expire_at`: stored without another copy.
-pub fn put_string_record(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, mut record: Vec<u8>, expire_at: u64) -> Res<()> {
-    if record.len().saturating_sub(STRING_AT) > cx.st.shared.max_bulk() {
-        return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
-    }
-    record[..STRING_AT].copy_from_slice(&Meta::string_header(expire_at));
-    let new = Meta { expire_at, ..Meta::string(Vec::new()) };
-    cx.write_meta_record(key, old, &new, record)
+    cx.write_string(key, old, expire_at, value)
 }
 
 fn get(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -404,8 +379,12 @@ fn getex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     // Redis's order: options, then the key (missing: nil, whatever the
     // expiry), its type, and only then the expiry's number.
     let o = parse_ext_opts(a, false)?;
-    let Some(old) = string(cx, &a[1])? else { return Ok(Reply::Nil) };
+    let Some(mut old) = string(cx, &a[1])? else { return Ok(Reply::Nil) };
     let value = old.value.clone();
+    if old.is_chunked() {
+        // Its head alone: only the metadata record is rewritten.
+        old.value = Vec::new();
+    }
     if let Some((unit, n)) = o.expire {
         let at = expiry_ms(cx, unit, n, "getex")?;
         if at <= cx.now {
@@ -507,16 +486,19 @@ fn incrbyfloat(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Bulk(text.into_bytes()))
 }
 
-/// Copies the string once out of the pool and once back in, whatever its
-/// size (records are immutable: an append is O(length)).
+/// Rewrites only the string's last chunk when it is stored in chunks
+/// (`chunked`); a shorter string is copied once out and once back in.
 fn append(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let add = &a[2];
-    let (old, mut record) = editable(cx, &a[1], |len| len + add.len())?;
-    record.extend_from_slice(add);
-    let len = record.len() - STRING_AT;
-    let exp = old.as_ref().map_or(0, |m| m.expire_at);
-    put_string_record(cx, &a[1], old.as_ref(), record, exp)?;
-    Ok(Reply::Int(len as i64))
+    // Refused before the string is read (WRONGTYPE still first).
+    if cx.string_len(&a[1])?.unwrap_or(0) + add.len() as u64 > cx.st.shared.max_bulk() as u64 {
+        return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
+    }
+    let mut e = cx.edit_string(&a[1], |len| (len, len + add.len() as u64))?;
+    let at = (e.len - e.lo()) as usize;
+    let end = e.len + add.len() as u64;
+    e.bytes()[at..at + add.len()].copy_from_slice(add);
+    Ok(Reply::Int(cx.finish_string_edit(&a[1], e, end)? as i64))
 }
 
 fn strlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -568,13 +550,10 @@ fn setrange(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         return Err(CmdError::err("string exceeds maximum allowed size (proto-max-bulk-len)"));
     }
-    let (old, mut record) = editable(cx, &a[1], |len| len.max(end))?;
-    if record.len() < STRING_AT + end {
-        record.resize(STRING_AT + end, 0);
-    }
-    record[STRING_AT + offset as usize..STRING_AT + end].copy_from_slice(part);
-    let len = (record.len() - STRING_AT) as i64;
-    let exp = old.as_ref().map_or(0, |m| m.expire_at);
-    put_string_record(cx, &a[1], old.as_ref(), record, exp)?;
-    Ok(Reply::Int(len))
+    let (offset, end) = (offset as u64, end as u64);
+    let mut e = cx.edit_string(&a[1], |_| (offset, end))?;
+    let at = (offset - e.lo()) as usize;
+    e.bytes()[at..at + part.len()].copy_from_slice(part);
+    let len = e.len.max(end);
+    Ok(Reply::Int(cx.finish_string_edit(&a[1], e, len)? as i64))
 }
