@@ -123,7 +123,10 @@ pub const FLUSH_GEN: u8 = b'F';
 
 /// The key-layout version this build writes, recorded under [`layout_key`].
 /// 2: metadata keys carry their database's flush generation.
-pub const LAYOUT: u32 = 2;
+/// 3: a string may be stored in chunks (metadata kind byte 7, `chunked`),
+/// which a layout-2 build would read as corrupt; a layout-2 pool opens and
+/// is recorded as 3, so that an older build then refuses it plainly.
+pub const LAYOUT: u32 = 3;
 
 /// Where a string's bytes start in its metadata record (after its kind
 /// and expiry).

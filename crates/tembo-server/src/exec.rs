@@ -314,6 +314,13 @@ impl State {
         let recorded = self.store.get(&encoding::layout_key())?;
         match recorded.as_deref().map(|b| <[u8; 4]>::try_from(b).map(u32::from_be_bytes)) {
             Some(Ok(encoding::LAYOUT)) => Ok(()),
+            // Layout 3 only adds chunked strings: nothing of 2 reads differently.
+            Some(Ok(2)) => {
+                self.store
+                    .put(encoding::layout_key(), encoding::LAYOUT.to_be_bytes().to_vec())
+                    .map_err(|e| OpenError::Layout(format!("recording the key layout: {e}")))?;
+                Ok(self.store.commit()?)
+            }
             Some(other) => Err(OpenError::Layout(format!(
                 "this pool holds server data in key layout {} but this tembo reads layout {}; \
                  serve it with the tembo that wrote it, or start with a new pool (--pool)",
@@ -324,8 +331,8 @@ impl State {
                 if self.store.scan_prefix(&[encoding::META], false).next().is_some() {
                     return Err(OpenError::Layout(
                         "this pool holds server data in key layout 1 (written before flush generations) \
-                         but this tembo reads layout 2; serve it with the tembo that wrote it, or start \
-                         with a new pool (--pool)"
+                         but this tembo reads layouts 2 and 3; serve it with the tembo that wrote it, or \
+                         start with a new pool (--pool)"
                             .into(),
                     ));
                 }

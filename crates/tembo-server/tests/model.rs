@@ -596,8 +596,21 @@ fn a_pool_in_an_older_key_layout_is_refused() {
     let mut s = Session::new(db.clone()).unwrap();
     s.call(&["SET", "k", "v"]);
     drop(s);
-    let mut s = Session::new(db).unwrap();
+    let mut s = Session::new(db.clone()).unwrap();
     assert_eq!(s.call(&["GET", "k"]), Reply::Bulk(b"v".to_vec()));
+    drop(s);
+    assert_eq!(db.get(b"Glayout").unwrap(), Some(3u32.to_be_bytes().to_vec()));
+
+    // Layout 2 (before chunked strings) opens as it is and is recorded as 3.
+    db.put(b"Glayout", &2u32.to_be_bytes()).unwrap();
+    let mut s = Session::new(db.clone()).unwrap();
+    assert_eq!(s.call(&["GET", "k"]), Reply::Bulk(b"v".to_vec()));
+    drop(s);
+    assert_eq!(db.get(b"Glayout").unwrap(), Some(3u32.to_be_bytes().to_vec()));
+    // A layout this build does not know is refused.
+    db.put(b"Glayout", &9u32.to_be_bytes()).unwrap();
+    let err = Session::new(db).unwrap_err().to_string();
+    assert!(err.contains("layout 9") && err.contains("--pool"), "{err}");
 }
 
 /// The 16-bit flush generation wraps around: the flush that would overflow
