@@ -488,13 +488,38 @@ fn decode_ordered(
 /// making it (no entry inserted later starts before it). Nothing points
 /// to it yet.
 pub fn create(pool: &Pool, level: u8, plen: usize, born: u64, entries: &[Entry]) -> Result<u64> {
+    check_shape(plen, entries)?;
+    let node = make(pool, level, plen, born, entries, pool.alloc(NODE_BYTES)?)?;
+    pool.fence();
+    Ok(node)
+}
+
+/// [`create`] for a node of batch `born` that only entries starting at
+/// `born` (or a root pointer stored after a fence) will name: its
+/// allocation and its lines are flushed, not fenced. The fence before the
+/// commit store makes them durable before the batch's entries can be
+/// trusted; a crash before it aborts `born`, whose entries no reader,
+/// repair or leak walk follows, and the sweep frees the block. A split
+/// made two to four fences more per new node before; on a disk file
+/// each fence is an msync (`docs/design/cdds.md`, §9).
+pub fn create_in_batch(pool: &Pool, level: u8, plen: usize, born: u64, entries: &[Entry]) -> Result<u64> {
+    check_shape(plen, entries)?;
+    make(pool, level, plen, born, entries, pool.alloc_deferred(NODE_BYTES)?)
+}
+
+fn check_shape(plen: usize, entries: &[Entry]) -> Result<()> {
     if entries.len() > NODE_SLOTS {
         return Err(CddsError::invariant(format!("{} entries for one node", entries.len()), 0));
     }
     if plen > MAX_PLEN {
         return Err(CddsError::invariant(format!("prefix length {plen} for one node"), 0));
     }
-    let node = pool.alloc(NODE_BYTES)?;
+    Ok(())
+}
+
+/// Fills the block `node` as [`create`] describes and flushes (does not
+/// fence) what it wrote.
+fn make(pool: &Pool, level: u8, plen: usize, born: u64, entries: &[Entry], node: u64) -> Result<u64> {
     if node % 64 != 0 {
         let _ = pool.free(node);
         return Err(CddsError::invariant("allocator returned a node that is not line aligned", node));
@@ -510,7 +535,7 @@ pub fn create(pool: &Pool, level: u8, plen: usize, born: u64, entries: &[Entry])
     }
     let identity: Vec<u8> = (0..entries.len() as u8).collect();
     store_order(pool.atomic_words(node, NODE_WORDS)?, &OrderLine::of(&identity));
-    pool.persist(node, HEADER_BYTES + entries.len() as u64 * SLOT_BYTES);
+    pool.flush(node, HEADER_BYTES + entries.len() as u64 * SLOT_BYTES);
     Ok(node)
 }
 

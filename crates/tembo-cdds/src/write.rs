@@ -881,7 +881,7 @@ impl<'t> Batch<'t> {
             // prefix words: recording it would only cost rebases.
             let plen = if shared >= MIN_PLEN { shared } else { 0 };
             let entries = self.rebase(g, src_plen, plen)?;
-            let n = node::create(self.pool, level, plen, self.w, &entries)?;
+            let n = node::create_in_batch(self.pool, level, plen, self.w, &entries)?;
             self.allocs.push(n);
             g_lo = bound.clone();
             out.push((n, bound));
@@ -996,7 +996,7 @@ impl<'t> Batch<'t> {
                 let mut entries = self.parent_entries(built, None)?;
                 let at = entries.len() - 1;
                 entries.insert(at, old);
-                let root = node::create(self.pool, level + 1, 0, self.w, &entries)?;
+                let root = node::create_in_batch(self.pool, level + 1, 0, self.w, &entries)?;
                 self.allocs.push(root);
                 // The old root dies at `w` (see `rewrite`).
                 self.tree.dirty_orders.settle(self.pool, n)?;

@@ -189,6 +189,13 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("commits", &st.stats.commits);
             kv("committed_writes", &st.stats.committed_writes);
             kv("reclaimed_elements", &st.stats.reclaimed);
+            // What durability has cost since the pool was opened: cache
+            // lines written back, fences, and (in msync mode) msync calls,
+            // each of which waits for the disk.
+            let w = st.store.db().pool().write_stats();
+            kv("pool_flushed_lines", &w.flush_count);
+            kv("pool_fences", &w.fence_count);
+            kv("pool_msyncs", &w.msync_count);
             let r = st.store.db().recovery_progress();
             kv("last_open_recovered", &if r.ran { 1 } else { 0 });
             kv("recovery_in_progress", &if r.ran && !r.finished { 1 } else { 0 });

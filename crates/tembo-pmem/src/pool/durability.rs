@@ -79,7 +79,13 @@ impl Pool {
                 let _fencing = fencing.lock();
                 let ranges = std::mem::take(&mut *dirty.lock());
                 self.counters.add_fence();
-                for (off, len) in coalesce_pages(ranges) {
+                // One msync for the span of every range: each call ends in
+                // a flush of the disk's cache (a round trip of ~0.2 ms),
+                // while writing the clean or unflushed pages between them
+                // costs little — the kernel skips clean pages, and a page
+                // written early is what the kernel's own writeback may do
+                // at any moment anyway.
+                if let Some((off, len)) = page_span(&ranges) {
                     // An msync failure means the data may not be durable: the
                     // only honest reaction is to stop before acknowledging.
                     if let Err(e) = self.region.msync(off as usize, len as usize) {
@@ -103,20 +109,12 @@ impl Pool {
     }
 }
 
-/// Merges byte ranges into sorted, disjoint, page-aligned ranges.
-pub(super) fn coalesce_pages(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+/// The page-aligned range covering every one of `ranges` (`None` for none).
+pub(super) fn page_span(ranges: &[(u64, u64)]) -> Option<(u64, u64)> {
     let page = map::page_size() as u64;
-    ranges.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (off, len) in ranges {
-        let start = off / page * page;
-        let end = (off + len).div_ceil(page) * page;
-        match out.last_mut() {
-            Some((s, l)) if *s + *l >= start => *l = (*l).max(end - *s),
-            _ => out.push((start, end - start)),
-        }
-    }
-    out
+    let start = ranges.iter().map(|&(off, _)| off).min()? / page * page;
+    let end = ranges.iter().map(|&(off, len)| off + len).max()?.div_ceil(page) * page;
+    Some((start, end - start))
 }
 
 #[cold]
@@ -132,9 +130,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn coalesce_merges_adjacent_pages() {
+    fn page_span_covers_every_range() {
         let p = map::page_size() as u64;
-        let r = coalesce_pages(vec![(p * 3 + 5, 10), (0, 1), (p * 3 + 100, 8), (p, 1)]);
-        assert_eq!(r, vec![(0, 2 * p), (3 * p, p)]);
+        assert_eq!(page_span(&[]), None);
+        assert_eq!(page_span(&[(p * 3 + 5, 10), (0, 1), (p * 3 + 100, 8), (p, 1)]), Some((0, 4 * p)));
+        assert_eq!(page_span(&[(p * 7 + 1, 2 * p)]), Some((7 * p, 3 * p)));
     }
 }
