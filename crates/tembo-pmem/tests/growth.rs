@@ -385,6 +385,18 @@ fn disk_file_is_msync_and_fences_count_msyncs() {
     let s2 = pool.write_stats().since(&s);
     assert_eq!(s2.fence_count, 1);
     assert!(s2.msync_count >= 1, "persist + fence msyncs: {s2:?}");
+    // Ranges far apart, flushed before one fence, take one msync (one disk
+    // flush), not one each; a fence with nothing flushed takes none.
+    let far = pool.alloc(64 * KIB).unwrap();
+    pool.fill(far, 64 * KIB, 7).unwrap();
+    let s3 = pool.write_stats();
+    pool.flush(off, 64);
+    pool.flush(far + 32 * KIB, 64);
+    pool.flush(far + 60 * KIB, 64);
+    pool.fence();
+    pool.fence();
+    let d = pool.write_stats().since(&s3);
+    assert_eq!((d.fence_count, d.msync_count), (2, 1), "{d:?}");
     // Growth in msync mode.
     pool.grow(MIB).unwrap();
     let big = pool.alloc(600 * KIB).unwrap();
