@@ -40,9 +40,9 @@ for r in $(seq 1 "$ROUNDS"); do
     SP=$!
     for _ in $(seq 50); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
     for t in ${TESTS//,/ }; do
-      read -r c0 m0 <<<"$(persist) 0 0"
+      read -r c0 m0 _ <<<"$(persist) 0 0"
       rps=$(redis-benchmark -p $PORT -t "$t" -n "$N" -r 100000 -d 256 -c 50 -q 2>&1 | tr '\r' '\n' | grep "per second" | awk '{print $2}')
-      read -r c1 m1 <<<"$(persist) 0 0"
+      read -r c1 m1 _ <<<"$(persist) 0 0"
       echo "round $r $name $t $rps commits $((c1 - c0)) msyncs $((m1 - m0))"
     done
     redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true

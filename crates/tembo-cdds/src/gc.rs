@@ -340,6 +340,14 @@ impl TreeCore {
         }
         let retired = std::mem::take(&mut b.retired);
         let trees = std::mem::take(&mut b.retired_trees);
+        if step.nodes_compacted > 0 || step.entries_removed > 0 {
+            // One fence for every node the step compacted (each was only
+            // flushed, `NodeWriter::remove`): the unlinks are durable
+            // before anything they unlinked can be freed. On a disk file a
+            // fence per node was an msync per node, each waiting for the
+            // writer's and delaying its commits.
+            self.pool.fence();
+        }
         if !retired.is_empty() || !trees.is_empty() {
             // Tagged like a batch committing now: freed once every running
             // read op started after this step.

@@ -623,9 +623,14 @@ impl<'p> NodeWriter<'p> {
     }
 
     /// Removes the entries at `ranks` of the order line and clears `stray`
-    /// slots (used but not named by it): clears their slots, rewrites the
-    /// order line, and persists both (the caller may free what they
-    /// pointed to once this returns).
+    /// slots (used but not named by it): clears their slots and rewrites
+    /// the order line, flushed but not fenced. The caller fences before it
+    /// frees anything the cleared slots named (a commit's fence, or the GC
+    /// step's): until then a crash may bring the removed entries back,
+    /// which is harmless only while what they point to is still theirs.
+    /// Any mix of old and new slots and order words a crash leaves is one
+    /// that `read_checked` and the repair already handle (dead or aborted
+    /// entries, a stale order line that is then sorted).
     pub fn remove(&mut self, ranks: &[usize], stray: &[usize]) -> Result<()> {
         let n = self.order.len();
         if !self.order.well_formed() || ranks.iter().any(|&r| r >= n) {
@@ -633,11 +638,18 @@ impl<'p> NodeWriter<'p> {
         }
         let keep: Vec<u8> = (0..n).filter(|r| !ranks.contains(r)).map(|r| self.order.slot(r) as u8).collect();
         let clear: Vec<usize> = ranks.iter().map(|&r| self.order.slot(r)).chain(stray.iter().copied()).collect();
-        self.rewrite(OrderLine::of(&keep), &clear)
+        self.clear_and_publish(OrderLine::of(&keep), &clear)
     }
 
     /// Clears `clear` (slot indices) and stores `order`, then persists both.
     pub fn rewrite(&mut self, order: OrderLine, clear: &[usize]) -> Result<()> {
+        self.clear_and_publish(order, clear)?;
+        self.pool.fence();
+        Ok(())
+    }
+
+    /// [`NodeWriter::rewrite`] without the fence.
+    fn clear_and_publish(&mut self, order: OrderLine, clear: &[usize]) -> Result<()> {
         for &s in clear {
             if s >= NODE_SLOTS {
                 return Err(CddsError::invariant(format!("slot {s} out of range"), self.node));
@@ -648,7 +660,6 @@ impl<'p> NodeWriter<'p> {
         }
         self.order = order;
         self.publish_order();
-        self.pool.fence();
         Ok(())
     }
 

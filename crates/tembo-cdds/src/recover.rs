@@ -330,14 +330,21 @@ impl TreeCore {
                 *self.recovery.report.lock() = report;
                 let visited = self.repair_eager(root, v, &aborted)?;
                 self.meta.clear_aborted(pool)?;
+                // Version v + 1 reads as v now; committing it keeps writers
+                // off it. The interrupted batch's nodes were born at v + 1,
+                // and a node of a new batch at v + 1 given one of their
+                // blocks back (the sweep frees them) would share their slot
+                // salt: their slots would read as its entries wherever it
+                // leaves slots unused and a crash drops its zeroes.
+                self.meta.commit(pool, v + 1)?;
                 let mut r = self.recovery.report.lock();
                 r.aborted = aborted;
                 r.nodes_visited = visited;
                 r.repair_time = t0.elapsed();
                 r.open_time = t0.elapsed();
                 drop(r);
-                self.pin_version(v);
-                *self.recovery.plan.lock() = Some(Plan { repair_from: None, pinned: v });
+                self.pin_version(v + 1);
+                *self.recovery.plan.lock() = Some(Plan { repair_from: None, pinned: v + 1 });
                 return Ok(());
             }
         }

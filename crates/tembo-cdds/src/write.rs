@@ -100,6 +100,8 @@ pub(crate) struct Batch<'t> {
     pub(crate) retired_trees: Vec<u64>,
     old_root: u64,
     changed: bool,
+    /// The nodes this batch created (also in `allocs`), wiped by `undo`.
+    nodes_made: Vec<u64>,
     /// While a lazy recovery runs: the aborted versions, and every node is
     /// repaired before the batch reads it for a change (see `recover`).
     aborted: Option<std::sync::Arc<Vec<u64>>>,
@@ -265,6 +267,10 @@ impl TreeCore {
         let version = match failed {
             Some(e) => {
                 let undo = b.undo();
+                // What compactions of the failed batch unlinked must be
+                // durably unlinked before it can be freed (no commit
+                // fence comes to do it; `NodeWriter::remove`).
+                self.pool.fence();
                 self.to_limbo(ws, v + 1, retired, trees);
                 if let Err(u) = undo {
                     // Entries of the failed batch may remain at `v + 1`,
@@ -284,6 +290,10 @@ impl TreeCore {
         // (a big retired subtree) always drains.
         let budget = limbo::FREE_BUDGET.max(2 * (retired.len() + trees.len() * node::NODE_SLOTS));
         if !retired.is_empty() || !trees.is_empty() {
+            if version == v {
+                // No commit fence made this batch's unlinks durable.
+                self.pool.fence();
+            }
             self.to_limbo(ws, v + 1, retired, trees);
         }
         ws.scratch = b.into_scratch();
@@ -380,6 +390,7 @@ impl<'t> Batch<'t> {
             spare: false,
             old_root: tree.meta.root(&tree.pool)?,
             changed: false,
+            nodes_made: Vec::new(),
             aborted: tree.lazy_aborted(),
         })
     }
@@ -883,6 +894,7 @@ impl<'t> Batch<'t> {
             let entries = self.rebase(g, src_plen, plen)?;
             let n = node::create_in_batch(self.pool, level, plen, self.w, &entries)?;
             self.allocs.push(n);
+            self.nodes_made.push(n);
             g_lo = bound.clone();
             out.push((n, bound));
         }
@@ -998,6 +1010,7 @@ impl<'t> Batch<'t> {
                 entries.insert(at, old);
                 let root = node::create_in_batch(self.pool, level + 1, 0, self.w, &entries)?;
                 self.allocs.push(root);
+                self.nodes_made.push(root);
                 // The old root dies at `w` (see `rewrite`).
                 self.tree.dirty_orders.settle(self.pool, n)?;
                 self.tree.meta.set_root(self.pool, root)
@@ -1119,6 +1132,20 @@ impl<'t> Batch<'t> {
         }
         if self.tree.meta.root(self.pool)? != self.old_root {
             self.tree.meta.set_root(self.pool, self.old_root)?;
+        }
+        // The next batch writes the same version `w` and may get these
+        // blocks back for its own nodes: their slots would then carry the
+        // same salt (born `w`, same offset), and a slot of ours that a
+        // crash brings back where the new node keeps its unused slots
+        // zeroed only in the cache would read as a valid entry of it.
+        // Wiped durably first, they read as empty.
+        for &n in &self.nodes_made {
+            if self.pool.fill(n, node::NODE_BYTES, 0).is_ok() {
+                self.pool.flush(n, node::NODE_BYTES);
+            }
+        }
+        if !self.nodes_made.is_empty() {
+            self.pool.fence();
         }
         for &a in &self.allocs {
             let _ = self.pool.free(a);
