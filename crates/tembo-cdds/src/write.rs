@@ -100,8 +100,12 @@ pub(crate) struct Batch<'t> {
     pub(crate) retired_trees: Vec<u64>,
     old_root: u64,
     changed: bool,
-    /// The nodes this batch created (also in `allocs`), wiped by `undo`.
+    /// The nodes this batch created (also in `allocs`), emptied by `undo`.
     nodes_made: Vec<u64>,
+    /// Blocks of this batch that readers may reach before its commit: a
+    /// root split's new root and the record of its entry for the old root
+    /// (also in `allocs`). `undo` retires them instead of freeing them.
+    published: Vec<u64>,
     /// While a lazy recovery runs: the aborted versions, and every node is
     /// repaired before the batch reads it for a change (see `recover`).
     aborted: Option<std::sync::Arc<Vec<u64>>>,
@@ -262,11 +266,12 @@ impl TreeCore {
                 }
             }
         }
-        let retired = std::mem::take(&mut b.retired);
+        let mut retired = std::mem::take(&mut b.retired);
         let trees = std::mem::take(&mut b.retired_trees);
         let version = match failed {
             Some(e) => {
                 let undo = b.undo();
+                retired.append(&mut b.retired);
                 // What compactions of the failed batch unlinked must be
                 // durably unlinked before it can be freed (no commit
                 // fence comes to do it; `NodeWriter::remove`).
@@ -391,6 +396,7 @@ impl<'t> Batch<'t> {
             old_root: tree.meta.root(&tree.pool)?,
             changed: false,
             nodes_made: Vec::new(),
+            published: Vec::new(),
             aborted: tree.lazy_aborted(),
         })
     }
@@ -1011,6 +1017,9 @@ impl<'t> Batch<'t> {
                 let root = node::create_in_batch(self.pool, level + 1, 0, self.w, &entries)?;
                 self.allocs.push(root);
                 self.nodes_made.push(root);
+                // Readers at older versions go through it (and `old_rec`)
+                // from the root store on.
+                self.published.extend([root, old_rec]);
                 // The old root dies at `w` (see `rewrite`).
                 self.tree.dirty_orders.settle(self.pool, n)?;
                 self.tree.meta.set_root(self.pool, root)
@@ -1080,6 +1089,10 @@ impl<'t> Batch<'t> {
         };
         let level = node::level(self.pool, n)?;
         let mut ranks = Vec::new();
+        // Retired only once the node no longer names them: a compaction
+        // that fails midway (a damaged node) must not hand on blocks the
+        // node still points to.
+        let mut owned = Vec::new();
         for (rank, &s) in order.slots().iter().enumerate() {
             match slots[s as usize] {
                 Slot::Empty => return Err(CddsError::invariant(format!("the order line names empty slot {s}"), n)),
@@ -1087,7 +1100,7 @@ impl<'t> Batch<'t> {
                 Slot::Valid(e) => {
                     if e.end != 0 && e.end <= self.oldest {
                         if !e.moved {
-                            self.retire_owned(level, &e)?;
+                            owned.push(e);
                         }
                         ranks.push(rank);
                     }
@@ -1098,10 +1111,19 @@ impl<'t> Batch<'t> {
         if ranks.is_empty() && stray.is_empty() {
             return Ok(0);
         }
+        // Children first: `child_of` reads a record that may be damaged.
+        let children = if level > 0 {
+            owned.iter().map(|e| search::child_of(self.pool, e)).collect::<Result<Vec<_>>>()?
+        } else {
+            Vec::new()
+        };
         let mut nw = NodeWriter::begin(self.pool, n, self.tree.session)?;
         nw.remove(&ranks, &stray)?;
         drop(nw);
         self.touch(n);
+        // As `retire_owned` does: the subtree is walked when it is freed.
+        self.retired_trees.extend(children);
+        self.retired.extend(owned.iter().map(|e| e.rec));
         Ok((ranks.len() + stray.len()) as u64)
     }
 
@@ -1133,22 +1155,25 @@ impl<'t> Batch<'t> {
         if self.tree.meta.root(self.pool)? != self.old_root {
             self.tree.meta.set_root(self.pool, self.old_root)?;
         }
-        // The next batch writes the same version `w` and may get these
-        // blocks back for its own nodes: their slots would then carry the
-        // same salt (born `w`, same offset), and a slot of ours that a
-        // crash brings back where the new node keeps its unused slots
-        // zeroed only in the cache would read as a valid entry of it.
-        // Wiped durably first, they read as empty.
+        // Every node the batch made loses its entries that start at `w`
+        // (all of them but a new root's entry for the old root), persisted
+        // and under the node's version word, before any of them is freed:
+        // the next batch writes `w` again, and a node of it given one of
+        // these blocks back has the same slot salt (born `w`, same
+        // offset), so a slot of ours that a crash brings back where it
+        // keeps an unused slot zeroed only in the cache would read as its
+        // valid entry. A reader still inside a published root retries and
+        // finds the same entries visible at its version.
         for &n in &self.nodes_made {
-            if self.pool.fill(n, node::NODE_BYTES, 0).is_ok() {
-                self.pool.flush(n, node::NODE_BYTES);
-            }
-        }
-        if !self.nodes_made.is_empty() {
-            self.pool.fence();
+            crate::recover::repair_node(self.pool, self.tree.session, n, v, self.oldest)?;
         }
         for &a in &self.allocs {
-            let _ = self.pool.free(a);
+            if self.published.contains(&a) {
+                // Freed by the limbo once no reader can be inside.
+                self.retired.push(a);
+            } else {
+                let _ = self.pool.free(a);
+            }
         }
         Ok(())
     }
