@@ -142,6 +142,11 @@ impl Writer {
         self.is_poisoned.store(true, Ordering::Release);
     }
 
+    /// Whether [`Writer::poison`] was called.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.is_poisoned.load(Ordering::Acquire)
+    }
+
     /// The error for writes once [`Writer::poison`]ed.
     pub(crate) fn check_poisoned(&self) -> Result<()> {
         if !self.is_poisoned.load(Ordering::Acquire) {

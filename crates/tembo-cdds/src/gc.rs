@@ -196,6 +196,9 @@ impl TreeCore {
             return Ok(GcStep::default());
         }
         let mut ws = self.writer.lock();
+        // Not on a tree whose last batch was left half done (see
+        // `Writer::poison`): its nodes wait for the next open's recovery.
+        self.writer.check_poisoned()?;
         let step = self.gc_step_locked(&mut ws, nodes.max(1), thorough, yield_to_writers);
         // Writes that queued meanwhile go before the next step.
         self.serve_riders(&mut ws);

@@ -171,7 +171,9 @@ impl Drop for Tree {
         if let Some(h) = self.core.recovery.thread.lock().take() {
             let _ = h.join();
         }
-        if self.core.recovery_pending() || self.core.lazy_aborted().is_some() {
+        // A poisoned writer may have left entries at the version the next
+        // batch would commit: only a recovery at the next open removes them.
+        if self.core.recovery_pending() || self.core.lazy_aborted().is_some() || self.core.writer.is_poisoned() {
             self.core.pool.keep_unclean();
         }
     }
@@ -389,5 +391,40 @@ impl Drop for TreeCore {
         self.dirty_orders.flush_all(&self.pool);
         let blocks = ws.limbo.take_freeable(&self.pool, None, usize::MAX);
         let _ = self.pool.free_many(&blocks);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tembo_pmem::PoolOptions;
+
+    /// A tree dropped with its writer poisoned (a batch stopped midway)
+    /// leaves its pool to be recovered at the next open; a healthy one
+    /// closes it clean.
+    #[test]
+    fn a_poisoned_writer_keeps_the_pool_unclean() {
+        let dir = std::env::temp_dir().join(format!("tembo-cdds-poison-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let opts = PoolOptions { size: 4 << 20, max_size: Some(16 << 20), ..PoolOptions::default() };
+        for poisoned in [false, true] {
+            let path = dir.join(format!("p-{poisoned}.pool"));
+            let _ = std::fs::remove_file(&path);
+            let pool = Arc::new(Pool::create(&path, &opts).unwrap());
+            let tree = Tree::create(pool.clone(), Limits::default()).unwrap();
+            tree.write(&[crate::Op::Put(b"k", b"v")]).unwrap();
+            if poisoned {
+                tree.core.writer.poison("a test stopped a batch midway");
+                assert!(tree.gc_step(8).is_err(), "the GC leaves a poisoned tree alone");
+            }
+            drop(tree);
+            pool.close_in_place().unwrap();
+            drop(pool);
+            let pool = Arc::new(Pool::open(&path, &opts).unwrap());
+            assert_eq!(pool.opened_unclean(), poisoned);
+            let tree = Tree::open(pool, Limits::default()).unwrap();
+            assert_eq!(tree.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
