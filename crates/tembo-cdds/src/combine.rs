@@ -149,7 +149,7 @@ impl Writer {
 
     /// The error for writes once [`Writer::poison`]ed.
     pub(crate) fn check_poisoned(&self) -> Result<()> {
-        if !self.is_poisoned.load(Ordering::Acquire) {
+        if !self.is_poisoned() {
             return Ok(());
         }
         let why = self.poisoned.lock().clone().unwrap_or_default();

@@ -4,7 +4,7 @@
 //! the same slot salt — and a new node zeroes its unused slots only in
 //! the cache. A crash that keeps only fenced lines (`CrashPolicy::None`)
 //! then shows the undone node's slots where the new one left slots
-//! unused: unless the undo wiped them durably, they read as valid
+//! unused: unless the undo cleared them durably, they read as valid
 //! entries of the new node, entries nobody wrote. Recovery must find the
 //! committed contents exactly and `check` must pass.
 
