@@ -8,6 +8,7 @@
 #   TEMBO_BIN          the tembo binary (default target/release/tembo)
 #   REDIS_SUITE_DIR    where the Redis source is kept (default target/redis-suite)
 #   REDIS_SUITE_LANES  how many units run at once, each on its own server (default 3)
+#   REDIS_SUITE_LOGS   a directory to keep each unit's whole log in
 #
 # What is left out, and why, is in tests/server/redis-suite-skips.txt (one
 # test name or /regexp per line, with a comment above each group): tests of
@@ -31,7 +32,8 @@ if [ ${#UNITS[@]} -eq 0 ]; then
     unit/bitops unit/other unit/scripting unit/querybuf unit/type/stream-cgroups unit/bitfield
     unit/type/incr unit/keyspace unit/dump unit/multi unit/pubsub unit/protocol unit/quit unit/tracking
     unit/info-command unit/functions unit/slowlog unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor
-    unit/pause unit/introspection unit/tembo-info)
+    unit/pause unit/introspection unit/tembo-info integration/tembo-corrupt-dump integration/redis-cli
+    integration/tembo-benchmark)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
@@ -78,6 +80,25 @@ acl_copy acl-v2.tcl "$(grep -n '^}' "$SRC/tests/unit/acl-v2.tcl" | head -1 | cut
 # unit/info (INFO latencystats and errorstats) is tagged external:skip only
 # because it nests a second start_server, which an external run shares.
 sed 's/tags {"info" "external:skip"}/tags {"info"}/' "$SRC/tests/unit/info.tcl" >"$SRC/tests/unit/tembo-info.tcl"
+# integration/corrupt-dump (RESTORE of damaged and hostile payloads, most
+# found by Redis's fuzzer) is tagged external:skip because each test starts
+# a server of its own and reads that server's log. The copy runs against
+# the one server and drops the log checks; what it keeps is the error each
+# payload gets and a server that is still up for the next test (a lane
+# reports a server that died). Tembo checks every payload whole, so
+# sanitize-dump-payload no does not let a damaged one in.
+sed -e 's/tags {"dump" "corruption" "external:skip"}/tags {"dump" "corruption"}/' \
+  -e '/count_log_message\|verify_log_message/d' \
+  "$SRC/tests/integration/corrupt-dump.tcl" >"$SRC/tests/integration/tembo-corrupt-dump.tcl"
+# integration/redis-benchmark nests a second start_server (one server
+# serves both levels here) and is tagged external:skip for that alone.
+sed 's/tags {"benchmark network external:skip"}/tags {"benchmark network"}/' \
+  "$SRC/tests/integration/redis-benchmark.tcl" >"$SRC/tests/integration/tembo-benchmark.tcl"
+# integration/redis-cli and the benchmark unit run the tools from the
+# source tree's src/; the suite uses Debian's builds of the same version.
+for tool in redis-cli redis-benchmark; do
+  command -v "$tool" >/dev/null 2>&1 && ln -sf "$(command -v "$tool")" "$SRC/src/$tool"
+done
 
 # --- lanes: each runs units one at a time, each unit on its own server and fresh pool -
 # (units change settings and leave keys). Most of a unit's time is waiting on
@@ -168,6 +189,9 @@ done
 wait "${lanes[@]}" || true
 
 total_ok=$(awk '{s += $1} END {print s + 0}' "$WORK/passed")
+if [ -n "${REDIS_SUITE_LOGS:-}" ]; then
+  mkdir -p "$REDIS_SUITE_LOGS" && cp "$WORK"/*.log "$REDIS_SUITE_LOGS"/ 2>/dev/null || true
+fi
 echo "Redis 7.0.15 suite: $total_ok tests passed in ${#UNITS[@]} units ($LANES lanes)"
 if [ -s "$WORK/failed" ]; then
   while read -r unit _; do

@@ -133,6 +133,10 @@ pub struct State {
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
+    /// Whether RESTORE takes a payload whose checksum is wrong
+    /// (DEBUG SET-SKIP-CHECKSUM-VALIDATION; its contents are still checked
+    /// whole).
+    pub skip_checksum: bool,
     /// A command stopped midway since the last commit (it panicked, a
     /// script was stopped at its time limit, or the engine's limits refused
     /// a key or value it wrote): its writes may be partial, so the group's
@@ -266,6 +270,7 @@ impl State {
             shutdown: false,
             bgsave: crate::bgsave::Bgsave::new(),
             active_expire: true,
+            skip_checksum: false,
             torn: false,
             scripts: None,
             functions_changed: false,

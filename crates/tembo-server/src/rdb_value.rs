@@ -132,9 +132,14 @@ pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
             let nodes = count(&mut r, 2)?;
             let mut items = Vec::new();
             for _ in 0..nodes {
-                match r.len()? {
-                    1 => items.push(r.string()?),
-                    2 => items.extend(listpack(&r.string()?)?),
+                let container = r.len()?;
+                let data = r.string()?;
+                if data.is_empty() {
+                    return Err(BAD); // Redis refuses an empty node of either kind
+                }
+                match container {
+                    1 => items.push(data),
+                    2 => items.extend(listpack(&data)?),
                     _ => return Err(BAD),
                 }
             }
@@ -230,16 +235,37 @@ fn slice(b: &[u8], at: usize, n: usize) -> Result<&[u8], PayloadError> {
 }
 
 /// The entries of a ziplist (Redis before 7.0 for small lists, hashes and
-/// sorted sets).
+/// sorted sets), checked whole as Redis's deep sanitization checks it: the
+/// header's byte count and tail offset, each entry's record of the length
+/// of the one before it, the entry count (unless saturated), and the end
+/// byte as the last byte.
 fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
+    const HEADER: usize = 10; // zlbytes u32, zltail u32, zllen u16
+    if b.len() < HEADER + 1 || u32_at(b, 0)? as usize != b.len() || b[b.len() - 1] != 0xff {
+        return Err(BAD);
+    }
+    let tail = u32_at(b, 4)? as usize;
+    let declared = u16::from_le_bytes([b[8], b[9]]);
+    let end = b.len() - 1;
+    if tail > end {
+        return Err(BAD);
+    }
     let mut out = Vec::new();
-    let mut i = 10; // zlbytes u32, zltail u32, zllen u16
-    loop {
-        let first = *b.get(i).ok_or(BAD)?;
-        if first == 0xff {
-            break;
+    let (mut i, mut prev_len, mut last) = (HEADER, 0usize, None);
+    while i < end {
+        let start = i;
+        let recorded = if b[i] == 0xff {
+            return Err(BAD); // an end byte before the end
+        } else if b[i] == 0xfe {
+            i += 5;
+            u32_at(b, start + 1)? as usize
+        } else {
+            i += 1;
+            usize::from(b[start])
+        };
+        if recorded != prev_len {
+            return Err(BAD);
         }
-        i += if first == 0xfe { 5 } else { 1 }; // previous entry's length
         let enc = *b.get(i).ok_or(BAD)?;
         let (value, used) = match enc >> 6 {
             0 => {
@@ -268,21 +294,40 @@ fn ziplist(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
                 (v.to_string().into_bytes(), 1 + width)
             }
         };
-        out.push(value);
         i += used;
+        if i > end {
+            return Err(BAD); // the entry runs over the end byte
+        }
+        out.push(value);
+        prev_len = i - start;
+        last = Some(start);
+    }
+    if last.is_some_and(|l| l != tail) || (declared != u16::MAX && usize::from(declared) != out.len()) {
+        return Err(BAD);
     }
     Ok(out)
 }
 
-/// The entries of a listpack (Redis 7's small lists, hashes, sorted sets).
+/// A little-endian u32 at `at`.
+fn u32_at(b: &[u8], at: usize) -> Result<u32, PayloadError> {
+    Ok(u32::from_le_bytes(slice(b, at, 4)?.try_into().map_err(|_| BAD)?))
+}
+
+/// The entries of a listpack (Redis 7's small lists, hashes, sorted sets),
+/// checked whole as Redis's deep sanitization checks it: the header's byte
+/// count, each entry's back-length, the element count (unless saturated),
+/// and the end byte as the last byte.
 fn listpack(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
+    const HEADER: usize = 6; // total bytes u32, element count u16
+    if b.len() < HEADER + 1 || u32_at(b, 0)? as usize != b.len() || b[b.len() - 1] != 0xff {
+        return Err(BAD);
+    }
+    let declared = u16::from_le_bytes([b[4], b[5]]);
+    let end = b.len() - 1;
     let mut out = Vec::new();
-    let mut i = 6; // total bytes u32, element count u16
-    loop {
-        let enc = *b.get(i).ok_or(BAD)?;
-        if enc == 0xff {
-            break;
-        }
+    let mut i = HEADER;
+    while i < end {
+        let enc = b[i];
         let (value, len) = if enc & 0x80 == 0 {
             (i64::from(enc).to_string().into_bytes(), 1)
         } else if enc & 0xc0 == 0x80 {
@@ -295,37 +340,64 @@ fn listpack(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
         } else if enc & 0xf0 == 0xe0 {
             let n = usize::from(enc & 0x0f) << 8 | usize::from(*b.get(i + 1).ok_or(BAD)?);
             (slice(b, i + 2, n)?.to_vec(), 2 + n)
+        } else if enc == 0xf0 {
+            let n = u32_at(b, i + 1)? as usize;
+            (slice(b, i + 5, n)?.to_vec(), 5 + n)
         } else {
             let width = match enc {
-                0xf0 => {
-                    let n = u32::from_le_bytes(slice(b, i + 1, 4)?.try_into().map_err(|_| BAD)?) as usize;
-                    let s = slice(b, i + 5, n)?.to_vec();
-                    out.push(s);
-                    i += skip_backlen(5 + n);
-                    continue;
-                }
                 0xf1 => 2,
                 0xf2 => 3,
                 0xf3 => 4,
                 0xf4 => 8,
-                _ => return Err(BAD),
+                _ => return Err(BAD), // 0xf5..=0xfe, or the end byte where an entry should be
             };
             (le(slice(b, i + 1, width)?).to_string().into_bytes(), 1 + width)
         };
+        let backlen = backlen_bytes(len);
+        i += len + backlen;
+        if i > end || decode_backlen(b, i - 1) != Some(len as u64) {
+            return Err(BAD);
+        }
+        if i > end {
+            return Err(BAD); // the entry runs over the end byte
+        }
         out.push(value);
-        i += skip_backlen(len);
+    }
+    if declared != u16::MAX && usize::from(declared) != out.len() {
+        return Err(BAD);
     }
     Ok(out)
 }
 
-/// An entry's length plus its back-length field's.
-fn skip_backlen(len: usize) -> usize {
-    len + match len {
+/// How many bytes a listpack entry of `len` bytes (encoding and data)
+/// gives its back-length field, by Redis's thresholds (`lpEncodeBacklen`,
+/// strict bounds included: an entry of 16,383 bytes takes three).
+fn backlen_bytes(len: usize) -> usize {
+    match len {
         0..=127 => 1,
-        128..=16_383 => 2,
-        16_384..=2_097_151 => 3,
-        2_097_152..=268_435_455 => 4,
+        128..=16_382 => 2,
+        16_383..=2_097_150 => 3,
+        2_097_151..=268_435_454 => 4,
         _ => 5,
+    }
+}
+
+/// The back-length field that ends at `last`, read backwards as Redis
+/// reads it (`lpDecodeBacklen`): 7 bits a byte, a set top bit meaning
+/// another byte before it; `None` past 5 bytes or the buffer's start.
+fn decode_backlen(b: &[u8], last: usize) -> Option<u64> {
+    let (mut val, mut shift, mut p) = (0u64, 0u32, last);
+    loop {
+        let byte = *b.get(p)?;
+        val |= u64::from(byte & 127) << shift;
+        if byte & 128 == 0 {
+            return Some(val);
+        }
+        shift += 7;
+        p = p.checked_sub(1)?;
+        if shift > 28 {
+            return None;
+        }
     }
 }
 
@@ -333,10 +405,15 @@ fn skip_backlen(len: usize) -> usize {
 fn intset(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
     let width = u32::from_le_bytes(slice(b, 0, 4)?.try_into().map_err(|_| BAD)?) as usize;
     let n = u32::from_le_bytes(slice(b, 4, 4)?.try_into().map_err(|_| BAD)?) as usize;
-    if !matches!(width, 2 | 4 | 8) || b.len() != 8 + n.checked_mul(width).ok_or(BAD)? {
+    if !matches!(width, 2 | 4 | 8) || n == 0 || b.len() != 8 + n.checked_mul(width).ok_or(BAD)? {
         return Err(BAD);
     }
-    Ok(b[8..].chunks(width).map(|c| le(c).to_string().into_bytes()).collect())
+    // Redis's deep check: members strictly ascending (sorted, no duplicates).
+    let members: Vec<i64> = b[8..].chunks(width).map(le).collect();
+    if members.windows(2).any(|w| w[1] <= w[0]) {
+        return Err(BAD);
+    }
+    Ok(members.into_iter().map(|m| m.to_string().into_bytes()).collect())
 }
 
 #[cfg(test)]
@@ -361,11 +438,12 @@ mod tests {
     fn packed_encodings_decode() {
         // A listpack of "a", 7, -3 (13-bit), 300 (13-bit), 70000 (24-bit).
         let lp =
-            [0, 0, 0, 0, 5, 0, 0x81, b'a', 2, 0x07, 1, 0xdf, 0xfd, 2, 0xc1, 0x2c, 2, 0xf2, 0x70, 0x11, 0x01, 4, 0xff];
+            [23, 0, 0, 0, 5, 0, 0x81, b'a', 2, 0x07, 1, 0xdf, 0xfd, 2, 0xc1, 0x2c, 2, 0xf2, 0x70, 0x11, 0x01, 4, 0xff];
         let got: Vec<String> = listpack(&lp).unwrap().into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
         assert_eq!(got, ["a", "7", "-3", "300", "70000"]);
         // A ziplist of "ab", 5 (immediate), -2 (int8), 1000 (int16).
-        let zl = [0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0x02, b'a', b'b', 4, 0xf6, 2, 0xfe, 0xfe, 3, 0xc0, 0xe8, 0x03, 0xff];
+        let zl =
+            [24, 0, 0, 0, 19, 0, 0, 0, 4, 0, 0, 0x02, b'a', b'b', 4, 0xf6, 2, 0xfe, 0xfe, 3, 0xc0, 0xe8, 0x03, 0xff];
         let got: Vec<String> = ziplist(&zl).unwrap().into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
         assert_eq!(got, ["ab", "5", "-2", "1000"]);
         let is = [2, 0, 0, 0, 2, 0, 0, 0, 0xff, 0xff, 0x10, 0x00];
@@ -385,12 +463,77 @@ mod tests {
     }
 
     #[test]
+    fn packed_encodings_are_checked_whole() {
+        // Each damage below is one Redis's deep sanitization refuses.
+        let zl = [17u8, 0, 0, 0, 14, 0, 0, 0, 2, 0, 0, 0x02, b'a', b'b', 4, 0xf6, 0xff];
+        let damaged_zl: [(usize, u8); 5] = [
+            (0, 18),    // zlbytes says one byte more than there is
+            (4, 10),    // zltail names the first entry, not the last
+            (8, 3),     // zllen says three entries
+            (14, 3),    // the second entry's record of the first's length
+            (15, 0xff), // an end byte where an entry's encoding should be
+        ];
+        for (at, byte) in damaged_zl {
+            let mut z = zl;
+            z[at] = byte;
+            assert!(ziplist(&z).is_err(), "ziplist with byte {at} = {byte:#x}");
+        }
+        // A saturated count is not checked, as in Redis.
+        let mut z = zl;
+        z[8] = 0xff;
+        z[9] = 0xff;
+        assert_eq!(ziplist(&z).unwrap().len(), 2);
+        // An empty ziplist's tail offset need only stay inside it.
+        assert!(ziplist(&[11, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0xff]).unwrap().is_empty());
+
+        let lp = [15u8, 0, 0, 0, 3, 0, 0x81, b'a', 2, 0x07, 1, 0xc1, 0x2c, 2, 0xff];
+        let damaged_lp: [(usize, u8); 5] = [
+            (0, 14),    // total bytes one short
+            (4, 2),     // element count
+            (8, 3),     // the first entry's back-length
+            (10, 2),    // the second entry's back-length
+            (11, 0xf5), // an encoding Redis does not define
+        ];
+        for (at, byte) in damaged_lp {
+            let mut l = lp;
+            l[at] = byte;
+            assert!(listpack(&l).is_err(), "listpack with byte {at} = {byte:#x}");
+        }
+        // The end byte must be the last byte, and nothing may follow it.
+        let mut l = lp.to_vec();
+        l.insert(14, 0xff);
+        l[0] = 16;
+        assert!(listpack(&l).is_err());
+
+        // An entry of 16,383 bytes takes a 3-byte back-length (Redis's
+        // strict bound), and decodes.
+        let n = 16_383 - 5;
+        let mut big = vec![0u8; 6];
+        big.push(0xf0);
+        big.extend_from_slice(&(n as u32).to_le_bytes());
+        big.extend(std::iter::repeat(b'x').take(n));
+        big.extend_from_slice(&[0x00, 0xff, 0xff]); // 16,383 = 127 << 7 | 127, in three bytes
+        big.push(0xff);
+        let total = big.len() as u32;
+        big[..4].copy_from_slice(&total.to_le_bytes());
+        big[4] = 1;
+        assert_eq!(listpack(&big).unwrap(), vec![vec![b'x'; n]]);
+
+        // Intsets: sorted and without duplicates, and never empty.
+        assert!(intset(&[2, 0, 0, 0, 2, 0, 0, 0, 5, 0, 5, 0]).is_err());
+        assert!(intset(&[2, 0, 0, 0, 2, 0, 0, 0, 6, 0, 5, 0]).is_err());
+        assert!(intset(&[2, 0, 0, 0, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
     fn mutated_payloads_never_panic() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         // Valid payloads of every shape, packed ones included.
-        let lp = [0u8, 0, 0, 0, 3, 0, 0x81, b'a', 2, 0x07, 1, 0xc1, 0x2c, 2, 0xff];
-        let zl = [0u8, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0x02, b'a', b'b', 4, 0xf6, 0xff];
+        let lp = [15u8, 0, 0, 0, 3, 0, 0x81, b'a', 2, 0x07, 1, 0xc1, 0x2c, 2, 0xff];
+        let zl = [17u8, 0, 0, 0, 14, 0, 0, 0, 2, 0, 0, 0x02, b'a', b'b', 4, 0xf6, 0xff];
+        assert_eq!(listpack(&lp).unwrap().len(), 3);
+        assert_eq!(ziplist(&zl).unwrap().len(), 2);
         let mut seeds: Vec<Vec<u8>> = vec![
             encode(&Value::List(vec![b"a".to_vec(); 5])),
             encode(&Value::ZSet(vec![(b"m".to_vec(), 2.0)])),

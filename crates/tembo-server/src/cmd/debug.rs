@@ -22,7 +22,7 @@ pub const COMMANDS: &[Spec] = &[Spec {
     flags: &["admin", "noscript", "loading", "stale"],
     keys: (0, 0, 0),
     group: "server",
-    summary: "DEBUG SLEEP | OBJECT | RELOAD | SET-ACTIVE-EXPIRE | PROTOCOL | HELP.",
+    summary: "DEBUG SLEEP | OBJECT | RELOAD | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
     run: debug,
 }];
 
@@ -59,6 +59,10 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             int(&a[2])?;
             Ok(Reply::ok())
         }
+        ("set-skip-checksum-validation", 3) => {
+            cx.st.skip_checksum = int(&a[2])? != 0;
+            Ok(Reply::ok())
+        }
         ("change-repl-id", 2) => Ok(Reply::ok()),
         ("panic", 2) => panic!("DEBUG PANIC"),
         ("protocol", 3) => protocol(&a[2]),
@@ -72,6 +76,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Stop or start the active expire cycle.",
+                "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
+                "    Let RESTORE take payloads whose checksum is wrong (their contents are still checked).",
                 "PANIC",
                 "    Panic inside this command: the command fails and is not applied; the server carries on.",
                 "PROTOCOL <type>",

@@ -97,7 +97,8 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if old.is_some() && !replace {
         return Err(CmdError("BUSYKEY Target key name already exists.".into()));
     }
-    let body = rdb::open(&a[3]).map_err(|_| CmdError::err("DUMP payload version or checksum are wrong"))?;
+    let body = rdb::open_checked(&a[3], !cx.st.skip_checksum)
+        .map_err(|_| CmdError::err("DUMP payload version or checksum are wrong"))?;
     let value = rdb_value::decode(body).map_err(|_| CmdError::err("Bad data format"))?;
     check_unique(&value)?;
     let now = crate::exec::now_ms();

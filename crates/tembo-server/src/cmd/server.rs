@@ -535,7 +535,24 @@ pub const INERT: &[(&str, &str)] = &[
     ("list-max-listpack-size", "-2"),
     // Read by PFADD and PFMERGE: the longest sparse HyperLogLog.
     ("hll-sparse-max-bytes", "3000"),
+    // RESTORE checks every payload whole, whatever this says: a payload is
+    // decoded into plain elements before anything is written, and one
+    // that does not decode, or holds a duplicate field or member, is
+    // refused with "Bad data format" (see `rdb_value`).
+    ("sanitize-dump-payload", "no"),
+    // What a crash report does; Tembo's is Rust's panic message, contained
+    // per command (see `DEBUG PANIC`).
+    ("crash-log-enabled", "yes"),
+    ("crash-memcheck-enabled", "yes"),
+    // Hidden in `CONFIG GET *` (see `HIDDEN_INERT`).
+    ("use-exit-on-panic", "no"),
+    // A replica's credentials; Tembo has no replicas.
+    ("masterauth", ""),
+    ("masteruser", ""),
 ];
+
+/// Inert settings that, as in Redis, `CONFIG GET` shows only when named.
+const HIDDEN_INERT: &[&str] = &["use-exit-on-panic"];
 
 /// Redis 7.0's old names for the listpack settings: setting either name
 /// sets both, and `CONFIG GET` answers to both.
@@ -566,7 +583,14 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             let all = params(cx);
             let mut out = Vec::new();
             for (k, v) in &all {
-                if a[2..].iter().any(|p| glob(p, k.as_bytes(), true)) {
+                let hidden = HIDDEN_INERT.contains(&k.as_str());
+                if a[2..].iter().any(|p| {
+                    if hidden {
+                        p.eq_ignore_ascii_case(k.as_bytes())
+                    } else {
+                        glob(p, k.as_bytes(), true)
+                    }
+                }) {
                     out.push((Reply::bulk(k), Reply::bulk(v)));
                 }
             }
@@ -727,6 +751,15 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             cx.st.cfg.loglevel = c.loglevel;
         }
         "client-output-buffer-limit" => cx.st.output_limits.set(value).map_err(&bad)?,
+        "sanitize-dump-payload" => {
+            let value = value.to_ascii_lowercase();
+            if !["no", "yes", "clients"].contains(&value.as_str()) {
+                return Err(bad("argument(s) must be one of the following: no, yes, clients"));
+            }
+            if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
+                *v = value;
+            }
+        }
         "maxmemory-clients" => {
             super::config_compat::check_memory_or_percent(value).map_err(&bad)?;
             if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
