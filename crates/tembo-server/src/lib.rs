@@ -71,6 +71,7 @@ mod proc_stats;
 mod pubsub;
 mod querybuf;
 pub mod rdb;
+pub mod rdb_stream;
 pub mod rdb_value;
 pub mod resp;
 mod script;

@@ -6,7 +6,8 @@
 //! loads. It reads those and every encoding Redis 7.0 writes or keeps
 //! loading from older versions: ziplists, listpacks, intsets and
 //! quicklists (v1 of ziplists, v2 of listpacks), and the old zset with
-//! text scores. Streams and module types are refused with a typed error.
+//! text scores, and streams (`crate::rdb_stream`). Module types are
+//! refused with a typed error.
 //! Every length is checked against the bytes that are there: a damaged or
 //! hostile payload is an error, never a panic or a huge allocation.
 
@@ -28,6 +29,8 @@ pub enum Value {
     ZSet(Vec<(Vec<u8>, f64)>),
     /// A hash's (field, value) pairs.
     Hash(Pairs),
+    /// A stream: entries, counters and consumer groups.
+    Stream(crate::rdb_stream::StreamValue),
 }
 
 const STRING: u8 = 0;
@@ -70,6 +73,7 @@ pub fn encode(v: &Value) -> Vec<u8> {
                 out.extend_from_slice(&s.to_le_bytes());
             }
         }
+        Value::Stream(st) => crate::rdb_stream::encode(st, &mut out),
         Value::Hash(pairs) => {
             out.push(HASH);
             put_len(&mut out, pairs.len() as u64);
@@ -118,8 +122,8 @@ pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
         SET_INTSET => Value::Set(intset(&r.string()?)?),
         ZSET_ZIPLIST => Value::ZSet(scored(ziplist(&r.string()?)?)?),
         HASH_ZIPLIST => Value::Hash(paired(ziplist(&r.string()?)?)?),
-        HASH_LISTPACK => Value::Hash(paired(listpack(&r.string()?)?)?),
-        ZSET_LISTPACK => Value::ZSet(scored(listpack(&r.string()?)?)?),
+        HASH_LISTPACK => Value::Hash(paired(listpack_elements(&r.string()?)?)?),
+        ZSET_LISTPACK => Value::ZSet(scored(listpack_elements(&r.string()?)?)?),
         LIST_QUICKLIST => {
             let nodes = count(&mut r, 1)?;
             let mut items = Vec::new();
@@ -139,13 +143,15 @@ pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
                 }
                 match container {
                     1 => items.push(data),
-                    2 => items.extend(listpack(&data)?),
+                    2 => items.extend(listpack_elements(&data)?),
                     _ => return Err(BAD),
                 }
             }
             Value::List(items)
         }
-        15 | 19 | 21 => return Err(PayloadError::Malformed("stream values cannot be restored")),
+        t @ (crate::rdb_stream::STREAM_LISTPACKS | crate::rdb_stream::STREAM_LISTPACKS_2) => {
+            Value::Stream(crate::rdb_stream::decode(&mut r, t)?)
+        }
         _ => return Err(BAD),
     };
     if !r.at_end() {
@@ -317,7 +323,7 @@ fn u32_at(b: &[u8], at: usize) -> Result<u32, PayloadError> {
 /// checked whole as Redis's deep sanitization checks it: the header's byte
 /// count, each entry's back-length, the element count (unless saturated),
 /// and the end byte as the last byte.
-fn listpack(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
+pub(crate) fn listpack_elements(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
     const HEADER: usize = 6; // total bytes u32, element count u16
     if b.len() < HEADER + 1 || u32_at(b, 0)? as usize != b.len() || b[b.len() - 1] != 0xff {
         return Err(BAD);
@@ -372,7 +378,7 @@ fn listpack(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
 /// How many bytes a listpack entry of `len` bytes (encoding and data)
 /// gives its back-length field, by Redis's thresholds (`lpEncodeBacklen`,
 /// strict bounds included: an entry of 16,383 bytes takes three).
-fn backlen_bytes(len: usize) -> usize {
+pub(crate) fn backlen_bytes(len: usize) -> usize {
     match len {
         0..=127 => 1,
         128..=16_382 => 2,
@@ -439,7 +445,8 @@ mod tests {
         // A listpack of "a", 7, -3 (13-bit), 300 (13-bit), 70000 (24-bit).
         let lp =
             [23, 0, 0, 0, 5, 0, 0x81, b'a', 2, 0x07, 1, 0xdf, 0xfd, 2, 0xc1, 0x2c, 2, 0xf2, 0x70, 0x11, 0x01, 4, 0xff];
-        let got: Vec<String> = listpack(&lp).unwrap().into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
+        let got: Vec<String> =
+            listpack_elements(&lp).unwrap().into_iter().map(|v| String::from_utf8(v).unwrap()).collect();
         assert_eq!(got, ["a", "7", "-3", "300", "70000"]);
         // A ziplist of "ab", 5 (immediate), -2 (int8), 1000 (int16).
         let zl =
@@ -460,6 +467,7 @@ mod tests {
         assert!(decode(&[LIST, 0x81, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]).is_err());
         assert!(decode(&[SET_INTSET, 8, 3, 0, 0, 0, 0xff, 0xff, 0xff, 0x7f]).is_err());
         assert!(decode(&[15]).is_err());
+        assert!(decode(&[21, 0]).is_err()); // Redis 7.2's stream type: its payloads carry RDB version 11
     }
 
     #[test]
@@ -497,13 +505,13 @@ mod tests {
         for (at, byte) in damaged_lp {
             let mut l = lp;
             l[at] = byte;
-            assert!(listpack(&l).is_err(), "listpack with byte {at} = {byte:#x}");
+            assert!(listpack_elements(&l).is_err(), "listpack with byte {at} = {byte:#x}");
         }
         // The end byte must be the last byte, and nothing may follow it.
         let mut l = lp.to_vec();
         l.insert(14, 0xff);
         l[0] = 16;
-        assert!(listpack(&l).is_err());
+        assert!(listpack_elements(&l).is_err());
 
         // An entry of 16,383 bytes takes a 3-byte back-length (Redis's
         // strict bound), and decodes.
@@ -517,7 +525,7 @@ mod tests {
         let total = big.len() as u32;
         big[..4].copy_from_slice(&total.to_le_bytes());
         big[4] = 1;
-        assert_eq!(listpack(&big).unwrap(), vec![vec![b'x'; n]]);
+        assert_eq!(listpack_elements(&big).unwrap(), vec![vec![b'x'; n]]);
 
         // Intsets: sorted and without duplicates, and never empty.
         assert!(intset(&[2, 0, 0, 0, 2, 0, 0, 0, 5, 0, 5, 0]).is_err());
@@ -532,7 +540,7 @@ mod tests {
         // Valid payloads of every shape, packed ones included.
         let lp = [15u8, 0, 0, 0, 3, 0, 0x81, b'a', 2, 0x07, 1, 0xc1, 0x2c, 2, 0xff];
         let zl = [17u8, 0, 0, 0, 14, 0, 0, 0, 2, 0, 0, 0x02, b'a', b'b', 4, 0xf6, 0xff];
-        assert_eq!(listpack(&lp).unwrap().len(), 3);
+        assert_eq!(listpack_elements(&lp).unwrap().len(), 3);
         assert_eq!(ziplist(&zl).unwrap().len(), 2);
         let mut seeds: Vec<Vec<u8>> = vec![
             encode(&Value::List(vec![b"a".to_vec(); 5])),

@@ -152,6 +152,12 @@ pub fn consumer_touch(cx: &mut Ctx, key: &[u8], s: &Stream, group: &[u8], name: 
     Ok(created)
 }
 
+/// Writes consumer `name` of `group` with seen time `seen` (RESTORE).
+pub fn consumer_put(cx: &mut Ctx, key: &[u8], s: &Stream, group: &[u8], name: &[u8], seen: u64) -> Res<()> {
+    let f = [&consumer_prefix(group)[..], name].concat();
+    aux_put(cx, key, s, &f, seen.to_be_bytes().to_vec())
+}
+
 /// Consumers of `group`: (name, seen time), by name.
 pub fn consumers(cx: &Ctx, key: &[u8], s: &Stream, group: &[u8]) -> Res<Vec<(Vec<u8>, u64)>> {
     Ok(aux_scan(cx, key, s, &consumer_prefix(group), None, false, usize::MAX)?

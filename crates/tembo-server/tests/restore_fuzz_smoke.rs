@@ -1,6 +1,7 @@
 //! The `restore_payload` fuzz target's logic, run by the ordinary test
 //! suite over DUMP payloads written by redis-server 7.0.15 (every small
-//! encoding, LZF-compressed ones too) and hand-made legacy ones (ziplists,
+//! encoding, LZF-compressed ones too, and a stream with a consumer group)
+//! and hand-made legacy ones (ziplists,
 //! quicklist v1), and thousands of random mutations of them, so the
 //! target's properties hold without cargo-fuzz.
 
@@ -35,9 +36,17 @@ const REDIS_DUMPS: &[&str] = &[
     "1201020c0c00000002008161020701ff0a00d058fd7a954ab03b",
     // m 2 (listpack zset)
     "110c0c0000000200816d020201ff0a000484163141536394",
+    // a stream: XADD st 1-1 a 1; XADD st 2-0 a 2 b x; XADD st 3-0 a 3;
+    // XDEL st 3-0; XGROUP CREATE st g 0; XREADGROUP GROUP g alice COUNT 1
+    // STREAMS st >; XGROUP CREATECONSUMER st g bob
+    "130110000000000000000100000000000000013d3d000000180002010101010181610200010201000100010101040100\
+     010101dfff0202018161020201816202817802080103010201dfff0203010401ff0203000101030003010167010181ff\
+     ffffffffffffff0100000000000000010000000000000001719ca533a2010000010205616c696365719ca533a2010000\
+     010000000000000001000000000000000103626f62719ca533a2010000000a00484796a582790c04",
 ];
 
 fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 

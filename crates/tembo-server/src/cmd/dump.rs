@@ -3,9 +3,10 @@
 //! Payloads are Redis's (`crate::rdb_value`, RDB version 10 with CRC-64):
 //! what Tembo dumps, Redis 7 restores, and what Redis dumps (its listpack,
 //! ziplist, intset and quicklist encodings included), Tembo restores.
-//! A restored key is written like any other, in the command's group commit.
-//! Streams are the exception: Tembo neither dumps nor restores them (their
-//! RDB form is Redis's radix tree of listpacks).
+//! Streams are written in Redis 7.0's listpack-node format and restored
+//! from it or from Redis 5–6's (`crate::rdb_stream`), consumer groups,
+//! pending entries and consumers included. A restored key is written like
+//! any other, in the command's group commit.
 
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -16,8 +17,12 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{score_of_value, score_value, sub_key, zidx_key, Kind, Meta, LIST_MID, SUB};
 use crate::exec::Ctx;
 use crate::rdb;
+use crate::rdb_stream::{GroupValue, StreamValue};
 use crate::rdb_value::{self, Pairs, Value};
 use crate::resp::Reply;
+use crate::stream::{self, Stream, StreamState};
+use crate::stream_cg::{self, Group, Nack};
+use crate::stream_id::StreamId;
 
 pub const COMMANDS: &[Spec] = &[
     Spec {
@@ -60,7 +65,7 @@ pub(super) fn payload(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<u8>, Cmd
                 .map(|(member, v)| score_of_value(&v).map(|s| (member, s)).ok_or_else(|| CmdError::corrupt(key)))
                 .collect::<Result<_, _>>()?,
         ),
-        Kind::Stream => return Err(CmdError::err("DUMP of a stream is not supported by Tembo")),
+        Kind::Stream => Value::Stream(stream_value(cx, key, m)?),
     };
     Ok(rdb::seal(rdb_value::encode(&value)))
 }
@@ -119,6 +124,7 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             check_sizes(cx, key.len(), s.len())?;
             Meta::string(s)
         }
+        Value::Stream(v) => write_stream(cx, key, v)?,
         collection => write_elements(cx, key, collection)?,
     };
     meta.expire_at = expire_at;
@@ -137,7 +143,8 @@ fn check_unique(v: &Value) -> Result<(), CmdError> {
         names.all(|n| seen.insert(n))
     }
     let ok = match v {
-        Value::String(_) | Value::List(_) => true,
+        // A stream's payload is checked for duplicates as it decodes.
+        Value::String(_) | Value::List(_) | Value::Stream(_) => true,
         Value::Set(m) => unique(m.iter()),
         Value::Hash(p) => unique(p.iter().map(|(f, _)| f)),
         Value::ZSet(p) => unique(p.iter().map(|(m, _)| m)),
@@ -160,7 +167,7 @@ fn write_elements(cx: &mut Ctx, key: &[u8], value: Value) -> Result<Meta, CmdErr
         Value::Set(members) => (Kind::Set, members.into_iter().map(|m| (m, Vec::new())).collect()),
         Value::Hash(pairs) => (Kind::Hash, pairs),
         Value::ZSet(pairs) => (Kind::ZSet, pairs.into_iter().map(|(m, s)| (m, score_value(s))).collect()),
-        Value::String(_) => unreachable!("strings are written by the caller"),
+        Value::String(_) | Value::Stream(_) => unreachable!("strings and streams are written by the caller"),
     };
     // Redis refuses an empty collection (a key cannot hold one).
     if elements.is_empty() {
@@ -180,4 +187,61 @@ fn write_elements(cx: &mut Ctx, key: &[u8], value: Value) -> Result<Meta, CmdErr
         meta.size += 1;
     }
     Ok(meta)
+}
+
+/// A stream's entries, counters and groups, as DUMP writes them.
+fn stream_value(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<StreamValue, CmdError> {
+    let s = Stream::from_meta(key, m.clone())?;
+    let entries = stream::range(cx, key, &s, StreamId::MIN, StreamId::MAX, false, 0)?;
+    let mut groups = Vec::new();
+    for g in stream_cg::groups(cx, key, &s)? {
+        let pending = stream_cg::pel_range(cx, key, &s, &g.name, StreamId::MIN, StreamId::MAX, usize::MAX)?
+            .into_iter()
+            .map(|n| (n.id, n.delivery_time, n.delivery_count, n.consumer))
+            .collect();
+        let consumers = stream_cg::consumers(cx, key, &s, &g.name)?;
+        let entries_read = u64::try_from(g.entries_read).ok();
+        groups.push(GroupValue { name: g.name, last_id: g.last_id, entries_read, pending, consumers });
+    }
+    Ok(StreamValue {
+        entries,
+        last_id: s.st.last_id,
+        first_id: s.st.first_id,
+        max_deleted: s.st.max_deleted,
+        entries_added: s.st.entries_added,
+        groups,
+        legacy: false,
+    })
+}
+
+/// Stages a restored stream's entries (in nodes as XADD would make them),
+/// groups, consumers and pending entries under a new version; its
+/// metadata (not yet written).
+fn write_stream(cx: &mut Ctx, key: &[u8], v: StreamValue) -> Result<Meta, CmdError> {
+    let mut s = stream::create(cx);
+    for (id, fv) in &v.entries {
+        stream::append(cx, key, &mut s, *id, fv)?;
+    }
+    s.st = StreamState {
+        last_id: v.last_id,
+        entries_added: v.entries_added,
+        max_deleted: v.max_deleted,
+        first_id: v.first_id,
+    };
+    for g in v.groups {
+        let entries_read = if v.legacy {
+            stream_cg::estimate_distance(&s, g.last_id)
+        } else {
+            g.entries_read.and_then(|n| i64::try_from(n).ok()).unwrap_or(stream_cg::INVALID)
+        };
+        stream_cg::group_put(cx, key, &s, &Group { name: g.name.clone(), last_id: g.last_id, entries_read })?;
+        for (name, seen) in &g.consumers {
+            stream_cg::consumer_put(cx, key, &s, &g.name, name, *seen)?;
+        }
+        for (id, delivery_time, delivery_count, consumer) in g.pending {
+            let nack = Nack { id, consumer, delivery_time, delivery_count };
+            stream_cg::nack_put(cx, key, &s, &g.name, &nack, None)?;
+        }
+    }
+    Ok(s.meta_out())
 }
