@@ -337,6 +337,33 @@ def test_debug_object_and_protocol(r):
     assert r.execute_command("DEBUG", "PROTOCOL", "integer") == 12345
 
 
+def test_debug_populate(r):
+    """DEBUG POPULATE as redis-server 7.0.15 does it (checked against it)."""
+    if is_reference_redis():
+        pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
+    r.set("key:3", "mine")
+    assert r.execute_command("DEBUG", "POPULATE", "10") in (True, "OK")
+    assert r.dbsize() == 10
+    assert r.get("key:3") == "mine"  # an existing key is left alone
+    assert r.get("key:9") == "value:9"
+    assert r.execute_command("DEBUG", "POPULATE", "3", "p", "12") in (True, "OK")
+    raw = make_client(r.proto, decode=False)
+    assert raw.get("p:1") == b"value:1\x00\x00\x00\x00\x00"  # padded with zero bytes
+    r.execute_command("DEBUG", "POPULATE", "2", "q", "3")
+    assert r.get("q:1") == "val"  # cut to the size
+    r.execute_command("DEBUG", "POPULATE", "1", "x" * 200)
+    assert r.keys("xx*") == ["x" * 127]  # the name cut at 127 bytes, as Redis's buffer cuts it
+    for bad in (["-1"], ["abc"], ["2", "p", "-3"]):
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command("DEBUG", "POPULATE", *bad)
+        assert err(e) == "value is out of range, must be positive"
+    # Past one commit step (10,000 keys): every key is there.
+    r.flushall()
+    r.execute_command("DEBUG", "POPULATE", "25000", "big")
+    assert r.dbsize() == 25000
+    assert r.get("big:24999") == "value:24999"
+
+
 def test_client_kill_filters(r):
     victim = make_client(r.proto)
     victim.ping()

@@ -69,14 +69,27 @@ pub struct GroupValue {
 }
 
 /// Decodes a stream's value (after its type byte `ty`).
+///
+/// What the entries decode to may be larger than the payload: an entry
+/// that shares its node's field names gets a copy of them. So the decoded
+/// bytes are bounded by 64 MiB plus 16 times the payload's length (a
+/// stream Redis writes, with its nodes of at most `stream-node-max-bytes`,
+/// stays far below); past that the payload is refused rather than
+/// allowed to ask for memory quadratic in its size.
 pub fn decode(r: &mut Reader<'_>, ty: u8) -> Result<StreamValue, PayloadError> {
     let mut v = StreamValue::default();
+    let mut budget = (64usize << 20).saturating_add(r.remaining().saturating_mul(16));
     let nodes = r.len()?;
+    let mut previous: Option<StreamId> = None;
     for _ in 0..nodes {
         let key = r.string()?;
         let master = StreamId::from_bytes(&key).filter(|_| key.len() == 16).ok_or(BAD)?;
+        if previous.is_some_and(|p| p >= master) {
+            return Err(BAD); // nodes in key order, none twice
+        }
+        previous = Some(master);
         let lp = r.string()?;
-        node_entries(&lp, master, &mut v.entries)?;
+        node_entries(&lp, master, &mut v.entries, &mut budget)?;
     }
     let length = r.len()?;
     v.last_id = id(r)?;
@@ -85,11 +98,15 @@ pub fn decode(r: &mut Reader<'_>, ty: u8) -> Result<StreamValue, PayloadError> {
         v.max_deleted = id(r)?;
         v.entries_added = r.len()?;
     } else {
-        v.first_id = v.entries.first().map_or(StreamId::MIN, |e| e.0);
+        // Redis 7.0 takes the first entry's ID, or MAX-MAX for a stream
+        // with none (`streamGetEdgeID`).
+        v.first_id = v.entries.first().map_or(StreamId::MAX, |e| e.0);
         v.entries_added = length;
         v.legacy = true;
     }
-    if length != v.entries.len() as u64 || v.entries.last().is_some_and(|e| e.0 > v.last_id) {
+    // Entries ever added count the ones there (Redis never writes fewer).
+    if length != v.entries.len() as u64 || v.entries_added < length || v.entries.last().is_some_and(|e| e.0 > v.last_id)
+    {
         return Err(BAD);
     }
     let groups = r.len()?;
@@ -169,8 +186,20 @@ fn group(r: &mut Reader<'_>, ty: u8) -> Result<GroupValue, PayloadError> {
     Ok(g)
 }
 
-/// One listpack element as an integer (Redis's `lpGetIntegerIfValid`).
+/// One listpack element as an integer, as Redis's `lpGetIntegerIfValid`
+/// reads one (`string2ll`): an integer element, or a string that is an
+/// integer's canonical decimal form (no sign but a leading `-`, no leading
+/// zero, no `-0`).
 fn int(e: &[u8]) -> Result<i64, PayloadError> {
+    let digits = e.strip_prefix(b"-").unwrap_or(e);
+    let canonical = match digits {
+        [] => false,
+        [b'0'] => e.len() == 1,
+        [first, ..] => (b'1'..=b'9').contains(first) && digits.iter().all(u8::is_ascii_digit),
+    };
+    if !canonical {
+        return Err(BAD);
+    }
     std::str::from_utf8(e).ok().and_then(|s| s.parse().ok()).ok_or(BAD)
 }
 
@@ -181,7 +210,12 @@ fn count(e: &[u8]) -> Result<usize, PayloadError> {
 
 /// Appends the live entries of the listpack node keyed `master`, checked
 /// as Redis's `streamValidateListpackIntegrity` checks it.
-fn node_entries(lp: &[u8], master: StreamId, out: &mut Vec<(StreamId, Vec<Vec<u8>>)>) -> Result<(), PayloadError> {
+fn node_entries(
+    lp: &[u8],
+    master: StreamId,
+    out: &mut Vec<(StreamId, Vec<Vec<u8>>)>,
+    budget: &mut usize,
+) -> Result<(), PayloadError> {
     let el = listpack_elements(lp)?;
     let mut it = el.iter().map(Vec::as_slice);
     let mut next = || it.next().ok_or(BAD);
@@ -229,6 +263,9 @@ fn node_entries(lp: &[u8], master: StreamId, out: &mut Vec<(StreamId, Vec<Vec<u8
         if count(next()?)? != fields + extra {
             return Err(BAD); // lp-count
         }
+        // Each element's bytes and its vector's own size.
+        let cost = fv.iter().map(|f| f.len() + 24).sum::<usize>();
+        *budget = budget.checked_sub(cost).ok_or(PayloadError::Malformed("stream payload decodes past its bound"))?;
         if flags & FLAG_DELETED != 0 {
             continue;
         }
@@ -263,6 +300,10 @@ pub fn encode(v: &StreamValue, out: &mut Vec<u8>) {
     put_len(out, v.entries_added);
     put_len(out, v.groups.len() as u64);
     for g in &v.groups {
+        let mut owned: std::collections::HashMap<&[u8], Vec<&StreamId>> = std::collections::HashMap::new();
+        for p in &g.pending {
+            owned.entry(p.3.as_slice()).or_default().push(&p.0);
+        }
         put_string(out, &g.name);
         put_len(out, g.last_id.ms);
         put_len(out, g.last_id.seq);
@@ -277,9 +318,9 @@ pub fn encode(v: &StreamValue, out: &mut Vec<u8>) {
         for (name, seen) in &g.consumers {
             put_string(out, name);
             out.extend_from_slice(&seen.to_le_bytes());
-            let owned: Vec<&StreamId> = g.pending.iter().filter(|p| p.3 == *name).map(|p| &p.0).collect();
-            put_len(out, owned.len() as u64);
-            for id in owned {
+            let ids = owned.get(name.as_slice()).map_or(&[][..], Vec::as_slice);
+            put_len(out, ids.len() as u64);
+            for id in ids {
                 out.extend_from_slice(&id.bytes());
             }
         }
@@ -476,6 +517,35 @@ mod tests {
         assert_eq!(round_trip(&v).unwrap(), v);
     }
 
+    /// A node whose entries all share one long field name (each decoded
+    /// entry gets a copy) is refused before it asks for memory quadratic
+    /// in the payload's size.
+    #[test]
+    fn shared_field_names_cannot_blow_memory_up() {
+        let name = vec![b'f'; 1 << 20];
+        let entries: Vec<(StreamId, Vec<Vec<u8>>)> =
+            (0..100u64).map(|i| (StreamId::new(1, i), vec![name.clone(), b"v".to_vec()])).collect();
+        let v = StreamValue { last_id: StreamId::new(1, 99), entries, entries_added: 100, ..StreamValue::default() };
+        let mut out = Vec::new();
+        encode(&v, &mut out);
+        // 100 entries of 1 MiB each from a payload of ~1 MiB: past 64 MiB + 16x.
+        assert!(out.len() < 2 << 20);
+        let err = decode(&mut Reader::new(&out[1..]), out[0]).unwrap_err();
+        assert_eq!(err, PayloadError::Malformed("stream payload decodes past its bound"));
+        // Ten such entries (10 MiB) are within the bound and decode.
+        let v = StreamValue { entries: v.entries[..10].to_vec(), last_id: StreamId::new(1, 9), entries_added: 10, ..v };
+        assert_eq!(round_trip(&v).unwrap(), v);
+    }
+
+    #[test]
+    fn counts_are_read_as_redis_reads_integers() {
+        assert_eq!(int(b"0").unwrap(), 0);
+        assert_eq!(int(b"-12").unwrap(), -12);
+        for bad in [&b"+2"[..], b"01", b"-0", b"", b"-", b" 1", b"1 ", b"99999999999999999999"] {
+            assert!(int(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
     #[test]
     fn damaged_streams_are_refused() {
         let v = sample();
@@ -486,14 +556,14 @@ mod tests {
             let whole = decode(&mut r, good[0]).is_ok_and(|_| r.at_end());
             assert!(!whole, "cut at {cut}");
         }
-        // A pending entry without a consumer, one owned twice, a length
-        // that does not count the entries, an entry past the last ID.
+        // A pending entry without a consumer, fewer entries added than
+        // there are, an entry past the last ID, a group named twice.
         let mut orphan = v.clone();
         orphan.groups[0].consumers.retain(|c| c.0 != b"bob");
         assert!(round_trip(&orphan).is_err());
-        let mut long = v.clone();
-        long.entries_added = 1;
-        assert_eq!(round_trip(&long).unwrap().entries_added, 1);
+        let mut few = v.clone();
+        few.entries_added = 1;
+        assert!(round_trip(&few).is_err(), "fewer entries added than there are");
         let mut past = v.clone();
         past.last_id = StreamId::new(1, 0);
         assert!(round_trip(&past).is_err());

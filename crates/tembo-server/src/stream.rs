@@ -328,7 +328,7 @@ pub fn append(cx: &mut Ctx, key: &[u8], s: &mut Stream, id: StreamId, fv: &[Vec<
     cx.sub_put(key, &s.meta, &id.bytes(), encode_fields(fv))?;
     s.meta.size += 1;
     s.st.last_id = id;
-    s.st.entries_added += 1;
+    s.st.entries_added = s.st.entries_added.wrapping_add(1);
     if s.meta.size == 1 {
         s.st.first_id = id;
     }

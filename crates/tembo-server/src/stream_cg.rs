@@ -292,9 +292,9 @@ pub fn estimate_distance(s: &Stream, id: StreamId) -> i64 {
     }
     if st.max_deleted.is_zero() || st.max_deleted < st.first_id {
         if id < st.first_id {
-            return (st.entries_added - s.len()) as i64;
+            return st.entries_added.wrapping_sub(s.len()) as i64;
         } else if id == st.first_id {
-            return (st.entries_added - s.len() + 1) as i64;
+            return st.entries_added.wrapping_sub(s.len()).wrapping_add(1) as i64;
         }
     }
     INVALID
@@ -306,10 +306,10 @@ pub fn lag(s: &Stream, g: &Group) -> Option<i64> {
         return Some(0);
     }
     if g.entries_read != INVALID && !has_tombstones_from(s, g.last_id) {
-        return Some(s.st.entries_added as i64 - g.entries_read);
+        return Some((s.st.entries_added as i64).wrapping_sub(g.entries_read));
     }
     let read = estimate_distance(s, g.last_id);
-    (read != INVALID).then(|| s.st.entries_added as i64 - read)
+    (read != INVALID).then(|| (s.st.entries_added as i64).wrapping_sub(read))
 }
 
 /// Advances the group past delivered entry `id` (`streamReplyWithRange`'s counter update).
@@ -318,7 +318,7 @@ pub fn advance(s: &Stream, g: &mut Group, id: StreamId) {
         return;
     }
     if g.entries_read != INVALID && !has_tombstones_from(s, id) {
-        g.entries_read += 1;
+        g.entries_read = g.entries_read.wrapping_add(1);
     } else if s.st.entries_added != 0 {
         g.entries_read = estimate_distance(s, id);
     }

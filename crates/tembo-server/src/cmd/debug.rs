@@ -22,7 +22,8 @@ pub const COMMANDS: &[Spec] = &[Spec {
     flags: &["admin", "noscript", "loading", "stale"],
     keys: (0, 0, 0),
     group: "server",
-    summary: "DEBUG SLEEP | OBJECT | RELOAD | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
+    summary:
+        "DEBUG SLEEP | OBJECT | RELOAD | POPULATE | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
     run: debug,
 }];
 
@@ -59,6 +60,7 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             int(&a[2])?;
             Ok(Reply::ok())
         }
+        ("populate", 3..=5) => populate(cx, a),
         ("set-skip-checksum-validation", 3) => {
             cx.st.skip_checksum = int(&a[2])? != 0;
             Ok(Reply::ok())
@@ -76,6 +78,9 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Stop or start the active expire cycle.",
+                "POPULATE <count> [<prefix>] [<size>]",
+                "    Create <count> string keys named key:<num> (or <prefix>:<num>), each with the value value:<num>",
+                "    (cut or padded with zero bytes to <size> when given); keys that exist are left alone.",
                 "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
                 "    Let RESTORE take payloads whose checksum is wrong (their contents are still checked).",
                 "PANIC",
@@ -85,6 +90,40 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             ])),
         _ => Err(super::subcommand_error(a, "DEBUG")),
     }
+}
+
+/// Keys DEBUG POPULATE writes between commits: a populate of millions of
+/// keys is durable in steps rather than held as one batch of pending
+/// writes in memory.
+const POPULATE_STEP: u64 = 10_000;
+
+/// DEBUG POPULATE count [prefix] [size], as Redis 7.0 does it: `prefix:j`
+/// (the name cut at 127 bytes, as Redis's 128-byte buffer cuts it) gets
+/// `value:j`, or that cut or padded with zero bytes to `size`, unless the
+/// key exists. Committed every [`POPULATE_STEP`] keys: a full pool stops
+/// it with an error, and the keys written until then stay.
+fn populate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    let count = super::lists::positive(&a[2])?;
+    let size = if a.len() == 5 { Some(super::lists::positive(&a[4])? as usize) } else { None };
+    let prefix: &[u8] = a.get(3).map_or(b"key", |p| p.as_slice());
+    for j in 0..count {
+        let mut key = prefix.to_vec();
+        key.push(b':');
+        key.extend_from_slice(j.to_string().as_bytes());
+        key.truncate(127);
+        if cx.lookup_head(&key)?.is_some() {
+            continue;
+        }
+        let mut value = format!("value:{j}").into_bytes();
+        if let Some(size) = size.filter(|s| *s > 0) {
+            value.resize(size, 0);
+        }
+        super::strings::put_string_from(cx, &key, None, &value, 0)?;
+        if (j + 1) % POPULATE_STEP == 0 {
+            cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+        }
+    }
+    Ok(Reply::ok())
 }
 
 /// DEBUG PROTOCOL: a reply of each RESP3 type (RESP2 clients get each

@@ -243,7 +243,7 @@ fn deliver_history(
             Some(fv) => {
                 if let Some(mut n) = cg::nack_get(cx, key, s, &g.name, id)? {
                     n.delivery_time = now;
-                    n.delivery_count += 1;
+                    n.delivery_count = n.delivery_count.wrapping_add(1);
                     cg::nack_put(cx, key, s, &g.name, &n, Some(consumer))?;
                 }
                 out.push(Reply::Array(vec![Reply::bulk(id.to_string()), Reply::bulks(fv)]));

@@ -89,7 +89,7 @@ fn xinfo(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 out.push(Reply::Map(vec![
                     field("name", Reply::Bulk(name)),
                     field("pending", Reply::Int(pending.len() as i64)),
-                    field("idle", Reply::Int((now - seen as i64).max(0))),
+                    field("idle", Reply::Int(now.wrapping_sub(seen as i64).max(0))),
                 ]));
             }
             Ok(Reply::Array(out))

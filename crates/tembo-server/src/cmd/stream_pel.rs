@@ -114,7 +114,7 @@ fn xpending(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         if count == 0 {
             break;
         }
-        let idle = now - nk.delivery_time as i64;
+        let idle = now.wrapping_sub(nk.delivery_time as i64);
         if minidle != 0 && idle < minidle {
             continue;
         }
@@ -196,7 +196,7 @@ fn xclaim(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         let (mut n, old) = match nack {
             Some(n) => {
-                if minidle != 0 && now - (n.delivery_time as i64) < minidle {
+                if minidle != 0 && now.wrapping_sub(n.delivery_time as i64) < minidle {
                     continue;
                 }
                 let old = n.consumer.clone();
@@ -213,7 +213,7 @@ fn xclaim(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         if retry >= 0 {
             n.delivery_count = retry as u64;
         } else if !justid {
-            n.delivery_count += 1;
+            n.delivery_count = n.delivery_count.wrapping_add(1);
         }
         n.consumer = consumer.clone();
         cg::nack_put(cx, key, &s, &g.name, &n, old.as_deref())?;
@@ -265,7 +265,7 @@ fn xautoclaim(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             count -= 1;
             continue;
         }
-        if minidle != 0 && now - (n.delivery_time as i64) < minidle {
+        if minidle != 0 && now.wrapping_sub(n.delivery_time as i64) < minidle {
             continue;
         }
         if !touched {
@@ -275,7 +275,7 @@ fn xautoclaim(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         let old = std::mem::replace(&mut n.consumer, consumer.clone());
         n.delivery_time = now as u64;
         if !justid {
-            n.delivery_count += 1;
+            n.delivery_count = n.delivery_count.wrapping_add(1);
         }
         cg::nack_put(cx, key, &s, &g.name, &n, Some(&old))?;
         claimed.push(if justid { id_reply(n.id) } else { entry_reply(cx, key, &s, n.id)? });
