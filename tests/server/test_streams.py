@@ -425,3 +425,31 @@ def test_dump_restore_of_a_stream_keeps_groups_and_counters(r):
     finally:
         raw(r, "DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "0")
     assert r.exists("dst2") == 0
+
+
+def test_restored_counters_at_their_limits_do_not_break_commands(r):
+    """A payload may carry delivery times, seen times and delivery counts
+    no command makes (past 2^63 ms, at u64's maximum): the commands that
+    compute with them answer (their arithmetic wraps, as Redis's C does)
+    instead of failing."""
+    r.xadd("s", {"a": "1"}, id="1-0")
+    r.xgroup_create("s", "g", "0")
+    r.xreadgroup("g", "alice", {"s": ">"})
+    r.xclaim("s", "g", "alice", 0, ["1-0"], time=1234567890123, retrycount=77)
+    seen = as_map(as_map(full_info(r, "s")["groups"][0])["consumers"][0])["seen-time"]
+    payload = bytearray(r.dump("s"))
+    for value in (1234567890123, seen):
+        at = payload.find(value.to_bytes(8, "little"))
+        assert at > 0
+        payload[at:at + 8] = b"\xff" * 8
+    raw(r, "DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "1")
+    try:
+        assert r.restore("t", 0, bytes(payload)) == "OK"
+    finally:
+        raw(r, "DEBUG", "SET-SKIP-CHECKSUM-VALIDATION", "0")
+    assert r.xpending_range("t", "g", "-", "+", 10)[0]["message_id"] == "1-0"
+    assert r.xpending_range("t", "g", "-", "+", 10, idle=1000) is not None
+    assert r.xinfo_consumers("t", "g")[0]["name"] == "alice"
+    assert r.xclaim("t", "g", "bob", 1000, ["1-0"], justid=True) is not None
+    assert r.xautoclaim("t", "g", "carol", 1000, "0-0") is not None
+    assert full_info(r, "t")["length"] == 1
