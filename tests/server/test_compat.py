@@ -364,6 +364,39 @@ def test_debug_populate(r):
     assert r.get("big:24999") == "value:24999"
 
 
+def test_debug_digest_is_redis_s(r):
+    """DEBUG DIGEST and DIGEST-VALUE give redis-server 7.0.15's digests for
+    the same keys (the values below are what it returned)."""
+    if is_reference_redis():
+        pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
+    assert r.execute_command("DEBUG", "DIGEST") == "0" * 40
+    r.set("str", "hello")
+    r.set("int", "12345")
+    r.rpush("l", "a", "b", "1")
+    r.sadd("s", "x", "10")
+    r.hset("h", mapping={"f": "v", "n": "12"})
+    r.zadd("z", {"m": 1.5, "n": -3, "o": 1e300, "p": float("inf")})
+    r.xadd("st", {"a": "1"}, id="1-1")
+    r.xadd("st", {"b": "2", "c": "3"}, id="2-5")
+    r.set("e", "v", ex=100000)
+    other = make_client(r.proto, db=5)
+    other.set("other", "db")
+    assert r.execute_command("DEBUG", "DIGEST") == "fa3adcdb74baa3840ce682d8d829f9fc04aeb151"
+    assert r.execute_command("DEBUG", "DIGEST-VALUE", "z", "st", "e", "nope") == [
+        "cc88fb4e35b79802c6caef85ec65ea3cb80d87b9",
+        "0733f267402ebe567ad8d0f89b4e8b53bbbfa37c",
+        "311b17018163335616e089f6b951c82c477335ac",
+        "0" * 40,
+    ]
+    # The order keys were written in does not count; their contents do.
+    r.delete("l")
+    r.rpush("l", "a", "b", "1")
+    assert r.execute_command("DEBUG", "DIGEST") == "fa3adcdb74baa3840ce682d8d829f9fc04aeb151"
+    r.rpush("l", "2")
+    assert r.execute_command("DEBUG", "DIGEST") != "fa3adcdb74baa3840ce682d8d829f9fc04aeb151"
+    other.flushdb()
+
+
 def test_client_kill_filters(r):
     victim = make_client(r.proto)
     victim.ping()

@@ -173,13 +173,18 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The longest string an LZF-compressed one may claim to expand to: the
+/// engine's default value limit (512 MiB), which no restored value can
+/// pass anyway. Checked before anything is allocated.
+const MAX_LZF_LEN: usize = 512 << 20;
+
 /// LZF decompression (liblzf's format, which Redis uses), into exactly
 /// `len` bytes.
 pub fn lzf_decompress(input: &[u8], len: usize) -> Result<Vec<u8>, PayloadError> {
     const BAD: PayloadError = PayloadError::Malformed("bad LZF data");
     // A back-reference of 2 or 3 input bytes yields at most 264 output
     // bytes: a claimed length beyond that bound is refused before allocating.
-    if len > input.len().saturating_mul(132).saturating_add(32) {
+    if len > input.len().saturating_mul(132).saturating_add(32) || len > MAX_LZF_LEN {
         return Err(BAD);
     }
     let mut out = Vec::with_capacity(len);

@@ -23,7 +23,7 @@ pub const COMMANDS: &[Spec] = &[Spec {
     keys: (0, 0, 0),
     group: "server",
     summary:
-        "DEBUG SLEEP | OBJECT | RELOAD | POPULATE | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
+        "DEBUG SLEEP | OBJECT | RELOAD | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
     run: debug,
 }];
 
@@ -61,6 +61,19 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         ("populate", 3..=5) => populate(cx, a),
+        ("digest", 2) => dataset_digest(cx),
+        ("digest-value", _) => {
+            let mut out = Vec::new();
+            for key in &a[2..] {
+                let mut d = [0u8; 20];
+                if let Some(m) = cx.lookup(key)? {
+                    let value = super::dump::value_of(cx, key, &m)?;
+                    digest::object(&mut d, m.kind, &value, m.expire_at != 0);
+                }
+                out.push(Reply::Simple(digest::hex(&d)));
+            }
+            Ok(Reply::Array(out))
+        }
         ("set-skip-checksum-validation", 3) => {
             cx.st.skip_checksum = int(&a[2])? != 0;
             Ok(Reply::ok())
@@ -78,6 +91,10 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Stop or start the active expire cycle.",
+                "DIGEST",
+                "    Output a hex signature of the whole dataset (Redis's: the same keys give the same digest).",
+                "DIGEST-VALUE <key> [<key> ...]",
+                "    Output a hex signature of the values of the given keys.",
                 "POPULATE <count> [<prefix>] [<size>]",
                 "    Create <count> string keys named key:<num> (or <prefix>:<num>), each with the value value:<num>",
                 "    (cut or padded with zero bytes to <size> when given); keys that exist are left alone.",
@@ -124,6 +141,126 @@ fn populate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     Ok(Reply::ok())
+}
+
+/// DEBUG DIGEST: every database's keys, each key's digest xored into the
+/// database's (so their order does not count), the databases mixed in
+/// order, as Redis's `computeDatasetDigest` does. Expired keys not yet
+/// removed are left out (Redis counts them until its expiry removes them).
+fn dataset_digest(cx: &mut Ctx) -> CmdResult {
+    let selected = cx.client.db;
+    let mut total = [0u8; 20];
+    let mut result = Ok(());
+    for db in 0..cx.st.cfg.databases {
+        cx.client.db = db as u8;
+        result = database_digest(cx, db as u32, &mut total);
+        if result.is_err() {
+            break;
+        }
+    }
+    cx.client.db = selected;
+    result?;
+    Ok(Reply::Simple(digest::hex(&total)))
+}
+
+/// Mixes database `db` (selected) into `total`, if it has keys.
+fn database_digest(cx: &mut Ctx, db: u32, total: &mut digest::Digest) -> Result<(), CmdError> {
+    let mut keys = Vec::new();
+    super::keys::walk_keys(cx, None, |k, _| {
+        keys.push(k.to_vec());
+        true
+    })?;
+    if keys.is_empty() {
+        return Ok(());
+    }
+    digest::mix(total, &db.to_be_bytes());
+    for key in keys {
+        let Some(m) = cx.lookup(&key)? else { continue };
+        let mut d = [0u8; 20];
+        digest::mix(&mut d, &key);
+        let value = super::dump::value_of(cx, &key, &m)?;
+        digest::object(&mut d, m.kind, &value, m.expire_at != 0);
+        digest::xor(total, &d);
+    }
+    Ok(())
+}
+
+/// DEBUG DIGEST and DIGEST-VALUE: Redis's dataset digest (`debug.c`),
+/// computed the same way over the same logical contents, so a Tembo
+/// server and a Redis server holding the same keys give the same digest.
+mod digest {
+    use crate::encoding::Kind;
+    use crate::rdb_value::Value;
+
+    pub type Digest = [u8; 20];
+
+    fn sha1(data: &[u8]) -> Digest {
+        sha1_smol::Sha1::from(data).digest().bytes()
+    }
+
+    /// `xorDigest`: digest ^= SHA1(data).
+    pub fn xor(digest: &mut Digest, data: &[u8]) {
+        for (d, h) in digest.iter_mut().zip(sha1(data)) {
+            *d ^= h;
+        }
+    }
+
+    /// `mixDigest`: digest = SHA1(digest ^ SHA1(data)), so order counts.
+    pub fn mix(digest: &mut Digest, data: &[u8]) {
+        xor(digest, data);
+        *digest = sha1(digest);
+    }
+
+    /// Redis's object type numbers (`OBJ_STRING` ...).
+    fn type_number(kind: Kind) -> u32 {
+        match kind {
+            Kind::String => 0,
+            Kind::List => 1,
+            Kind::Set => 2,
+            Kind::ZSet => 3,
+            Kind::Hash => 4,
+            Kind::Stream => 6,
+        }
+    }
+
+    /// `xorObjectDigest`: mixes a value (and whether it expires) into `digest`.
+    pub fn object(digest: &mut Digest, kind: Kind, value: &Value, expires: bool) {
+        mix(digest, &type_number(kind).to_be_bytes());
+        match value {
+            Value::String(s) => mix(digest, s),
+            Value::List(items) => items.iter().for_each(|i| mix(digest, i)),
+            Value::Set(members) => members.iter().for_each(|m| xor(digest, m)),
+            Value::ZSet(pairs) => {
+                for (m, score) in pairs {
+                    let mut e = [0u8; 20];
+                    mix(&mut e, m);
+                    mix(&mut e, crate::resp::format_g(*score, 17).as_bytes());
+                    xor(digest, &e);
+                }
+            }
+            Value::Hash(pairs) => {
+                for (f, v) in pairs {
+                    let mut e = [0u8; 20];
+                    mix(&mut e, f);
+                    mix(&mut e, v);
+                    xor(digest, &e);
+                }
+            }
+            Value::Stream(s) => {
+                for (id, fv) in &s.entries {
+                    mix(digest, format!("{}.{}", id.ms, id.seq).as_bytes());
+                    fv.iter().for_each(|x| mix(digest, x));
+                }
+            }
+        }
+        if expires {
+            xor(digest, b"!!expire!!");
+        }
+    }
+
+    pub fn hex(d: &Digest) -> String {
+        d.iter().map(|b| format!("{b:02x}")).collect()
+    }
 }
 
 /// DEBUG PROTOCOL: a reply of each RESP3 type (RESP2 clients get each

@@ -53,6 +53,11 @@ fn dump(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 /// A key's value serialized as DUMP gives it (RESTORE's payload; MIGRATE sends it).
 pub(super) fn payload(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<u8>, CmdError> {
+    Ok(rdb::seal(rdb_value::encode(&value_of(cx, key, m)?)))
+}
+
+/// A key's whole value (`m` as a lookup gives it).
+pub(super) fn value_of(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Value, CmdError> {
     let all = |cx: &mut Ctx| cx.sub_range(SUB, key, m, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
     let value = match m.kind {
         Kind::String => Value::String(m.value.clone()),
@@ -67,7 +72,7 @@ pub(super) fn payload(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<u8>, Cmd
         ),
         Kind::Stream => Value::Stream(stream_value(cx, key, m)?),
     };
-    Ok(rdb::seal(rdb_value::encode(&value)))
+    Ok(value)
 }
 
 fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

@@ -208,7 +208,11 @@ fn type_(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 /// Visits live keys of the current database from `start` (a full meta key,
 /// inclusive) in order; `f` returns false to stop. Returns the last meta key
 /// visited (the one `f` stopped at, if it stopped).
-fn walk_keys(cx: &mut Ctx, start: Option<Vec<u8>>, mut f: impl FnMut(&[u8], &Meta) -> bool) -> Res<Option<Vec<u8>>> {
+pub(super) fn walk_keys(
+    cx: &mut Ctx,
+    start: Option<Vec<u8>>,
+    mut f: impl FnMut(&[u8], &Meta) -> bool,
+) -> Res<Option<Vec<u8>>> {
     let full_prefix = meta_prefix(cx.db(), cx.st.gen(cx.db()));
     // A cursor from before a FLUSHDB points into an older generation: start
     // at the current one instead (never at keys waiting for the sweep).
