@@ -397,6 +397,45 @@ def test_debug_digest_is_redis_s(r):
     other.flushdb()
 
 
+def test_exec_fails_when_a_watched_key_expires(r):
+    """Redis 7.0: a key alive when watched that expires before EXEC fails
+    the transaction; one already expired when watched does not."""
+    r.set("wk", "1", px=100)
+    with r.pipeline() as p:
+        p.watch("wk")
+        time.sleep(0.15)
+        p.multi()
+        p.incr("wk")
+        with pytest.raises(redis.WatchError):
+            p.execute()
+    r.set("stale", "1", px=1)
+    time.sleep(0.01)
+    with r.pipeline() as p:
+        p.watch("stale")
+        p.multi()
+        p.ping()
+        assert p.execute() == [True]
+
+
+def test_slowlog_logs_the_commands_exec_ran_not_exec(r):
+    old = r.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    try:
+        r.config_set("slowlog-log-slower-than", 0)
+        r.slowlog_reset()
+        with r.pipeline(transaction=True) as p:
+            p.set("slow-a", "1")
+            p.incr("slow-b")
+            p.execute()
+        raw = make_client(r.proto)
+        entries = raw.execute_command("SLOWLOG", "GET", "10")
+        raw.close()
+        names = [str(e[3][0]).lower() for e in entries]
+        assert "set" in names and "incrby" in names  # redis-py sends INCR as INCRBY
+        assert "exec" not in names
+    finally:
+        r.config_set("slowlog-log-slower-than", old)
+
+
 def test_client_kill_filters(r):
     victim = make_client(r.proto)
     victim.ping()

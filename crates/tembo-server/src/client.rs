@@ -98,6 +98,9 @@ pub struct Client {
     pub multi_error: bool,
     /// WATCHed keys.
     pub watching: Vec<(u8, Vec<u8>)>,
+    /// The watched keys that had expired, not yet removed, when watched:
+    /// their expiry does not fail EXEC.
+    pub watch_stale: Vec<(u8, Vec<u8>)>,
     /// A watched key changed: EXEC must fail.
     pub watch_dirty: bool,
     /// Whether the client is in MONITOR mode.
@@ -170,6 +173,7 @@ impl Client {
             multi: None,
             multi_error: false,
             watching: Vec::new(),
+            watch_stale: Vec::new(),
             watch_dirty: false,
             monitor: false,
             since: Instant::now(),

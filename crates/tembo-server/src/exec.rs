@@ -137,6 +137,12 @@ pub struct State {
     /// (DEBUG SET-SKIP-CHECKSUM-VALIDATION; its contents are still checked
     /// whole).
     pub skip_checksum: bool,
+    /// Whether scripts may call the commands scripts are denied
+    /// (DEBUG SET-DISABLE-DENY-SCRIPTS, a testing aid).
+    pub scripts_allow_denied: bool,
+    /// While a script runs: the time its commands see (the script's start,
+    /// as in Redis, where time stands still for a script).
+    pub frozen_now: Option<u64>,
     /// A command stopped midway since the last commit (it panicked, a
     /// script was stopped at its time limit, or the engine's limits refused
     /// a key or value it wrote): its writes may be partial, so the group's
@@ -271,6 +277,8 @@ impl State {
             bgsave: crate::bgsave::Bgsave::new(),
             active_expire: true,
             skip_checksum: false,
+            scripts_allow_denied: false,
+            frozen_now: None,
             torn: false,
             scripts: None,
             functions_changed: false,
@@ -780,6 +788,7 @@ impl State {
                 }
             }
         }
+        c.watch_stale.clear();
         c.watch_dirty = false;
     }
 
@@ -947,21 +956,41 @@ impl State {
     /// Breaks the WATCH of every client watching `key` of `db` (the
     /// database as clients number it); `current` is the client running a
     /// command, if any.
+    ///
+    /// As in Redis 7.0 (`touchWatchedKey`), a key that had expired when it
+    /// was watched and is now removed has logically not changed: that
+    /// watch stays whole (and the key counts as any other from then on).
     pub fn mark_watchers(&mut self, db: u8, key: &[u8], mut current: Option<&mut Client>) {
         if self.watchers.is_empty() {
             return;
         }
-        if let Some(list) = self.watchers.get(&(db, key.to_vec())) {
-            for id in list {
-                match current.as_deref_mut() {
-                    Some(c) if c.id == *id => c.watch_dirty = true,
-                    _ => {
-                        if let Some(c) = self.clients.get_mut(id) {
-                            c.watch_dirty = true;
-                        }
-                    }
+        let entry = (db, key.to_vec());
+        let Some(list) = self.watchers.get(&entry) else { return };
+        let stale = |c: &Client| c.watch_stale.contains(&entry);
+        let any_stale = list.iter().any(|id| match current.as_deref() {
+            Some(c) if c.id == *id => stale(c),
+            _ => self.clients.get(id).is_some_and(stale),
+        });
+        let gone = any_stale && {
+            let phys = self.phys(db);
+            let mk = crate::encoding::meta_key(phys, self.gen(phys), key);
+            matches!(self.store.get_range(&mk, 0, 1), Ok(None))
+        };
+        for id in list {
+            let c = match current.as_deref_mut() {
+                Some(c) if c.id == *id => c,
+                _ => match self.clients.get_mut(id) {
+                    Some(c) => c,
+                    None => continue,
+                },
+            };
+            if gone {
+                if let Some(i) = c.watch_stale.iter().position(|e| *e == entry) {
+                    c.watch_stale.remove(i);
+                    continue;
                 }
             }
+            c.watch_dirty = true;
         }
     }
 

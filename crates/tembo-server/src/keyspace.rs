@@ -38,6 +38,14 @@ impl Ctx<'_> {
         Ok(self.lookup_as(key, true)?.map(|(m, _)| m))
     }
 
+    /// Whether `key` is there but past its expiry, not yet removed (Redis's
+    /// `keyIsExpired`); reads only the metadata's head and removes nothing.
+    pub fn expired_unremoved(&mut self, key: &[u8]) -> Res<bool> {
+        let mk = self.meta_key_of(key);
+        let head = self.st.store.get_range(&mk, 0, encoding::META_HEADER_MAX)?;
+        Ok(head.and_then(|(h, _)| Meta::decode_head(&h)).is_some_and(|m| m.expired(self.now)))
+    }
+
     /// The length of the string at `key` (a key of another type is a
     /// WRONGTYPE error), read from its record's header: O(1) whatever the
     /// string's size.

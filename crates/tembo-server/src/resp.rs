@@ -414,6 +414,9 @@ pub enum Reply {
     /// Several replies back to back for one command (SUBSCRIBE a b answers
     /// once per channel).
     Many(Vec<Reply>),
+    /// RESP3 `|n` attributes: pairs that come before the reply they
+    /// describe (DEBUG PROTOCOL ATTRIB); nothing in RESP2, which has none.
+    Attribute(Vec<(Reply, Reply)>),
 }
 
 impl Reply {
@@ -537,6 +540,14 @@ impl Reply {
                 items.iter().for_each(|r| r.encode(proto, out));
             }
             Reply::Many(replies) => replies.iter().for_each(|r| r.encode(proto, out)),
+            Reply::Attribute(pairs) if resp3 => {
+                agg(out, b'|', pairs.len());
+                for (k, v) in pairs {
+                    k.encode(proto, out);
+                    v.encode(proto, out);
+                }
+            }
+            Reply::Attribute(_) => {}
         }
     }
 }

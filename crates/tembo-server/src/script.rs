@@ -666,7 +666,9 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     // MONITOR shows a script's commands as coming from "lua", as Redis does.
     let addr = std::mem::replace(&mut cx.client.addr, "lua".into());
     let in_script = std::mem::replace(&mut cx.client.in_script, true);
+    let frozen = cx.st.frozen_now.replace(cx.now);
     let reply = cmd::run(cx.st, cx.client, spec, &argv);
+    cx.st.frozen_now = frozen;
     cx.client.in_script = in_script;
     cx.client.addr = addr;
     cx.client.no_block = no_block;
@@ -678,7 +680,7 @@ fn refusal(cx: &mut Ctx, spec: &cmd::Spec, argv: &[Vec<u8>], read_only: bool) ->
     if !cmd::arity_ok(spec.arity, argv.len()) {
         return Some("ERR Wrong number of args calling Redis command from script".into());
     }
-    if spec.flags.contains(&"noscript") || DENIED.contains(&spec.name) {
+    if (spec.flags.contains(&"noscript") || DENIED.contains(&spec.name)) && !cx.st.scripts_allow_denied {
         return Some("ERR This Redis command is not allowed from script".into());
     }
     if (spec.name == "xread" || spec.name == "xreadgroup") && argv.iter().any(|a| a.eq_ignore_ascii_case(b"block")) {
@@ -714,6 +716,14 @@ fn single(lua: &Lua, key: &str, value: Value) -> mlua::Result<Value> {
     Ok(Value::Table(t))
 }
 
+/// `{verbatim_string = {format = format, string = text}}`.
+fn verbatim_table(lua: &Lua, format: &[u8], text: &[u8]) -> mlua::Result<Value> {
+    let inner = lua.create_table()?;
+    inner.raw_set("format", lua.create_string(format)?)?;
+    inner.raw_set("string", lua.create_string(text)?)?;
+    single(lua, "verbatim_string", Value::Table(inner))
+}
+
 /// A command's reply as a script sees it (Redis's RESP2/RESP3 → Lua rules).
 pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value> {
     let seq = |items: Vec<Reply>| -> mlua::Result<Value> {
@@ -730,6 +740,14 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Nil | Reply::NilArray => Value::Boolean(false),
         Reply::Simple(s) => single(lua, "ok", Value::String(lua.create_string(s)?))?,
         Reply::Error(e) => single(lua, "err", Value::String(lua.create_string(e)?))?,
+        // What a call that adds out-of-band data (attributes, a push) to
+        // its reply gives a script is the reply alone.
+        Reply::Many(mut items) if items.iter().any(|r| matches!(r, Reply::Attribute(_) | Reply::Push(_))) => {
+            match items.pop() {
+                Some(last) => reply_to_lua(lua, last, resp3)?,
+                None => Value::Nil,
+            }
+        }
         Reply::Array(items) | Reply::Push(items) | Reply::Many(items) => seq(items)?,
         Reply::Set(items) if resp3 => {
             let t = lua.create_table()?;
@@ -753,10 +771,16 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Human(d) => Value::String(lua.create_string(crate::resp::format_human(d))?),
         Reply::Bool(b) if resp3 => Value::Boolean(b),
         Reply::Bool(b) => Value::Integer(b as i64),
+        // RESP3 scripts see a verbatim string as Redis gives it them: a
+        // table {verbatim_string = {format = ..., string = ...}}.
+        Reply::Verbatim(s) if resp3 => verbatim_table(lua, b"txt", s.as_bytes())?,
+        Reply::VerbatimAs(format, s) if resp3 => verbatim_table(lua, &format, &s)?,
         Reply::Verbatim(s) => Value::String(lua.create_string(s)?),
         Reply::VerbatimAs(_, s) => Value::String(lua.create_string(s)?),
         Reply::BigNumber(n) if resp3 => single(lua, "big_number", Value::String(lua.create_string(n)?))?,
         Reply::BigNumber(n) => Value::String(lua.create_string(n)?),
+        // Attributes describe a reply; a script sees only the reply.
+        Reply::Attribute(_) => Value::Nil,
     })
 }
 
@@ -795,7 +819,10 @@ fn table_to_reply(t: Table, depth: usize, resp3: bool) -> Reply {
         _ => {}
     }
     if let Value::String(n) = field("big_number") {
-        return Reply::BigNumber(n.as_bytes().to_vec());
+        // Redis maps line breaks to spaces (`sdsmapchars`), in RESP2's bulk
+        // string as in RESP3's line.
+        let digits = n.as_bytes().iter().map(|&b| if b == b'\r' || b == b'\n' { b' ' } else { b }).collect();
+        return Reply::BigNumber(digits);
     }
     if let Value::Table(m) = field("map") {
         let pairs = m.pairs::<Value, Value>().filter_map(Result::ok);
@@ -861,5 +888,6 @@ mod tests {
         assert_eq!(returned(verbatim, true, 2), "$3\r\n# x\r\n");
         // A line break cannot split a big number's line.
         assert_eq!(returned("{big_number = '1\\r\\n2'}", true, 3), "(1  2\r\n");
+        assert_eq!(returned("{big_number = '1\\r\\n2'}", true, 2), "$4\r\n1  2\r\n");
     }
 }

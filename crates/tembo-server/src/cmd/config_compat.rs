@@ -1,7 +1,6 @@
 //! The parts of Redis's configuration that CONFIG GET shows and CONFIG SET
 //! judges beyond Tembo's own settings: the immutable settings (shown,
-//! refused with Redis's words), the hidden debug settings (shown only when
-//! named), `client-output-buffer-limit` (its pub/sub class enforced), and
+//! refused with Redis's words), `client-output-buffer-limit` (its pub/sub class enforced), and
 //! the checks of settings whose values have a shape (`maxmemory-clients`).
 //!
 //! Tools read these (redis-cli, exporters, Redis's own test suite), and
@@ -37,10 +36,6 @@ pub const IMMUTABLE: &[(&str, &str)] = &[
     ("enable-debug-command", "no"),
     ("enable-module-command", "no"),
 ];
-
-/// Debug settings Redis leaves out of `CONFIG GET *` but answers when named;
-/// Tembo has no loading or saving to slow down.
-pub const HIDDEN: &[(&str, &str)] = &[("key-load-delay", "0"), ("rdb-key-save-delay", "0")];
 
 /// Redis's reply to CONFIG SET of an immutable setting (after the common prefix).
 pub const IMMUTABLE_ERROR: &str = "can't set immutable config";

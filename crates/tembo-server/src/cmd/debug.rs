@@ -23,7 +23,7 @@ pub const COMMANDS: &[Spec] = &[Spec {
     keys: (0, 0, 0),
     group: "server",
     summary:
-        "DEBUG SLEEP | OBJECT | RELOAD | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
+        "DEBUG SLEEP | OBJECT | RELOAD | LOADAOF | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
     run: debug,
 }];
 
@@ -48,7 +48,9 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "Value at:0x0 refcount:1 encoding:{enc} serializedlength:{len} lru:0 lru_seconds_idle:0"
             )))
         }
-        ("reload", _) => {
+        // Redis reloads its dataset from the RDB or AOF file; the pool is
+        // the only copy here, so both only make sure nothing is pending.
+        ("reload", _) | ("loadaof", 2) => {
             cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
             Ok(Reply::ok())
         }
@@ -57,8 +59,12 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         ("quicklist-packed-threshold", 3) => {
-            int(&a[2])?;
-            Ok(Reply::ok())
+            // A memory value, as Redis reads it (`1b`, `100mb`); it shapes
+            // no storage here.
+            match crate::size::parse(&String::from_utf8_lossy(&a[2])) {
+                Some(n) if n <= (1 << 32) - (1 << 20) => Ok(Reply::ok()),
+                _ => Err(CmdError::err("argument must be a memory value bigger than 1 and smaller than 4gb")),
+            }
         }
         ("populate", 3..=5) => populate(cx, a),
         ("digest", 2) => dataset_digest(cx),
@@ -74,13 +80,17 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             }
             Ok(Reply::Array(out))
         }
+        ("set-disable-deny-scripts", 3) => {
+            cx.st.scripts_allow_denied = int(&a[2])? != 0;
+            Ok(Reply::ok())
+        }
         ("set-skip-checksum-validation", 3) => {
             cx.st.skip_checksum = int(&a[2])? != 0;
             Ok(Reply::ok())
         }
         ("change-repl-id", 2) => Ok(Reply::ok()),
         ("panic", 2) => panic!("DEBUG PANIC"),
-        ("protocol", 3) => protocol(&a[2]),
+        ("protocol", 3) => protocol(&a[2], cx.client.proto),
         ("help", 2) => Ok(super::help(&[
                 "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "SLEEP <seconds>",
@@ -89,6 +99,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Show low level info about the key and its value.",
                 "RELOAD",
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
+                "LOADAOF",
+                "    The same as RELOAD (there is no AOF: every write is durable in the pool at its commit).",
                 "SET-ACTIVE-EXPIRE <0|1>",
                 "    Stop or start the active expire cycle.",
                 "DIGEST",
@@ -98,12 +110,14 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "POPULATE <count> [<prefix>] [<size>]",
                 "    Create <count> string keys named key:<num> (or <prefix>:<num>), each with the value value:<num>",
                 "    (cut or padded with zero bytes to <size> when given); keys that exist are left alone.",
+                "SET-DISABLE-DENY-SCRIPTS <0|1>",
+                "    Let scripts call the commands they may not (for tests).",
                 "SET-SKIP-CHECKSUM-VALIDATION <0|1>",
                 "    Let RESTORE take payloads whose checksum is wrong (their contents are still checked).",
                 "PANIC",
                 "    Panic inside this command: the command fails and is not applied; the server carries on.",
                 "PROTOCOL <type>",
-                "    Reply with a test value of the given type: string, integer, double, null, array, set, map, true, false, verbatim.",
+                "    Reply with a test value of the given type: string, integer, double, bignum, null, array, set, map, attrib, push, verbatim, true, false.",
             ])),
         _ => Err(super::subcommand_error(a, "DEBUG")),
     }
@@ -265,7 +279,7 @@ mod digest {
 
 /// DEBUG PROTOCOL: a reply of each RESP3 type (RESP2 clients get each
 /// type's RESP2 form).
-fn protocol(kind: &[u8]) -> CmdResult {
+fn protocol(kind: &[u8], proto: u8) -> CmdResult {
     let ints = || (0..3).map(Reply::Int).collect::<Vec<_>>();
     Ok(if is(kind, "string") {
         Reply::bulk("Hello World")
@@ -275,6 +289,22 @@ fn protocol(kind: &[u8]) -> CmdResult {
         // Redis's literal reply, not an approximation of pi.
         #[allow(clippy::approx_constant)]
         Reply::Double(3.141)
+    } else if is(kind, "bignum") {
+        Reply::BigNumber(b"1234567999999999999999999999999999999".to_vec())
+    } else if is(kind, "attrib") {
+        let attribute = Reply::Attribute(vec![(
+            Reply::bulk("key-popularity"),
+            Reply::Array(vec![Reply::bulk("key:123"), Reply::Int(90)]),
+        )]);
+        Reply::Many(vec![attribute, Reply::bulk("Some real reply following the attribute")])
+    } else if is(kind, "push") {
+        if proto < 3 {
+            return Err(CmdError::err("RESP2 is not supported by this command"));
+        }
+        // A push is out of band: a normal reply follows, for the client
+        // that waits for one.
+        let push = Reply::Push(vec![Reply::bulk("server-cpu-usage"), Reply::Int(42)]);
+        Reply::Many(vec![push, Reply::bulk("Some real reply following the push reply")])
     } else if is(kind, "null") {
         Reply::Nil
     } else if is(kind, "array") {
@@ -291,7 +321,7 @@ fn protocol(kind: &[u8]) -> CmdResult {
         Reply::Verbatim("This is a verbatim\nstring".into())
     } else {
         return Err(CmdError::err(
-            "Wrong protocol type name. Please use one of the following: string|integer|double|null|array|set|map|true|false|verbatim",
+            "Wrong protocol type name. Please use one of the following: string|integer|double|bignum|null|array|set|map|attrib|push|verbatim|true|false",
         ));
     })
 }

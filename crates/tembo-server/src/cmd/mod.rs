@@ -348,7 +348,10 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     }
     let reply = run(st, client, spec, args);
     // The call's own duration, measured by `run` (one clock read fewer).
-    st.slowlog.record(client, args, st.last_call.as_micros() as i64);
+    // EXEC is not logged, the commands it ran are (as in Redis).
+    if spec.name != "exec" {
+        st.slowlog.record(client, args, st.last_call.as_micros() as i64);
+    }
     // CLIENT CACHING applies to the next command (a whole transaction).
     if spec.name != "client" && client.multi.is_none() {
         client.tracking.caching = None;
@@ -683,7 +686,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
         st.stats.script_errors.clear();
     }
     let started = Instant::now();
-    let now = st.wall.ms_at(started);
+    let now = st.frozen_now.unwrap_or_else(|| st.wall.ms_at(started));
     let savepoint = st.store.begin_command();
     let counts_before = st.store.nested(&savepoint).then(|| st.pending_counts.clone());
     let reply = {

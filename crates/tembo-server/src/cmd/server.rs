@@ -544,15 +544,24 @@ pub const INERT: &[(&str, &str)] = &[
     // per command (see `DEBUG PANIC`).
     ("crash-log-enabled", "yes"),
     ("crash-memcheck-enabled", "yes"),
-    // Hidden in `CONFIG GET *` (see `HIDDEN_INERT`).
+    // Hidden in `CONFIG GET *` (see `HIDDEN_INERT`). The delays slow
+    // Redis's RDB saving and loading down for tests; Tembo has neither.
     ("use-exit-on-panic", "no"),
-    // A replica's credentials; Tembo has no replicas.
+    ("key-load-delay", "0"),
+    ("rdb-key-save-delay", "0"),
+    // A replica's credentials and timing; Tembo has no replicas.
     ("masterauth", ""),
     ("masteruser", ""),
+    ("repl-ping-replica-period", "10"),
+    ("repl-timeout", "60"),
+    // The AOF's format; there is no AOF (every write is durable in the pool).
+    ("aof-use-rdb-preamble", "yes"),
+    ("aof-timestamp-enabled", "no"),
 ];
 
-/// Inert settings that, as in Redis, `CONFIG GET` shows only when named.
-const HIDDEN_INERT: &[&str] = &["use-exit-on-panic"];
+/// Inert settings that, as in Redis, `CONFIG GET` shows only when named,
+/// not to a pattern.
+const HIDDEN_INERT: &[&str] = &["use-exit-on-panic", "key-load-delay", "rdb-key-save-delay"];
 
 /// Redis 7.0's old names for the listpack settings: setting either name
 /// sets both, and `CONFIG GET` answers to both.
@@ -592,12 +601,6 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                     }
                 }) {
                     out.push((Reply::bulk(k), Reply::bulk(v)));
-                }
-            }
-            // Hidden settings answer only to their own name, not to a pattern.
-            for (k, v) in super::config_compat::HIDDEN {
-                if a[2..].iter().any(|p| p.eq_ignore_ascii_case(k.as_bytes())) {
-                    out.push((Reply::bulk(*k), Reply::bulk(*v)));
                 }
             }
             Ok(Reply::Map(out))

@@ -69,7 +69,7 @@ fn multi(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
 fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     let Some(queue) = cx.client.multi.take() else { return Err(CmdError::err("EXEC without MULTI")) };
     let aborted = std::mem::take(&mut cx.client.multi_error);
-    let dirty = cx.client.watch_dirty;
+    let dirty = cx.client.watch_dirty || watched_key_expired(cx)?;
     cx.st.unwatch(cx.client);
     if aborted {
         return Err(CmdError("EXECABORT Transaction discarded because of previous errors.".into()));
@@ -98,6 +98,7 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
             continue;
         }
         replies.push(run(cx.st, cx.client, spec, &args));
+        cx.st.slowlog.record(cx.client, &args, cx.st.last_call.as_micros() as i64);
         if cx.st.torn {
             // None of the transaction is applied: say so for all of it.
             cx.client.no_block = no_block;
@@ -109,6 +110,26 @@ fn exec(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
     }
     cx.client.no_block = no_block;
     Ok(Reply::Array(replies))
+}
+
+/// Whether a key watched while alive has expired since (Redis 7.0's
+/// `isWatchedKeyExpired`): EXEC fails then, though no command touched the
+/// key. A key already expired when it was watched does not count.
+fn watched_key_expired(cx: &mut Ctx) -> Result<bool, CmdError> {
+    let selected = cx.client.db;
+    let mut expired = Ok(false);
+    for (db, key) in cx.client.watching.clone() {
+        if cx.client.watch_stale.contains(&(db, key.clone())) {
+            continue;
+        }
+        cx.client.db = db;
+        expired = cx.expired_unremoved(&key);
+        if !matches!(expired, Ok(false)) {
+            break;
+        }
+    }
+    cx.client.db = selected;
+    expired
 }
 
 fn discard(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
@@ -132,6 +153,9 @@ fn watch(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             continue;
         }
         cx.st.watchers.entry(entry.clone()).or_default().push(cx.client.id);
+        if cx.expired_unremoved(key)? {
+            cx.client.watch_stale.push(entry.clone());
+        }
         cx.client.watching.push(entry);
     }
     Ok(Reply::ok())
