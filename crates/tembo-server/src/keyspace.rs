@@ -125,6 +125,11 @@ impl Ctx<'_> {
                 return Ok(None);
             }
             self.remove(key, &meta);
+            // Redis expires a key on behalf of no client: a tracking client
+            // in NOLOOP mode is told even when its own command found it.
+            if !self.st.tracking.is_idle() {
+                crate::tracking::modified(self.st, key, None);
+            }
             self.st.stats.expired_keys += 1;
             if self.st.notify_flags != 0 {
                 // The expiry is its own event, not part of the command's.
