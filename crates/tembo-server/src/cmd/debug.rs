@@ -73,8 +73,7 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             for key in &a[2..] {
                 let mut d = [0u8; 20];
                 if let Some(m) = cx.lookup(key)? {
-                    let value = super::dump::value_of(cx, key, &m)?;
-                    digest::object(&mut d, m.kind, &value, m.expire_at != 0);
+                    value_digest(cx, key, &m, &mut d)?;
                 }
                 out.push(Reply::Simple(digest::hex(&d)));
             }
@@ -192,10 +191,16 @@ fn database_digest(cx: &mut Ctx, db: u32, total: &mut digest::Digest) -> Result<
         let Some(m) = cx.lookup(&key)? else { continue };
         let mut d = [0u8; 20];
         digest::mix(&mut d, &key);
-        let value = super::dump::value_of(cx, &key, &m)?;
-        digest::object(&mut d, m.kind, &value, m.expire_at != 0);
+        value_digest(cx, &key, &m, &mut d)?;
         digest::xor(total, &d);
     }
+    Ok(())
+}
+
+/// Mixes the value of `key` (`m` as a lookup gave it) into `d`.
+fn value_digest(cx: &mut Ctx, key: &[u8], m: &crate::encoding::Meta, d: &mut digest::Digest) -> Result<(), CmdError> {
+    let value = super::dump::value_of(cx, key, m)?;
+    digest::object(d, m.kind, &value, m.expire_at != 0);
     Ok(())
 }
 
