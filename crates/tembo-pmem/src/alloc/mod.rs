@@ -406,6 +406,19 @@ impl AllocState {
     /// Takes `pages` pages from the best-fitting free run, growing the pool
     /// if none fits, and makes them a run of `kind`.
     fn carve(&mut self, pool: &Pool, pages: u64, kind: RunKind) -> Result<u64> {
+        self.carve_ordered(pool, pages, kind, false)
+    }
+
+    /// [`AllocState::carve`], with the new run's header flushed but not
+    /// fenced when `defer_header`: it becomes durable at the next fence,
+    /// after everything flushed before it (a new slab's zeroed bitmap) and
+    /// after the header of the free run left over, which is fenced first.
+    /// A crash before that fence leaves the pages inside the free run that
+    /// the old header still spans (consistent: the left-over header lies
+    /// within it and is never read); one after leaves the new run. Only a
+    /// slab for deferred or fenced allocations may defer its header: its
+    /// blocks are referenced only after the caller's fence.
+    fn carve_ordered(&mut self, pool: &Pool, pages: u64, kind: RunKind, defer_header: bool) -> Result<u64> {
         self.admit(pool, pages)?;
         let (run_pages, page) = match self.free_runs.range((pages, 0)..).next() {
             Some(&found) => found,
@@ -417,10 +430,24 @@ impl AllocState {
                 })?
             }
         };
-        if run_pages > pages {
-            self.write_header(pool, page + pages, RunKind::Free, run_pages - pages)?;
+        if defer_header {
+            if run_pages > pages {
+                let rest = page_offset(page + pages);
+                pool.store_u64(rest, run::encode(page + pages, RunKind::Free, run_pages - pages))?;
+                pool.flush_always(rest, 8);
+            }
+            // Orders what the caller flushed before (a slab's zeroed
+            // bitmap) and the left-over header before the new header.
+            pool.fence_always();
+            let off = page_offset(page);
+            pool.store_u64(off, run::encode(page, kind, pages))?;
+            pool.flush_always(off, 8);
+        } else {
+            if run_pages > pages {
+                self.write_header(pool, page + pages, RunKind::Free, run_pages - pages)?;
+            }
+            self.write_header(pool, page, kind, pages)?;
         }
-        self.write_header(pool, page, kind, pages)?;
         self.remove_run(page);
         self.insert_run(page, Run { pages, kind });
         if run_pages > pages {
@@ -706,8 +733,13 @@ impl AllocState {
         let _ = run_pages;
         let bitmap = page_offset(page) + RUN_HEADER_BYTES;
         pool.fill(bitmap, g.bitmap_words * 8, 0)?;
-        pool.persist_always(bitmap, g.bitmap_words * 8);
-        let carved = self.carve(pool, g.pages, RunKind::Slab(class))?;
+        pool.flush_always(bitmap, g.bitmap_words * 8);
+        // One fence for a new slab, not three (on a disk each is an msync):
+        // the bitmap and the left-over run's header share the fence before
+        // the slab's header, whose own write-back waits for the fence every
+        // allocation makes before its block is referenced (`alloc_small`'s
+        // persist of the bitmap word, or the caller's, for deferred ones).
+        let carved = self.carve_ordered(pool, g.pages, RunKind::Slab(class), true)?;
         if carved != page {
             return Err(PmemError::Invariant {
                 name: "alloc.free_index",
