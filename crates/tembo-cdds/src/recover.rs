@@ -336,7 +336,7 @@ impl TreeCore {
                 // blocks back (the sweep frees them) would share their slot
                 // salt: their slots would read as its entries wherever it
                 // leaves slots unused and a crash drops its zeroes.
-                self.meta.commit(pool, v + 1)?;
+                self.commit_version(v + 1)?;
                 let mut r = self.recovery.report.lock();
                 r.aborted = aborted;
                 r.nodes_visited = visited;
@@ -351,7 +351,7 @@ impl TreeCore {
         // Version v + 1 now reads exactly as v: make it the current one so
         // that writers start above every aborted version.
         let current = if unclean {
-            self.meta.commit(pool, v + 1)?;
+            self.commit_version(v + 1)?;
             v + 1
         } else {
             v

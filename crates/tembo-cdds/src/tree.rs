@@ -88,6 +88,13 @@ pub struct TreeCore {
     /// Descents of a batch that started below the root, on the batch's
     /// previous path (see `write`'s `finger_start`).
     pub(crate) finger_descents: std::sync::atomic::AtomicU64,
+    /// The last version whose commit word is durable: what readers pin.
+    /// The commit word itself is stored before it is persisted (on a disk,
+    /// an msync later), and a reader that pinned it in between could
+    /// return data that a power failure then takes away; this DRAM copy is
+    /// stored only after the persist (`commit_version`). Outside a commit
+    /// it equals the commit word.
+    pub(crate) durable_version: AtomicU64,
 }
 
 impl Tree {
@@ -182,6 +189,7 @@ impl Drop for Tree {
 impl TreeCore {
     fn finish_open(pool: Arc<Pool>, meta: Meta, limits: Limits) -> Result<TreeCore> {
         let session = meta.next_session(&pool)?;
+        let durable = meta.version_word(&pool)?.load(std::sync::atomic::Ordering::SeqCst);
         let tree = TreeCore {
             pool,
             meta,
@@ -195,6 +203,7 @@ impl TreeCore {
             dirty_orders: Default::default(),
             leaf_ends: Default::default(),
             finger_descents: Default::default(),
+            durable_version: AtomicU64::new(durable),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
         if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {
@@ -215,8 +224,12 @@ impl TreeCore {
         self.limits
     }
 
-    pub(crate) fn version_word(&self) -> Result<&AtomicU64> {
-        self.meta.version_word(&self.pool)
+    /// Commits version `v`: stores and persists the commit word, then lets
+    /// readers pin it. The caller holds the writer lock.
+    pub(crate) fn commit_version(&self, v: u64) -> Result<()> {
+        self.meta.commit(&self.pool, v)?;
+        self.durable_version.store(v, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Writes since open that found the writer busy and were committed in
@@ -231,14 +244,14 @@ impl TreeCore {
         self.finger_descents.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The current (last committed) version.
+    /// The current version: the last one committed and durable.
     pub fn current_version(&self) -> Result<u64> {
-        Ok(self.version_word()?.load(std::sync::atomic::Ordering::SeqCst))
+        Ok(self.durable_version.load(std::sync::atomic::Ordering::SeqCst))
     }
 
     /// Pins the current version for one read op.
     pub(crate) fn pin(&self) -> Result<PinGuard<'_>> {
-        Ok(self.pins.pin(self.version_word()?))
+        Ok(self.pins.pin(&self.durable_version))
     }
 
     /// The value of `key` in the current version.

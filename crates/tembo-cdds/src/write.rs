@@ -286,7 +286,7 @@ impl TreeCore {
                 return Err(e);
             }
             None if b.changed => {
-                self.meta.commit(&self.pool, v + 1)?;
+                self.commit_version(v + 1)?;
                 v + 1
             }
             None => v,
