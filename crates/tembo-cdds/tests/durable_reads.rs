@@ -21,8 +21,11 @@ fn opts() -> PoolOptions {
     PoolOptions { size: 4 << 20, max_size: Some(16 << 20), ..PoolOptions::default() }
 }
 
+/// What a reader sees: each key's point read, and a full scan.
+type Seen = (Vec<Option<Vec<u8>>>, Vec<(Vec<u8>, Vec<u8>)>);
+
 /// What a reader sees of `keys`: point reads and one scan.
-fn observe(tree: &Tree, keys: &[Vec<u8>]) -> (Vec<Option<Vec<u8>>>, Vec<(Vec<u8>, Vec<u8>)>) {
+fn observe(tree: &Tree, keys: &[Vec<u8>]) -> Seen {
     let gets = keys.iter().map(|k| tree.get(k).expect("get")).collect();
     let scan =
         tree.scan(Bound::Unbounded, Bound::Unbounded, false).expect("scan").map(|r| r.expect("scan item")).collect();
