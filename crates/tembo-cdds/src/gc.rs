@@ -245,6 +245,7 @@ impl TreeCore {
                 total.pass_complete = true;
                 // And whatever of the limbo no read op holds any more.
                 let mut ws = self.writer.lock();
+                self.settle_limbo(&mut ws);
                 self.free_limbo(&mut ws, usize::MAX);
                 return Ok(total);
             }
@@ -273,6 +274,7 @@ impl TreeCore {
                 break;
             }
         }
+        self.settle_limbo(ws);
         self.free_limbo(ws, usize::MAX);
         self.gc_stats.lock().pressure_passes += 1;
         Ok(true)
@@ -289,7 +291,7 @@ impl TreeCore {
     /// version has moved.
     pub(crate) fn gc_has_work(&self) -> Result<bool> {
         let ws = self.writer.lock();
-        if ws.limbo.has_freeable(self.pins.min_pinned()) {
+        if ws.limbo.needs_fence() || ws.limbo.has_freeable(self.pins.min_pinned()) {
             return Ok(true);
         }
         self.pass_may_find_work(&ws)
@@ -302,6 +304,8 @@ impl TreeCore {
         thorough: bool,
         yield_to_writers: bool,
     ) -> Result<GcStep> {
+        // The previous step's unlinks, if no commit has fenced them since.
+        self.settle_limbo(ws);
         let mut b = Batch::new(self, self.current_version()?, std::mem::take(&mut ws.scratch))?;
         let mut step = GcStep { oldest: b.oldest, ..GcStep::default() };
         let leaf_ends = self.leaf_ends.load(std::sync::atomic::Ordering::Relaxed);
@@ -344,12 +348,14 @@ impl TreeCore {
         let retired = std::mem::take(&mut b.retired);
         let trees = std::mem::take(&mut b.retired_trees);
         if step.nodes_compacted > 0 || step.entries_removed > 0 {
-            // One fence for every node the step compacted (each was only
-            // flushed, `NodeWriter::remove`): the unlinks are durable
-            // before anything they unlinked can be freed. On a disk file a
-            // fence per node was an msync per node, each waiting for the
-            // writer's and delaying its commits.
-            self.pool.fence();
+            // The nodes the step compacted were only flushed
+            // (`NodeWriter::remove`): what they unlinked waits in the limbo
+            // for a fence before it can be freed — the next commit's, or
+            // the next step's if no commit comes first. On a disk file each
+            // fence is an msync that the writer's commits wait behind: a
+            // fence per compacted node (before session 40), then one per
+            // step (before session 42), now none of their own under load.
+            ws.limbo.hold_until_fence(b.w);
         }
         if !retired.is_empty() || !trees.is_empty() {
             // Tagged like a batch committing now: freed once every running

@@ -35,10 +35,14 @@ pub(crate) struct Limbo {
     /// (tag, nodes still to walk), tags ascending: every node listed, and
     /// what its owned dead entries reach, is retired.
     trees: VecDeque<(u64, Vec<u64>)>,
+    /// The first tag pushed by [`Limbo::push_unfenced`] since the last
+    /// [`Limbo::fenced`]: blocks of that tag or later wait for a fence
+    /// whatever the readers do, since what unlinked them is only flushed.
+    unfenced_from: Option<u64>,
 }
 
-fn freeable(tag: u64, min_pinned: Option<u64>) -> bool {
-    !matches!(min_pinned, Some(m) if m < tag)
+fn freeable(tag: u64, min_pinned: Option<u64>, unfenced_from: Option<u64>) -> bool {
+    !matches!(min_pinned, Some(m) if m < tag) && !matches!(unfenced_from, Some(u) if tag >= u)
 }
 
 impl Limbo {
@@ -58,6 +62,23 @@ impl Limbo {
         }
     }
 
+    /// Holds back what is pushed at `tag` or later, whose unlinking stores
+    /// are flushed but not yet fenced (a GC step's compactions), until
+    /// [`Limbo::fenced`]. `tag` is at least every tag pushed before.
+    pub(crate) fn hold_until_fence(&mut self, tag: u64) {
+        self.unfenced_from.get_or_insert(tag);
+    }
+
+    /// Whether something waits for [`Limbo::fenced`].
+    pub(crate) fn needs_fence(&self) -> bool {
+        self.unfenced_from.is_some()
+    }
+
+    /// A fence has made every flushed unlink durable.
+    pub(crate) fn fenced(&mut self) {
+        self.unfenced_from = None;
+    }
+
     /// Whether nothing waits.
     pub(crate) fn is_empty(&self) -> bool {
         self.blocks.is_empty() && self.trees.is_empty()
@@ -65,8 +86,8 @@ impl Limbo {
 
     /// Whether something could be freed now.
     pub(crate) fn has_freeable(&self, min_pinned: Option<u64>) -> bool {
-        self.blocks.front().is_some_and(|(t, _)| freeable(*t, min_pinned))
-            || self.trees.front().is_some_and(|(t, _)| freeable(*t, min_pinned))
+        self.blocks.front().is_some_and(|(t, _)| freeable(*t, min_pinned, self.unfenced_from))
+            || self.trees.front().is_some_and(|(t, _)| freeable(*t, min_pinned, self.unfenced_from))
     }
 
     /// Takes up to about `budget` freeable blocks (a walked node adds its
@@ -77,7 +98,7 @@ impl Limbo {
         let mut out = Vec::new();
         while out.len() < budget {
             let Some((tag, blocks)) = self.blocks.front_mut() else { break };
-            if !freeable(*tag, min_pinned) {
+            if !freeable(*tag, min_pinned, self.unfenced_from) {
                 break;
             }
             let take = (budget - out.len()).min(blocks.len());
@@ -88,7 +109,7 @@ impl Limbo {
         }
         while out.len() < budget {
             let Some((tag, nodes)) = self.trees.front_mut() else { break };
-            if !freeable(*tag, min_pinned) {
+            if !freeable(*tag, min_pinned, self.unfenced_from) {
                 break;
             }
             match nodes.pop() {

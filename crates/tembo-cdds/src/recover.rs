@@ -599,6 +599,7 @@ impl TreeCore {
             if let Some(p) = pinned.take() {
                 self.unpin_version(p);
             }
+            self.settle_limbo(&mut ws);
             self.take_freeable(&mut ws, usize::MAX)
         };
         // What the limbo kept while the walk ran, freed here rather than

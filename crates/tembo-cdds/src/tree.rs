@@ -402,6 +402,7 @@ impl Drop for TreeCore {
         // Before the pool's clean flag (its close fences first): a clean
         // open trusts every order line.
         self.dirty_orders.flush_all(&self.pool);
+        self.settle_limbo(&mut ws);
         let blocks = ws.limbo.take_freeable(&self.pool, None, usize::MAX);
         let _ = self.pool.free_many(&blocks);
     }

@@ -204,6 +204,9 @@ impl TreeCore {
     fn write_alone(&self, ws: &mut crate::tree::WriterState, ops: &[Op<'_>]) -> Result<WriteOutcome> {
         let full = |r: &Result<WriteOutcome>| matches!(r, Err(CddsError::Pmem(tembo_pmem::PmemError::PoolFull { .. })));
         let mut r = self.write_locked(ws, ops);
+        if full(&r) {
+            self.settle_limbo(ws);
+        }
         if full(&r) && ws.limbo.has_freeable(self.pins.min_pinned()) {
             // The limbo frees a bounded number of blocks per commit, so
             // after a big retirement it may hold the space this batch
@@ -276,6 +279,7 @@ impl TreeCore {
                 // durably unlinked before it can be freed (no commit
                 // fence comes to do it; `NodeWriter::remove`).
                 self.pool.fence();
+                ws.limbo.fenced();
                 self.to_limbo(ws, v + 1, retired, trees);
                 if let Err(u) = undo {
                     // Entries of the failed batch may remain at `v + 1`,
@@ -287,6 +291,8 @@ impl TreeCore {
             }
             None if b.changed => {
                 self.commit_version(v + 1)?;
+                // Its fences made a GC step's flushed unlinks durable too.
+                ws.limbo.fenced();
                 v + 1
             }
             None => v,
@@ -298,6 +304,7 @@ impl TreeCore {
             if version == v {
                 // No commit fence made this batch's unlinks durable.
                 self.pool.fence();
+                ws.limbo.fenced();
             }
             self.to_limbo(ws, v + 1, retired, trees);
         }
@@ -337,6 +344,15 @@ impl TreeCore {
             return;
         }
         ws.limbo.push(tag, blocks, trees);
+    }
+
+    /// Fences if the limbo holds blocks back for one (a GC step's
+    /// compactions, only flushed), so that they may be freed.
+    pub(crate) fn settle_limbo(&self, ws: &mut crate::tree::WriterState) {
+        if ws.limbo.needs_fence() {
+            self.pool.fence();
+            ws.limbo.fenced();
+        }
     }
 
     /// Frees up to about `budget` retired blocks no running read op can
