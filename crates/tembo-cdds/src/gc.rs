@@ -44,6 +44,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
+use tembo_pmem::Mode;
 
 use crate::entry::key_prefix_at;
 use crate::error::Result;
@@ -349,13 +350,20 @@ impl TreeCore {
         let trees = std::mem::take(&mut b.retired_trees);
         if step.nodes_compacted > 0 || step.entries_removed > 0 {
             // The nodes the step compacted were only flushed
-            // (`NodeWriter::remove`): what they unlinked waits in the limbo
-            // for a fence before it can be freed — the next commit's, or
-            // the next step's if no commit comes first. On a disk file each
-            // fence is an msync that the writer's commits wait behind: a
-            // fence per compacted node (before session 40), then one per
-            // step (before session 42), now none of their own under load.
-            ws.limbo.hold_until_fence(b.w);
+            // (`NodeWriter::remove`): what they unlinked may be freed only
+            // after a fence. Where a fence is an msync (a disk file; and the
+            // crash simulator, so that the campaign checks this path) it
+            // waits in the limbo for the next commit's fence, or the next
+            // step's if no commit comes first: each msync made under the
+            // writer lock delays the writer's commits (a fence per compacted
+            // node before session 40, one per step before session 42).
+            // Where a fence is an SFENCE, the step fences now, so that its
+            // own frees stay on this thread rather than the writer's.
+            if matches!(self.pool.mode(), Mode::Dax | Mode::Emulated) {
+                self.pool.fence();
+            } else {
+                ws.limbo.hold_until_fence(b.w);
+            }
         }
         if !retired.is_empty() || !trees.is_empty() {
             // Tagged like a batch committing now: freed once every running
