@@ -35,7 +35,7 @@ pub(crate) struct Limbo {
     /// (tag, nodes still to walk), tags ascending: every node listed, and
     /// what its owned dead entries reach, is retired.
     trees: VecDeque<(u64, Vec<u64>)>,
-    /// The first tag pushed by [`Limbo::push_unfenced`] since the last
+    /// The first tag pushed by [`Limbo::hold_until_fence`] since the last
     /// [`Limbo::fenced`]: blocks of that tag or later wait for a fence
     /// whatever the readers do, since what unlinked them is only flushed.
     unfenced_from: Option<u64>,

@@ -12,7 +12,10 @@
 //! - carve `k` pages off a free run of `n`: write the remainder's header
 //!   `Free(n-k)` at page `p+k` (inside the free run, so invisible), then
 //!   `Kind(k)` at `p`;
-//! - new slab: zero its bitmap, then write its `Slab` header;
+//! - new slab: zero its bitmap and write the remainder's header (both
+//!   invisible, one fence for the two), then write its `Slab` header, which
+//!   is only flushed: the fence its first allocation makes before anything
+//!   references the block makes it durable (`carve_ordered`);
 //! - small alloc / free: set / clear one bitmap bit;
 //! - release a run: `Free(len (+ next free run))` at its page, then merge into
 //!   a free predecessor by rewriting the predecessor's header;
@@ -417,7 +420,11 @@ impl AllocState {
     /// the old header still spans (consistent: the left-over header lies
     /// within it and is never read); one after leaves the new run. Only a
     /// slab for deferred or fenced allocations may defer its header: its
-    /// blocks are referenced only after the caller's fence.
+    /// blocks are referenced only after the caller's fence. With hardware
+    /// flushes a fence orders only its own thread's write-backs; another
+    /// thread allocating from the slab took the allocator's lock after this
+    /// one let it go, and that unlock (a locked instruction) waited for the
+    /// header's write-back as a fence would (as for `unflushed` words).
     fn carve_ordered(&mut self, pool: &Pool, pages: u64, kind: RunKind, defer_header: bool) -> Result<u64> {
         self.admit(pool, pages)?;
         let (run_pages, page) = match self.free_runs.range((pages, 0)..).next() {
