@@ -35,7 +35,7 @@ if [ ${#UNITS[@]} -eq 0 ]; then
     unit/type/incr unit/keyspace unit/dump unit/multi unit/pubsub unit/protocol unit/quit unit/tracking
     unit/info-command unit/functions unit/slowlog unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor
     unit/pause unit/introspection unit/tembo-info integration/tembo-corrupt-dump integration/redis-cli
-    integration/tembo-benchmark)
+    integration/tembo-benchmark unit/tembo-pubsubshard unit/tembo-limits)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
@@ -92,6 +92,14 @@ sed 's/tags {"info" "external:skip"}/tags {"info"}/' "$SRC/tests/unit/info.tcl" 
 sed -e 's/tags {"dump" "corruption" "external:skip"}/tags {"dump" "corruption"}/' \
   -e '/count_log_message\|verify_log_message/d' \
   "$SRC/tests/integration/corrupt-dump.tcl" >"$SRC/tests/integration/tembo-corrupt-dump.tcl"
+# unit/pubsubshard's first server block (sharded pub/sub on one server;
+# the second sets up replication) and unit/limits (maxclients, applied by
+# CONFIG SET in an external run) are tagged external:skip although one
+# server is all they need.
+sed -n "1,$(grep -n '^}' "$SRC/tests/unit/pubsubshard.tcl" | head -1 | cut -d: -f1)p" "$SRC/tests/unit/pubsubshard.tcl" |
+  sed 's/tags {"pubsubshard external:skip"}/tags {"pubsubshard"}/' >"$SRC/tests/unit/tembo-pubsubshard.tcl"
+sed 's/tags {"limits network external:skip"}/tags {"limits network"}/' \
+  "$SRC/tests/unit/limits.tcl" >"$SRC/tests/unit/tembo-limits.tcl"
 # integration/redis-benchmark nests a second start_server (one server
 # serves both levels here) and is tagged external:skip for that alone.
 sed 's/tags {"benchmark network external:skip"}/tags {"benchmark network"}/' \
