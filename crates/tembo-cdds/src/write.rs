@@ -206,14 +206,14 @@ impl TreeCore {
         let mut r = self.write_locked(ws, ops);
         if full(&r) {
             self.settle_limbo(ws);
-        }
-        if full(&r) && ws.limbo.has_freeable(self.pins.min_pinned()) {
-            // The limbo frees a bounded number of blocks per commit, so
-            // after a big retirement it may hold the space this batch
-            // needs: free all it can and try once more (the failed batch
-            // was undone).
-            self.free_limbo(ws, usize::MAX);
-            r = self.write_locked(ws, ops);
+            if ws.limbo.has_freeable(self.pins.min_pinned()) {
+                // The limbo frees a bounded number of blocks per commit, so
+                // after a big retirement it may hold the space this batch
+                // needs: free all it can and try once more (the failed
+                // batch was undone).
+                self.free_limbo(ws, usize::MAX);
+                r = self.write_locked(ws, ops);
+            }
         }
         if full(&r) && self.reclaim_locked(ws)? {
             // Dead entries' records and replaced nodes wait for logical GC:
@@ -278,8 +278,7 @@ impl TreeCore {
                 // What compactions of the failed batch unlinked must be
                 // durably unlinked before it can be freed (no commit
                 // fence comes to do it; `NodeWriter::remove`).
-                self.pool.fence();
-                ws.limbo.fenced();
+                self.fence_unlinks(ws);
                 self.to_limbo(ws, v + 1, retired, trees);
                 if let Err(u) = undo {
                     // Entries of the failed batch may remain at `v + 1`,
@@ -303,8 +302,7 @@ impl TreeCore {
         if !retired.is_empty() || !trees.is_empty() {
             if version == v {
                 // No commit fence made this batch's unlinks durable.
-                self.pool.fence();
-                ws.limbo.fenced();
+                self.fence_unlinks(ws);
             }
             self.to_limbo(ws, v + 1, retired, trees);
         }
@@ -350,9 +348,15 @@ impl TreeCore {
     /// compactions, only flushed), so that they may be freed.
     pub(crate) fn settle_limbo(&self, ws: &mut crate::tree::WriterState) {
         if ws.limbo.needs_fence() {
-            self.pool.fence();
-            ws.limbo.fenced();
+            self.fence_unlinks(ws);
         }
+    }
+
+    /// Fences, making every flushed unlink durable (what the limbo holds
+    /// back for a fence too).
+    fn fence_unlinks(&self, ws: &mut crate::tree::WriterState) {
+        self.pool.fence();
+        ws.limbo.fenced();
     }
 
     /// Frees up to about `budget` retired blocks no running read op can

@@ -400,9 +400,16 @@ impl AllocState {
     }
 
     fn write_header(&self, pool: &Pool, page: u64, kind: RunKind, pages: u64) -> Result<()> {
+        self.store_header(pool, page, kind, pages)?;
+        pool.fence_always();
+        Ok(())
+    }
+
+    /// [`AllocState::write_header`] flushed but not fenced.
+    fn store_header(&self, pool: &Pool, page: u64, kind: RunKind, pages: u64) -> Result<()> {
         let off = page_offset(page);
         pool.store_u64(off, run::encode(page, kind, pages))?;
-        pool.persist_always(off, 8);
+        pool.flush_always(off, 8);
         Ok(())
     }
 
@@ -439,16 +446,12 @@ impl AllocState {
         };
         if defer_header {
             if run_pages > pages {
-                let rest = page_offset(page + pages);
-                pool.store_u64(rest, run::encode(page + pages, RunKind::Free, run_pages - pages))?;
-                pool.flush_always(rest, 8);
+                self.store_header(pool, page + pages, RunKind::Free, run_pages - pages)?;
             }
             // Orders what the caller flushed before (a slab's zeroed
             // bitmap) and the left-over header before the new header.
             pool.fence_always();
-            let off = page_offset(page);
-            pool.store_u64(off, run::encode(page, kind, pages))?;
-            pool.flush_always(off, 8);
+            self.store_header(pool, page, kind, pages)?;
         } else {
             if run_pages > pages {
                 self.write_header(pool, page + pages, RunKind::Free, run_pages - pages)?;
