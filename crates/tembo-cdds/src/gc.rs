@@ -329,22 +329,24 @@ impl TreeCore {
         };
         let flow = b.gc_walk(root, &mut ws.gc.after, &mut budget, &mut step, &mut mode, 0);
         ws.gc.pass_leaves_dirty |= mode.leaves_dirty;
-        let flow = match flow {
-            Ok(f) => f,
-            Err(e) => {
-                ws.gc.leaves_clean_at = None;
-                return Err(e);
-            }
-        };
         step.blocks_retired = (b.retired.len() + b.retired_trees.len()) as u64;
         ws.gc.pass_work += step.entries_removed + step.nodes_skipped + step.blocks_retired;
-        if let Flow::Done = flow {
-            ws.gc.after = None;
-            step.pass_complete = true;
-            ws.gc.leaves_clean_at = (!ws.gc.pass_leaves_dirty).then_some(ws.gc.pass_leaf_ends);
-            ws.gc.clean = (ws.gc.pass_work == 0).then(|| (ws.gc.pass_oldest, b.w - 1));
-        } else {
-            ws.gc.clean = None;
+        match flow {
+            Ok(Flow::Done) => {
+                ws.gc.after = None;
+                step.pass_complete = true;
+                ws.gc.leaves_clean_at = (!ws.gc.pass_leaves_dirty).then_some(ws.gc.pass_leaf_ends);
+                ws.gc.clean = (ws.gc.pass_work == 0).then(|| (ws.gc.pass_oldest, b.w - 1));
+            }
+            Ok(Flow::Paused) => ws.gc.clean = None,
+            // A walk that fails (a damaged node) may already have compacted
+            // nodes before it: what they unlinked is retired below like any
+            // step's, not dropped with the batch, so no sweep is needed to
+            // get it back.
+            Err(_) => {
+                ws.gc.leaves_clean_at = None;
+                ws.gc.clean = None;
+            }
         }
         let retired = std::mem::take(&mut b.retired);
         let trees = std::mem::take(&mut b.retired_trees);
@@ -371,6 +373,7 @@ impl TreeCore {
             self.to_limbo(ws, b.w, retired, trees);
         }
         ws.scratch = b.into_scratch();
+        flow?;
         if !ws.limbo.is_empty() {
             // More than a commit frees: between busy writers' commits the
             // steps are what drains a backlog.
@@ -629,6 +632,53 @@ mod tests {
         assert_eq!(tree.stats().expect("stats").dead_entries, 0, "the pass removed every dead entry");
         let c = tree.check().expect("check");
         assert!(c.is_ok(), "{c:?}");
+    }
+
+    /// The rightmost leaf: the last child at every level.
+    fn rightmost_leaf(tree: &Tree) -> u64 {
+        let pool = tree.pool();
+        let mut n = tree.meta.root(pool).expect("root");
+        while crate::node::level(pool, n).expect("level") > 0 {
+            let order = crate::node::order_line(pool, n).expect("order line");
+            let last = *order.slots().last().expect("a child");
+            let crate::entry::Slot::Valid(e) = crate::node::raw_slots(pool, n).expect("slots")[last as usize] else {
+                panic!("the last child's slot is not valid");
+            };
+            n = crate::search::child_of(pool, &e).expect("child");
+        }
+        n
+    }
+
+    /// A step whose walk stops at a damaged node has already compacted the
+    /// nodes before it: the records they unlinked are retired (freed once
+    /// no reader can see them), not lost to the allocator until a sweep.
+    #[test]
+    fn a_step_that_fails_midway_retires_what_it_already_unlinked() {
+        let pool = Arc::new(Pool::simulated(&PoolOptions { size: 16 << 20, ..PoolOptions::default() }).expect("pool"));
+        let tree = Tree::create(pool, Limits::default()).expect("tree");
+        let k = |i: u32| format!("k{i:08}").into_bytes();
+        for i in 0..3000u32 {
+            tree.write(&[Op::Put(&k(i), &[5u8; 100])]).expect("put");
+        }
+        // Every leaf keeps enough live entries not to merge.
+        for i in (0..3000u32).step_by(3) {
+            tree.write(&[Op::Delete(&k(i))]).expect("delete");
+        }
+        assert!(tree.check().expect("check").is_ok());
+        let leaf = rightmost_leaf(&tree);
+        let magic = tree.pool().load_u64(leaf + 8).expect("load");
+        tree.pool().store_u64(leaf + 8, 0x0bad_0bad_0bad_0bad).expect("damage");
+        let err = tree.gc_step(usize::MAX).expect_err("the walk reaches the damaged leaf");
+        assert!(err.to_string().contains("node magic"), "{err}");
+        let waiting = tree.gc_stats().limbo_waiting;
+        assert!(waiting > 500, "{waiting} blocks wait in the limbo after the failed step");
+        tree.pool().store_u64(leaf + 8, magic).expect("repair");
+        // A commit frees what waits; nothing is leaked or freed twice.
+        tree.write(&[Op::Put(b"after", b"x")]).expect("put");
+        let c = tree.check().expect("check");
+        assert!(c.is_ok(), "{:?} {:?}", c.violations, c.allocator);
+        assert!(tree.gc_pass().expect("pass").pass_complete);
+        assert_eq!(tree.stats().expect("stats").dead_entries, 0);
     }
 
     #[test]
