@@ -653,6 +653,51 @@ def test_slowlog(r):
         r.config_set("slowlog-log-slower-than", old)
 
 
+def _crc64_redis(data):
+    """CRC-64/Jones, reflected, as Redis checksums DUMP payloads."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x95AC9329AC4BC9B5 if crc & 1 else 0)
+    return crc
+
+
+def _sealed(body, version):
+    signed = body + version.to_bytes(2, "little")
+    return signed + _crc64_redis(signed).to_bytes(8, "little")
+
+
+def test_restore_reads_redis_7_2_payloads():
+    """Payloads of Redis 7.2 (RDB 11) and 7.4 (RDB 12): their older types
+    and 7.2's listpack set restore; a version past 12 and 7.4's hash with
+    field expiry (type 25) are refused."""
+    if is_reference_redis():
+        pytest.skip("redis-server 7.0 refuses RDB versions past 10")
+    c = make_client(decode=False)
+    try:
+        # A string (type 0) under version 12.
+        assert c.restore("s12", 0, _sealed(b"\x00\x03abc", 12))
+        assert c.get("s12") == b"abc"
+        # A listpack set (type 20): the integer 7 and "ab".
+        lp = bytes([13, 0, 0, 0, 2, 0, 0x07, 0x01, 0x82]) + b"ab" + bytes([0x03, 0xFF])
+        assert c.restore("set11", 0, _sealed(bytes([20, len(lp)]) + lp, 11))
+        assert c.smembers("set11") == {b"7", b"ab"}
+        assert c.type("set11") == b"set"
+        # Tembo's own DUMP of it is RDB 10, which Redis 7.0 reads.
+        assert c.dump("set11")[-10:-8] == b"\x0a\x00"
+        with pytest.raises(redis.ResponseError) as e:
+            c.restore("v13", 0, _sealed(b"\x00\x03abc", 13))
+        assert "payload version or checksum are wrong" in err(e)
+        with pytest.raises(redis.ResponseError) as e:
+            c.restore("h25", 0, _sealed(bytes([25, 0]), 12))
+        assert "Bad data format" in err(e)
+        assert c.exists("v13", "h25") == 0
+    finally:
+        c.delete("s12", "set11")
+        c.close()
+
+
 def test_dump_and_restore(r):
     r.rpush("l", "a", "b", "12")
     r.hset("h", mapping={"f": "v", "g": "w"})

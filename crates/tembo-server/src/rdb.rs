@@ -5,13 +5,20 @@
 //! A payload is a body followed by a 2-byte little-endian RDB version and
 //! the CRC-64 (Jones polynomial, reflected, as Redis computes it) of
 //! everything before it, little-endian. Tembo writes RDB version 10 (Redis
-//! 7.0's) and reads any version up to it, so payloads move both ways
-//! between Tembo and Redis 7.0. Strings are written raw (always valid RDB);
+//! 7.0's), so what it dumps restores into Redis 7.0 and later, and reads
+//! versions up to 12 (Redis 7.2 and 7.4), whose payloads keep every older
+//! type's encoding: of what 7.2 added it reads listpack sets (type 20) and
+//! streams with consumers' active time (type 21); 7.4's hashes with field
+//! expiry (types 22–25) are refused as a bad format, as unknown types are. Strings are written raw (always valid RDB);
 //! reading also accepts Redis's integer-encoded and LZF-compressed strings,
 //! which Redis writes whenever `rdbcompression` is on (its default).
 
 /// The RDB version Tembo writes (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;
+
+/// The newest RDB version Tembo reads (Redis 7.4's); see the module docs
+/// for which of the newer types it takes.
+pub const RDB_VERSION_READ: u16 = 12;
 
 /// Opcode of a function library in a FUNCTION DUMP payload (its code).
 pub const OPCODE_FUNCTION2: u8 = 245;
@@ -28,8 +35,13 @@ pub enum PayloadError {
 }
 
 /// Appends the version and checksum footer to `body`.
-pub fn seal(mut body: Vec<u8>) -> Vec<u8> {
-    body.extend_from_slice(&RDB_VERSION.to_le_bytes());
+pub fn seal(body: Vec<u8>) -> Vec<u8> {
+    seal_as(body, RDB_VERSION)
+}
+
+/// [`seal`] with another RDB version (tests: payloads of newer servers).
+pub(crate) fn seal_as(mut body: Vec<u8>, version: u16) -> Vec<u8> {
+    body.extend_from_slice(&version.to_le_bytes());
     let crc = CRC64_REDIS.checksum(&body);
     body.extend_from_slice(&crc.to_le_bytes());
     body
@@ -48,7 +60,7 @@ pub fn open_checked(payload: &[u8], verify_checksum: bool) -> Result<&[u8], Payl
     }
     let (signed, crc) = payload.split_at(payload.len() - 8);
     let version = u16::from_le_bytes([signed[signed.len() - 2], signed[signed.len() - 1]]);
-    if version > RDB_VERSION {
+    if version > RDB_VERSION_READ {
         return Err(PayloadError::VersionOrChecksum);
     }
     let crc = u64::from_le_bytes(crc.try_into().map_err(|_| PayloadError::VersionOrChecksum)?);

@@ -6,7 +6,9 @@
 //! node's first ID and field names) that later entries refer to with a
 //! flag and ID deltas; the stream's counters and its consumer groups (each
 //! with its pending entries and consumers) follow. Tembo reads types 15
-//! (Redis 5 and 6) and 19 (Redis 7.0) and writes 19. The payload is
+//! (Redis 5 and 6), 19 (Redis 7.0) and 21 (Redis 7.2: each consumer's
+//! active time follows its seen time; Tembo keeps Redis 7.0's one time, the
+//! seen time, and drops the other) and writes 19. The payload is
 //! checked whole before anything is written, as Redis's deep sanitization
 //! checks it (every listpack, every master entry and entry count, every
 //! pending entry owned by exactly one consumer, no duplicate group or
@@ -24,6 +26,9 @@ pub const STREAM_LISTPACKS: u8 = 15;
 /// RDB type of a stream written by Redis 7.0 (first ID, maximal deleted
 /// ID, entries added, and each group's entries read).
 pub const STREAM_LISTPACKS_2: u8 = 19;
+/// RDB type of a stream written by Redis 7.2 and later (type 19's fields,
+/// and each consumer's active time).
+pub const STREAM_LISTPACKS_3: u8 = 21;
 
 const BAD: PayloadError = PayloadError::Malformed("bad stream payload");
 const FLAG_DELETED: i64 = 1;
@@ -93,7 +98,7 @@ pub fn decode(r: &mut Reader<'_>, ty: u8) -> Result<StreamValue, PayloadError> {
     }
     let length = r.len()?;
     v.last_id = id(r)?;
-    if ty == STREAM_LISTPACKS_2 {
+    if ty >= STREAM_LISTPACKS_2 {
         v.first_id = id(r)?;
         v.max_deleted = id(r)?;
         v.entries_added = r.len()?;
@@ -146,7 +151,7 @@ fn millis(r: &mut Reader<'_>) -> Result<u64, PayloadError> {
 
 fn group(r: &mut Reader<'_>, ty: u8) -> Result<GroupValue, PayloadError> {
     let mut g = GroupValue { name: r.string()?, last_id: id(r)?, ..GroupValue::default() };
-    if ty == STREAM_LISTPACKS_2 {
+    if ty >= STREAM_LISTPACKS_2 {
         let read = r.len()?;
         g.entries_read = (read != u64::MAX).then_some(read);
     }
@@ -164,6 +169,9 @@ fn group(r: &mut Reader<'_>, ty: u8) -> Result<GroupValue, PayloadError> {
     for _ in 0..consumers {
         let name = r.string()?;
         let time = millis(r)?;
+        if ty >= STREAM_LISTPACKS_3 {
+            millis(r)?; // the active time (Redis 7.2), which 7.0 has not
+        }
         if !seen.insert(name.clone()) {
             return Err(BAD); // a consumer listed twice
         }
@@ -515,6 +523,37 @@ mod tests {
         assert_eq!(g.consumers, vec![(b"alice".to_vec(), 1_796_162_821_233), (b"bob".to_vec(), 1_796_162_821_233)]);
         // Tembo's own encoding of it decodes to the same value.
         assert_eq!(round_trip(&v).unwrap(), v);
+    }
+
+    #[test]
+    fn a_redis_7_2_dump_decodes() {
+        // The same stream as Redis 7.2 writes it (RDB 11, type 21): each
+        // consumer's active time follows its seen time.
+        let hex = "150110000000000000000100000000000000013d3d000000180002010101010181610200010201000100010101040100\
+                   010101dfff0202018161020201816202817802080103010201dfff0203010401ff0203000101030003010167010181ff\
+                   ffffffffffffff0100000000000000010000000000000001719ca533a2010000010205616c696365719ca533a2010000\
+                   809ca533a2010000010000000000000001000000000000000103626f62719ca533a2010000719ca533a201000000";
+        let body: Vec<u8> =
+            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let payload = crate::rdb::seal_as(body, 11);
+        let opened = crate::rdb::open(&payload).unwrap();
+        let mut r = Reader::new(&opened[1..]);
+        let v = decode(&mut r, opened[0]).unwrap();
+        assert!(r.at_end());
+        assert_eq!(v.entries.len(), 2);
+        assert_eq!((v.first_id, v.max_deleted, v.entries_added), (StreamId::new(1, 1), StreamId::new(3, 0), 3));
+        let g = &v.groups[0];
+        assert_eq!(g.pending, vec![(StreamId::new(1, 1), 1_796_162_821_233, 1, b"alice".to_vec())]);
+        // The seen time is kept, the active time dropped.
+        assert_eq!(g.consumers, vec![(b"alice".to_vec(), 1_796_162_821_233), (b"bob".to_vec(), 1_796_162_821_233)]);
+        // Cut short (the last consumer without its active time): refused.
+        let mut short = payload[..payload.len() - 10].to_vec();
+        short.truncate(short.len() - 9);
+        short.push(0);
+        assert!(decode(&mut Reader::new(&short[1..]), 21).is_err());
+        // Versions past 12 stay refused.
+        let future = crate::rdb::seal_as(opened.to_vec(), 13);
+        assert_eq!(crate::rdb::open(&future), Err(PayloadError::VersionOrChecksum));
     }
 
     /// A node whose entries all share one long field name (each decoded

@@ -46,6 +46,8 @@ const HASH_ZIPLIST: u8 = 13;
 const LIST_QUICKLIST: u8 = 14;
 const HASH_LISTPACK: u8 = 16;
 const ZSET_LISTPACK: u8 = 17;
+/// A small set as Redis 7.2 writes it (read only: Tembo writes type 2).
+const SET_LISTPACK: u8 = 20;
 const LIST_QUICKLIST_2: u8 = 18;
 
 const BAD: PayloadError = PayloadError::Malformed("bad DUMP payload");
@@ -124,6 +126,13 @@ pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
         HASH_ZIPLIST => Value::Hash(paired(ziplist(&r.string()?)?)?),
         HASH_LISTPACK => Value::Hash(paired(listpack_elements(&r.string()?)?)?),
         ZSET_LISTPACK => Value::ZSet(scored(listpack_elements(&r.string()?)?)?),
+        SET_LISTPACK => {
+            let members = listpack_elements(&r.string()?)?;
+            if members.is_empty() {
+                return Err(BAD); // Redis 7.2 refuses an empty set listpack
+            }
+            Value::Set(members)
+        }
         LIST_QUICKLIST => {
             let nodes = count(&mut r, 1)?;
             let mut items = Vec::new();
@@ -149,9 +158,9 @@ pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
             }
             Value::List(items)
         }
-        t @ (crate::rdb_stream::STREAM_LISTPACKS | crate::rdb_stream::STREAM_LISTPACKS_2) => {
-            Value::Stream(crate::rdb_stream::decode(&mut r, t)?)
-        }
+        t @ (crate::rdb_stream::STREAM_LISTPACKS
+        | crate::rdb_stream::STREAM_LISTPACKS_2
+        | crate::rdb_stream::STREAM_LISTPACKS_3) => Value::Stream(crate::rdb_stream::decode(&mut r, t)?),
         _ => return Err(BAD),
     };
     if !r.at_end() {
@@ -425,6 +434,24 @@ fn intset(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redis_7_2_listpack_set_decodes() {
+        // Type 20: a listpack of members (here the integer 7 and "ab").
+        let lp = [13, 0, 0, 0, 2, 0, 0x07, 0x01, 0x82, b'a', b'b', 0x03, 0xff];
+        let mut body = vec![SET_LISTPACK, lp.len() as u8];
+        body.extend_from_slice(&lp);
+        let payload = crate::rdb::seal_as(body, 11);
+        let v = decode(crate::rdb::open(&payload).unwrap()).unwrap();
+        assert_eq!(v, Value::Set(vec![b"7".to_vec(), b"ab".to_vec()]));
+        // An empty one is refused, as Redis 7.2 refuses it.
+        let empty = [7, 0, 0, 0, 0, 0, 0xff];
+        let mut body = vec![SET_LISTPACK, empty.len() as u8];
+        body.extend_from_slice(&empty);
+        assert!(decode(&body).is_err());
+        // Redis 7.4's hash with field expiry (type 25) is not read.
+        assert!(decode(&[25, 0]).is_err());
+    }
 
     #[test]
     fn every_type_round_trips() {
