@@ -99,16 +99,29 @@ impl TreeCore {
         Ok(out)
     }
 
-    pub(crate) fn load_named_snapshots(&self) -> Result<()> {
+    /// Pins every named snapshot's version. Returns whether one was taken
+    /// of a tree that had committed nothing by a build before session 43:
+    /// it records version 1 (0 marks a free record) while the tree is
+    /// still at 0, and means the empty tree; the caller makes version 1
+    /// committed and empty (see [`TreeCore::create_named_snapshot`]).
+    pub(crate) fn load_named_snapshots(&self) -> Result<bool> {
         let current = self.current_version()?;
         let mut map = self.snapshots.lock();
+        let mut of_empty_tree = false;
         for (at, s) in self.table_records()? {
             if s.version > current {
-                return Err(CddsError::invariant(format!("named snapshot {:?} is newer than the tree", s.name), at));
+                if current == 0 && s.version == 1 {
+                    of_empty_tree = true;
+                } else {
+                    return Err(CddsError::invariant(
+                        format!("named snapshot {:?} is newer than the tree", s.name),
+                        at,
+                    ));
+                }
             }
             *map.entry(s.version).or_default() += 1;
         }
-        Ok(())
+        Ok(of_empty_tree)
     }
 
     /// The named snapshots, oldest first.
@@ -130,6 +143,9 @@ impl TreeCore {
             return Err(CddsError::SnapshotTable(format!("names are 1 to {MAX_SNAPSHOT_NAME} bytes without NUL")));
         }
         let _ws = self.writer.lock();
+        // A failed batch's entries may remain at the next version, which
+        // the empty commit below would make visible.
+        self.writer.check_poisoned()?;
         let records = self.table_records()?;
         if records.iter().any(|(_, s)| s.name == name) {
             return Err(CddsError::SnapshotTable(format!("a snapshot named {name:?} exists; drop it first")));
@@ -150,11 +166,21 @@ impl TreeCore {
         bytes[..name.len()].copy_from_slice(name.as_bytes());
         pool.write(free + 8, &bytes)?;
         pool.persist(free + 8, 24);
+        // A record's version 0 marks it free, so a tree that has committed
+        // nothing first commits version 1, empty like version 0: the
+        // snapshot then keeps the empty tree. (Recording 1 for version 0
+        // made it show the first write's contents once that committed, and
+        // made a crash before any commit leave a pool that would not open:
+        // "named snapshot is newer than the tree". Found by `tembo
+        // crashtest` with seed 307904659.)
+        if self.current_version()? == 0 {
+            self.commit_version(1)?;
+        }
         let v = self.current_version()?;
         *self.snapshots.lock().entry(v).or_default() += 1;
-        pool.store_u64(free, v.max(1))?;
+        pool.store_u64(free, v)?;
         pool.persist(free, 8);
-        Ok(NamedSnapshot { name: name.to_string(), version: v.max(1) })
+        Ok(NamedSnapshot { name: name.to_string(), version: v })
     }
 
     /// Drops the named snapshot `name`.

@@ -206,7 +206,18 @@ impl TreeCore {
             durable_version: AtomicU64::new(durable),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
-        if let Err(e) = tree.load_named_snapshots().and_then(|()| tree.begin_recovery(tree.pool.opened_unclean())) {
+        let opened = tree.load_named_snapshots().and_then(|of_empty_tree| {
+            tree.begin_recovery(tree.pool.opened_unclean())?;
+            // An older build's snapshot of the empty tree says version 1:
+            // commit it, empty, before any write can (after an unclean
+            // open the recovery has already committed it, reading as 0).
+            if of_empty_tree && tree.current_version()? == 0 {
+                let _ws = tree.writer.lock();
+                tree.commit_version(1)?;
+            }
+            Ok(())
+        });
+        if let Err(e) = opened {
             // Never let a failed recovery's pool be marked clean.
             tree.pool.keep_unclean();
             return Err(e);
