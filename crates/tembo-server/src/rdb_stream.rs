@@ -491,6 +491,19 @@ mod tests {
         assert_eq!(round_trip(&empty).unwrap(), empty);
     }
 
+    fn hex_bytes(hex: &str) -> Vec<u8> {
+        (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+    }
+
+    /// The stream in a whole sealed payload.
+    fn decoded(payload: &[u8]) -> StreamValue {
+        let body = crate::rdb::open(payload).unwrap();
+        let mut r = Reader::new(&body[1..]);
+        let v = decode(&mut r, body[0]).unwrap();
+        assert!(r.at_end());
+        v
+    }
+
     #[test]
     fn a_redis_7_dump_decodes() {
         // On redis-server 7.0.15: XADD st 1-1 a 1; XADD st 2-0 a 2 b x;
@@ -501,12 +514,7 @@ mod tests {
                    010101dfff0202018161020201816202817802080103010201dfff0203010401ff0203000101030003010167010181ff\
                    ffffffffffffff0100000000000000010000000000000001719ca533a2010000010205616c696365719ca533a2010000\
                    010000000000000001000000000000000103626f62719ca533a2010000000a00484796a582790c04";
-        let bytes: Vec<u8> =
-            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
-        let body = crate::rdb::open(&bytes).unwrap();
-        let mut r = Reader::new(&body[1..]);
-        let v = decode(&mut r, body[0]).unwrap();
-        assert!(r.at_end());
+        let v = decoded(&hex_bytes(hex));
         let fv = |x: &[&str]| x.iter().map(|s| s.as_bytes().to_vec()).collect::<Vec<_>>();
         assert_eq!(
             v.entries,
@@ -533,13 +541,9 @@ mod tests {
                    010101dfff0202018161020201816202817802080103010201dfff0203010401ff0203000101030003010167010181ff\
                    ffffffffffffff0100000000000000010000000000000001719ca533a2010000010205616c696365719ca533a2010000\
                    809ca533a2010000010000000000000001000000000000000103626f62719ca533a2010000719ca533a201000000";
-        let body: Vec<u8> =
-            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
-        let payload = crate::rdb::seal_as(body, 11);
+        let payload = crate::rdb::seal_as(hex_bytes(hex), 11);
+        let v = decoded(&payload);
         let opened = crate::rdb::open(&payload).unwrap();
-        let mut r = Reader::new(&opened[1..]);
-        let v = decode(&mut r, opened[0]).unwrap();
-        assert!(r.at_end());
         assert_eq!(v.entries.len(), 2);
         assert_eq!((v.first_id, v.max_deleted, v.entries_added), (StreamId::new(1, 1), StreamId::new(3, 0), 3));
         let g = &v.groups[0];
