@@ -72,6 +72,15 @@ pub fn open_checked(payload: &[u8], verify_checksum: bool) -> Result<&[u8], Payl
     Ok(&signed[..signed.len() - 2])
 }
 
+/// The RDB version a payload says it has (its footer's); 0 for one too
+/// short to have a footer.
+pub fn version_of(payload: &[u8]) -> u16 {
+    match payload.len().checked_sub(10) {
+        Some(at) => u16::from_le_bytes([payload[at], payload[at + 1]]),
+        None => 0,
+    }
+}
+
 /// Appends RDB's length encoding of `len`.
 pub fn put_len(out: &mut Vec<u8>, len: u64) {
     if len < 1 << 6 {

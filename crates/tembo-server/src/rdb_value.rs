@@ -94,8 +94,22 @@ pub fn encode(v: &Value) -> Vec<u8> {
 /// [`PayloadError::Malformed`] for anything that is not one whole value of a
 /// supported type.
 pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
+    decode_versioned(body, crate::rdb::RDB_VERSION_READ)
+}
+
+/// [`decode`] of the body of a payload of RDB `version`: the types Redis
+/// 7.2 added (RDB 11) only in a payload of version 11 or later, so that a
+/// payload saying version 10 is read exactly as Redis 7.0 reads it.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_versioned(body: &[u8], version: u16) -> Result<Value, PayloadError> {
     let mut r = Reader::new(body);
-    let v = match r.byte()? {
+    let ty = r.byte()?;
+    if version < 11 && matches!(ty, SET_LISTPACK | crate::rdb_stream::STREAM_LISTPACKS_3) {
+        return Err(BAD);
+    }
+    let v = match ty {
         STRING => Value::String(r.string()?),
         LIST => Value::List(strings(&mut r)?),
         SET => Value::Set(strings(&mut r)?),
@@ -435,6 +449,10 @@ fn intset(b: &[u8]) -> Result<Vec<Vec<u8>>, PayloadError> {
 mod tests {
     use super::*;
 
+    fn body_of(payload: &[u8]) -> Vec<u8> {
+        crate::rdb::open(payload).unwrap().to_vec()
+    }
+
     #[test]
     fn a_redis_7_2_listpack_set_decodes() {
         // Type 20: a listpack of members (here the integer 7 and "ab").
@@ -449,6 +467,9 @@ mod tests {
         let mut body = vec![SET_LISTPACK, empty.len() as u8];
         body.extend_from_slice(&empty);
         assert!(decode(&body).is_err());
+        // A payload saying RDB 10 has no type 20, as Redis 7.0 has none.
+        assert!(decode_versioned(&body_of(&payload), 10).is_err());
+        assert!(decode_versioned(&body_of(&payload), 11).is_ok());
         // Redis 7.4's hash with field expiry (type 25) is not read.
         assert!(decode(&[25, 0]).is_err());
     }

@@ -109,7 +109,8 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     let body = rdb::open_checked(&a[3], !cx.st.skip_checksum)
         .map_err(|_| CmdError::err("DUMP payload version or checksum are wrong"))?;
-    let value = rdb_value::decode(body).map_err(|_| CmdError::err("Bad data format"))?;
+    let value =
+        rdb_value::decode_versioned(body, rdb::version_of(&a[3])).map_err(|_| CmdError::err("Bad data format"))?;
     check_unique(&value)?;
     let now = crate::exec::now_ms();
     let expire_at = match (ttl, absttl) {
