@@ -9,9 +9,10 @@
 //! versions up to 12 (Redis 7.2 and 7.4), whose payloads keep every older
 //! type's encoding: of what 7.2 added it reads listpack sets (type 20) and
 //! streams with consumers' active time (type 21); 7.4's hashes with field
-//! expiry (types 22–25) are refused as a bad format, as unknown types are. Strings are written raw (always valid RDB);
-//! reading also accepts Redis's integer-encoded and LZF-compressed strings,
-//! which Redis writes whenever `rdbcompression` is on (its default).
+//! expiry (types 22–25) are refused as a bad format, as unknown types are.
+//! Strings are written raw (always valid RDB); reading also accepts
+//! Redis's integer-encoded and LZF-compressed strings, which Redis writes
+//! whenever `rdbcompression` is on (its default).
 
 /// The RDB version Tembo writes (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;
@@ -59,8 +60,7 @@ pub fn open_checked(payload: &[u8], verify_checksum: bool) -> Result<&[u8], Payl
         return Err(PayloadError::VersionOrChecksum);
     }
     let (signed, crc) = payload.split_at(payload.len() - 8);
-    let version = u16::from_le_bytes([signed[signed.len() - 2], signed[signed.len() - 1]]);
-    if version > RDB_VERSION_READ {
+    if version_of(payload) > RDB_VERSION_READ {
         return Err(PayloadError::VersionOrChecksum);
     }
     let crc = u64::from_le_bytes(crc.try_into().map_err(|_| PayloadError::VersionOrChecksum)?);
