@@ -561,21 +561,6 @@ def test_redis_py_lock(r):
     assert r.exists("resource") == 0
 
 
-def test_a_runaway_script_is_stopped_and_not_applied(r):
-    if is_reference_redis():
-        pytest.skip("redis-server keeps a runaway script running until SCRIPT KILL")
-    old = r.config_get("busy-reply-threshold")["busy-reply-threshold"]
-    try:
-        r.config_set("busy-reply-threshold", 200)
-        with pytest.raises(redis.ResponseError) as e:
-            r.eval("redis.call('set', 'partial', 1) while true do end", 0)
-        assert "busy-reply-threshold" in err(e)
-        assert r.exists("partial") == 0
-        assert r.ping()
-    finally:
-        r.config_set("busy-reply-threshold", old)
-
-
 def _drain(p, n, timeout=2.0):
     import time
 

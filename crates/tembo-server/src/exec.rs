@@ -76,6 +76,9 @@ pub enum Msg {
     Disconnect(u64),
     /// SIGTERM or SIGINT: shut down cleanly.
     Shutdown,
+    /// The place of a message of the current group that a busy script's
+    /// hook took and handled (`crate::busy`).
+    Served,
 }
 
 /// Requests of one client, each a list of arguments.
@@ -213,6 +216,22 @@ pub struct State {
     /// The pause as it was when the current group started (put back if
     /// its commit fails).
     pause_before: Option<crate::pause::Pause>,
+    /// The EVAL or FCALL running now, if any (`crate::busy`).
+    pub script_run: Option<crate::busy::ScriptRun>,
+    /// The executor's inbox while a group runs: a busy script takes from it.
+    pub inbox: Option<UnboundedReceiver<Msg>>,
+    /// What a busy script left to run after it (its own client's requests,
+    /// those of clients in the group, disconnects): joins the group.
+    pub after_busy: VecDeque<Msg>,
+    /// The group being run; messages after `group_at` are still to run.
+    pub group: Vec<Msg>,
+    /// The message of `group` running now.
+    pub group_at: usize,
+    /// The command running now is the first its client runs in the group.
+    pub first_of_client: bool,
+    /// The runtime the connections run on (a busy script has it driven by
+    /// a helper thread), when the executor serves sockets.
+    pub runtime: Option<Arc<tokio::runtime::Runtime>>,
 }
 
 /// One command's view: the state and the client running it.
@@ -310,6 +329,13 @@ impl State {
             pause: None,
             pause_seq: 0,
             pause_before: None,
+            script_run: None,
+            inbox: None,
+            after_busy: VecDeque::new(),
+            group: Vec::new(),
+            group_at: 0,
+            first_of_client: false,
+            runtime: None,
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.shared.set_default_auth_required(!st.acl.default_authenticates());
@@ -449,7 +475,15 @@ impl State {
     }
 
     /// Runs the executor until shutdown; returns the database to close.
-    pub async fn run(mut self, mut inbox: UnboundedReceiver<Msg>) -> Arc<Db> {
+    ///
+    /// The executor is not a task of the runtime but the thread that drives
+    /// it: it waits for requests, and hands replies over, inside
+    /// `rt.block_on` (where the connection tasks run, on this same thread),
+    /// and runs each group outside it. So while a group runs nothing else
+    /// does, as in Redis — except while a script is busy, when a helper
+    /// thread drives the runtime and the sockets are served (`crate::busy`).
+    pub fn run(mut self, rt: &Arc<tokio::runtime::Runtime>, mut inbox: UnboundedReceiver<Msg>) -> Arc<Db> {
+        self.runtime = Some(rt.clone());
         let mut next_cron = Instant::now() + CRON_EVERY;
         let mut last_group = Instant::now();
         let mut expire_spent = Duration::ZERO;
@@ -470,7 +504,10 @@ impl State {
             let reclaim_now = self.reclaim_left && (idle || reclaim_spent < RECLAIM_BUDGET);
             let first = if expire_now || reclaim_now {
                 // Let the connections write their replies and read first.
-                tokio::task::yield_now().await;
+                rt.block_on(async {
+                    self.flush_outbox();
+                    tokio::task::yield_now().await
+                });
                 let first = match inbox.try_recv() {
                     Ok(m) => Some(m),
                     Err(tokio::sync::mpsc::error::TryRecvError::Empty) => None,
@@ -492,18 +529,23 @@ impl State {
                 first
             } else {
                 let wake = idle_at.map_or(wake, |t| t.min(wake));
-                tokio::select! {
-                    m = inbox.recv() => match m {
-                        Some(m) => Some(m),
-                        None => break,
-                    },
-                    _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => None,
+                let got = rt.block_on(async {
+                    self.flush_outbox();
+                    tokio::select! {
+                        m = inbox.recv() => Some(m),
+                        _ = tokio::time::sleep_until(tokio::time::Instant::from_std(wake)) => None,
+                    }
+                });
+                match got {
+                    Some(Some(m)) => Some(m),
+                    Some(None) => break,
+                    None => None,
                 }
             };
             if let Some(first) = first {
                 // Let every connection whose input is ready parse it and queue
                 // its requests first: they join this commit group.
-                tokio::task::yield_now().await;
+                rt.block_on(tokio::task::yield_now());
                 let mut group = vec![first];
                 while group.len() < MAX_GROUP {
                     match inbox.try_recv() {
@@ -511,12 +553,12 @@ impl State {
                         Err(_) => break,
                     }
                 }
-                self.run_group(group);
+                inbox = self.run_group_with(group, inbox);
                 last_group = Instant::now();
             } else if self.blocking.next_deadline().is_some_and(|d| d <= Instant::now())
                 || self.pause.is_some_and(|p| p.until <= Instant::now())
             {
-                self.run_group(Vec::new());
+                inbox = self.run_group_with(Vec::new(), inbox);
             }
             if Instant::now() >= next_cron {
                 if self.expire_left {
@@ -537,6 +579,7 @@ impl State {
                 break;
             }
         }
+        rt.block_on(async { self.flush_outbox() });
         if let Err(e) = self.commit() {
             log::error!("final commit failed: {e}");
         }
@@ -546,6 +589,80 @@ impl State {
             let _ = c.out.send(Out::closing());
         }
         self.store.db().clone()
+    }
+
+    /// Runs a group with the inbox at hand for a busy script to take from
+    /// (`crate::busy::serve`); gives the inbox back.
+    fn run_group_with(&mut self, group: Vec<Msg>, inbox: UnboundedReceiver<Msg>) -> UnboundedReceiver<Msg> {
+        self.inbox = Some(inbox);
+        self.run_group(group);
+        self.inbox.take().expect("the inbox stays in place while a group runs")
+    }
+
+    /// A client connected.
+    pub fn connect(&mut self, mut c: Client) {
+        self.stats.connections += 1;
+        c.authed = self.acl.default_authenticates();
+        c.conn.auth_required.store(!c.authed, std::sync::atomic::Ordering::Relaxed);
+        self.clients.insert(c.id, c);
+    }
+
+    /// Whether client `id` ran something in the current group (its state
+    /// and replies then go with the group's commit).
+    pub fn in_group(&self, id: u64) -> bool {
+        self.saved.contains_key(&id)
+    }
+
+    /// Runs client `id`'s requests while a script is busy and sends their
+    /// replies at once: the client ran nothing else in this group, and
+    /// what it may run now (`allow-busy` commands, BUSY errors) reads and
+    /// writes no data, so nothing waits for the group's commit and a
+    /// failed commit has nothing of it to undo.
+    pub fn serve_now(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], bytes: usize) {
+        if let Some(c) = self.clients.get_mut(&id) {
+            c.qbuf = bytes;
+        }
+        let mark = self.outbox.len();
+        self.process(id, reqs, Vec::new(), false);
+        self.saved.remove(&id);
+        let mut i = mark;
+        while i < self.outbox.len() {
+            if self.outbox[i].0 == id {
+                let (_, out) = self.outbox.remove(i);
+                self.send_out(id, out, Instant::now());
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// A script became busy before it wrote anything: commits what the
+    /// group ran before it and sends those replies, so that their clients
+    /// are not held for as long as the script runs. Only where nothing of
+    /// it could run twice: the script's command is its client's first in
+    /// the group and not inside a transaction, and no client waits to be
+    /// resumed. Otherwise (or if the commit fails) the group's end commits
+    /// as usual.
+    pub fn commit_before_busy(&mut self, script_client: u64, first_of_client: bool) {
+        if !first_of_client || self.torn || self.store.nested_now() || !self.resume.is_empty() {
+            return;
+        }
+        if let Err(e) = self.commit() {
+            log::debug!("busy script: the group before it stays pending ({e})");
+            return;
+        }
+        for m in &mut self.group[..self.group_at] {
+            if let Msg::Requests { id, .. } = m {
+                if *id != script_client {
+                    self.saved.remove(id);
+                    *m = Msg::Served;
+                }
+            }
+        }
+        // What a failed commit would put back is the state from here on.
+        self.acl_before = None;
+        self.pause_before = self.pause;
+        self.flush_outbox();
     }
 
     fn run_group(&mut self, group: Vec<Msg>) {
@@ -558,18 +675,18 @@ impl State {
         self.pause_now();
         let mut requests = 0;
         let mut prefetched = 0;
-        for (i, msg) in group.iter().enumerate() {
+        // In the state, so that a busy script can answer the clients whose
+        // requests wait behind it (`crate::busy::serve`).
+        self.group = group;
+        self.group_at = 0;
+        while self.group_at < self.group.len() {
+            let i = self.group_at;
             if i >= prefetched {
-                prefetched = self.prefetch_ahead(&group, i);
+                prefetched = self.prefetch_ahead(&self.group, i);
             }
-            match msg {
-                Msg::Connect(c) => {
-                    self.stats.connections += 1;
-                    let mut c = (**c).clone();
-                    c.authed = self.acl.default_authenticates();
-                    c.conn.auth_required.store(!c.authed, std::sync::atomic::Ordering::Relaxed);
-                    self.clients.insert(c.id, c);
-                }
+            let msg = std::mem::replace(&mut self.group[i], Msg::Served);
+            match &msg {
+                Msg::Connect(c) => self.connect((**c).clone()),
                 Msg::Disconnect(id) => self.disconnect(*id),
                 Msg::Shutdown => self.shutdown = true,
                 Msg::Requests { id, reqs, bytes } => {
@@ -579,8 +696,15 @@ impl State {
                     }
                     self.process(*id, reqs, Vec::new(), false);
                 }
+                Msg::Served => {}
             }
+            self.group[i] = msg;
+            // What arrived while a script was busy and could not run then
+            // runs now, as part of this group (and of its rerun).
+            self.group.extend(self.after_busy.drain(..));
+            self.group_at += 1;
         }
+        let group = std::mem::take(&mut self.group);
         self.drain_resume(false);
         let torn = std::mem::take(&mut self.torn);
         let committed =
@@ -598,14 +722,18 @@ impl State {
             // The rollback put back a pause that may have ended: its held
             // clients are released again, to run one command per commit.
             self.pause_now();
-            for msg in &group {
+            // SHUTDOWN NOSAVE stopped a busy script: its group is not run again.
+            let rerun = if self.shutdown { &[][..] } else { &group[..] };
+            for msg in rerun {
                 if let Msg::Requests { id, reqs, .. } = msg {
                     self.process(*id, reqs, Vec::new(), true);
                 }
             }
             self.drain_resume(true);
         }
-        self.flush_outbox();
+        // The outbox goes out when the executor next waits, from inside the
+        // runtime (`run`): waking a connection task from outside it would
+        // cost a system call each.
         // ACL and CONFIG changes decide whether the next clients must log in.
         self.shared.set_default_auth_required(!self.acl.default_authenticates());
     }
@@ -642,19 +770,25 @@ impl State {
         crate::tracking::before_send(self);
         let now = Instant::now();
         for (id, out) in std::mem::take(&mut self.outbox) {
-            let Some(c) = self.clients.get_mut(&id) else { continue };
-            let len = out.len();
-            let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
-            let _ = c.out.send(out);
-            if c.subscribed() && crate::pubsub::over_limit(c, pending, now, &self.output_limits.pubsub) {
-                log::warn!(
-                    "Client id={} addr={} closed for overcoming of output buffer limits (pubsub: {pending} bytes not read)",
-                    c.id,
-                    c.addr
-                );
-                c.conn.kill.notify_one();
-                self.disconnect(id);
-            }
+            self.send_out(id, out, now);
+        }
+    }
+
+    /// Hands `out` to client `id`'s connection; disconnects a subscriber
+    /// past the pub/sub output-buffer limits.
+    fn send_out(&mut self, id: u64, out: Out, now: Instant) {
+        let Some(c) = self.clients.get_mut(&id) else { return };
+        let len = out.len();
+        let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
+        let _ = c.out.send(out);
+        if c.subscribed() && crate::pubsub::over_limit(c, pending, now, &self.output_limits.pubsub) {
+            log::warn!(
+                "Client id={} addr={} closed for overcoming of output buffer limits (pubsub: {pending} bytes not read)",
+                c.id,
+                c.addr
+            );
+            c.conn.kill.notify_one();
+            self.disconnect(id);
         }
     }
 
@@ -797,6 +931,7 @@ impl State {
     /// waits with the rest of them.
     fn process(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], mut out: Vec<u8>, commit_each: bool) {
         let Some(mut client) = self.clients.remove(&id) else { return };
+        let fresh = out.is_empty() && !self.saved.contains_key(&id);
         // Also covers a client that connected within this group.
         self.saved.entry(id).or_insert_with(|| client.clone());
         if let Some(b) = client.blocked.as_mut() {
@@ -820,6 +955,7 @@ impl State {
             }
             client.reply_skip = std::mem::take(&mut client.reply_skip_next);
             client.argv_mem = args.iter().map(Vec::len).sum();
+            self.first_of_client = fresh && i == 0;
             let mut reply = cmd::dispatch(self, &mut client, args);
             client.argv_mem = 0;
             if std::mem::take(&mut client.postpone_now) {

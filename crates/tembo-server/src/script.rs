@@ -7,11 +7,10 @@
 //! table as clients do (minus the ones a script may not run), and replies
 //! cross between RESP and Lua by Redis's conversion rules.
 //!
-//! What differs from Redis, on purpose: a script that runs past
-//! `busy-reply-threshold` (default 5 s) is stopped and *none* of its writes
-//! are applied (Redis can only stop a script that has not written yet; the
-//! executor here discards the pending writes and re-runs the rest of the
-//! group, see `State::torn`). The interpreter loads the base, table,
+//! A script that runs past `busy-reply-threshold` (default 5 s) runs on, as
+//! in Redis, while the other clients are answered BUSY and may kill it
+//! (`crate::busy`; the instruction hook here is where it looks). The
+//! interpreter loads the base, table,
 //! string and math libraries, plus `cjson` and `bit` (`crate::script_libs`)
 //! and `cmsgpack` (`crate::script_msgpack`); not `struct`. Each run gets its own environment over the
 //! shared globals, with read-only views of the libraries, so no script can
@@ -20,7 +19,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value, Variadic, VmState};
@@ -279,8 +278,8 @@ pub struct Engine {
     run: Function,
     load_library: Function,
     fcall: Function,
-    deadline: Rc<Cell<Option<Instant>>>,
-    stopped: Rc<Cell<bool>>,
+    /// What the instruction hook watches (also the interpreter's app data).
+    watch: SharedWatch,
     /// Scripts and functions run (for the collection rhythm).
     runs: u64,
 }
@@ -323,16 +322,9 @@ impl Engine {
             Ok(f)
         };
         let (run, load_library, fcall) = (take("tembo_run")?, take("tembo_load_library")?, take("tembo_fcall")?);
-        let deadline: Rc<Cell<Option<Instant>>> = Rc::new(Cell::new(None));
-        let stopped = Rc::new(Cell::new(false));
-        let (d, s) = (deadline.clone(), stopped.clone());
-        lua.set_hook(HookTriggers::new().every_nth_instruction(10_000), move |_, _| {
-            if d.get().is_some_and(|at| Instant::now() >= at) {
-                s.set(true);
-                return Err(mlua::Error::RuntimeError("script time limit".into()));
-            }
-            Ok(VmState::Continue)
-        });
+        let watch = SharedWatch::default();
+        lua.set_app_data(watch.clone());
+        lua.set_hook(EVERY_10K, hook);
         Ok(Engine {
             lua,
             cache: HashMap::new(),
@@ -341,8 +333,7 @@ impl Engine {
             run,
             load_library,
             fcall,
-            deadline,
-            stopped,
+            watch,
             runs: 0,
         })
     }
@@ -451,11 +442,21 @@ impl Engine {
         };
         let (keys, argv) = (strings(run.keys).map_err(lua_err)?, strings(run.argv).map_err(lua_err)?);
         let read_only = run.read_only;
-        self.stopped.set(false);
-        self.deadline.set(Some(Instant::now() + run.limit));
+        if let Some(r) = cx.st.script_run.as_mut() {
+            r.eval = run.chunk == "user_script";
+            r.name = run.label.to_string();
+            r.libraries = (self.libraries().count(), self.function_count());
+        }
+        self.arm(Instant::now() + run.limit, true);
         let resp3 = Cell::new(false);
         let cx = RefCell::new(cx);
         let outcome = lua.scope(|scope| {
+            // What the hook calls once the script is busy (see `hook`).
+            let serve = scope.create_function(|_, ()| {
+                let Ok(mut cx) = cx.try_borrow_mut() else { return Ok(false) };
+                Ok(crate::busy::serve(cx.st).is_some())
+            })?;
+            lua.set_named_registry_value(SERVE_KEY, serve)?;
             // A Rust function, not a Lua wrapper around `pcall`: a
             // `return redis.call(...)` tail call then keeps the script's
             // frame, whose line the error names.
@@ -485,7 +486,8 @@ impl Engine {
             self.install.call::<()>((raising_call, pcall, setresp, acl_check))?;
             run.wrapper.call::<(bool, Value)>((run.callee, keys, argv))
         });
-        self.deadline.set(None);
+        let _ = lua.unset_named_registry_value(SERVE_KEY);
+        let watch = self.disarm();
         if self.lua.used_memory() > GC_AFTER_BYTES {
             // Give a big script's garbage back before the next one runs.
             let _ = self.lua.gc_collect();
@@ -500,12 +502,12 @@ impl Engine {
             }
         }
         let cx = cx.into_inner();
-        if self.stopped.get() {
+        if cx.st.script_run.as_ref().is_some_and(|r| r.kill == Some(crate::busy::Kill::Shutdown)) {
+            // SHUTDOWN NOSAVE: none of the script's writes may be committed.
             cx.st.torn = true;
-            return Err(CmdError::err(format!(
-                "Script stopped after running longer than busy-reply-threshold ({} ms); none of its writes were applied",
-                run.limit.as_millis()
-            )));
+        }
+        if watch.killed {
+            log::warn!("Lua script killed by user with SCRIPT KILL.");
         }
         match outcome.map_err(lua_err)? {
             (true, value) => Ok(lua_to_reply(value, 0, resp3.get())),
@@ -523,6 +525,88 @@ impl Engine {
             (false, err) => Err(script_error(&bytes_text(&err), run.label, run.chunk)),
         }
     }
+}
+
+/// How often the instruction hook looks at the clock.
+const EVERY_10K: HookTriggers = HookTriggers::new().every_nth_instruction(10_000);
+
+/// Registry name of the run's function that serves the other clients
+/// while the script is busy (a scope function bound to the run's context).
+const SERVE_KEY: &str = "tembo.busy.serve";
+
+/// What the instruction hook acts on: the time limit of the run or library
+/// load in progress.
+#[derive(Debug, Default)]
+struct Watch {
+    /// When the time limit is reached; none between runs.
+    deadline: Option<Instant>,
+    /// Past the deadline a script's run serves the other clients
+    /// (`crate::busy`); a library's load is stopped.
+    serve: bool,
+    /// The load was stopped at its deadline.
+    stopped: bool,
+    /// The run was killed: the hook now raises on every line.
+    killed: bool,
+}
+
+/// The watch, shared by the engine and its interpreter's hook.
+#[derive(Clone, Debug, Default)]
+struct SharedWatch(Arc<Mutex<Watch>>);
+
+impl SharedWatch {
+    fn lock(&self) -> MutexGuard<'_, Watch> {
+        // A panic while held leaves plain flags: still good to read.
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Engine {
+    /// Starts the hook's watch of a run (`serve`) or a load.
+    fn arm(&self, deadline: Instant, serve: bool) {
+        *self.watch.lock() = Watch { deadline: Some(deadline), serve, stopped: false, killed: false };
+    }
+
+    /// Ends the watch; what it saw. A killed run's line hook goes back to
+    /// the cheap one.
+    fn disarm(&self) -> Watch {
+        let watch = std::mem::take(&mut *self.watch.lock());
+        if watch.killed {
+            self.lua.set_hook(EVERY_10K, hook);
+        }
+        watch
+    }
+}
+
+/// The instruction hook: past its deadline a library's load is stopped,
+/// and a script's run serves the other clients and is stopped if one of
+/// them kills it. Once killed, it raises on every line of the script's
+/// own code, so that no `pcall` in a loop can hold the script (as Redis
+/// does); the prelude's wrappers and error handler run on.
+fn hook(lua: &Lua, debug: mlua::Debug) -> mlua::Result<VmState> {
+    let killed = || mlua::Error::RuntimeError(crate::busy::KILLED.into());
+    let Some(shared) = lua.app_data_ref::<SharedWatch>().map(|w| w.clone()) else { return Ok(VmState::Continue) };
+    {
+        let mut watch = shared.lock();
+        if watch.killed {
+            let in_prelude = debug.source().source.as_deref() == Some("@prelude");
+            return if in_prelude { Ok(VmState::Continue) } else { Err(killed()) };
+        }
+        match watch.deadline {
+            Some(at) if Instant::now() >= at => {}
+            _ => return Ok(VmState::Continue),
+        }
+        if !watch.serve {
+            watch.stopped = true;
+            return Err(mlua::Error::RuntimeError("script time limit".into()));
+        }
+    }
+    let serve: Function = lua.named_registry_value(SERVE_KEY)?;
+    if serve.call::<bool>(())? {
+        shared.lock().killed = true;
+        lua.set_hook(HookTriggers::EVERY_LINE, hook);
+        return Err(killed());
+    }
+    Ok(VmState::Continue)
 }
 
 /// What `redis.call` raises when its command fails: the error reply's text
@@ -660,6 +744,12 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
         cx.st.stats.rejected(cmd::full_name(spec, &argv), &msg);
         cx.st.stats.script_errors.push(msg.clone());
         return Reply::Error(msg);
+    }
+    if spec.flags.contains(&"write") {
+        // From now on no SCRIPT KILL or FUNCTION KILL may stop the script.
+        if let Some(run) = cx.st.script_run.as_mut() {
+            run.wrote = true;
+        }
     }
     // Blocking commands answer at once inside a script, as in Redis.
     let no_block = std::mem::replace(&mut cx.client.no_block, true);

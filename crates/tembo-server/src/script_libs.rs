@@ -5,8 +5,8 @@
 //! arshift, rol, ror, bswap). `redis.*` helpers that need no command
 //! state (sha1hex, error_reply, status_reply, log, constants) live here too.
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 
 use mlua::{LightUserData, Lua, Table, Value, Variadic};
 
@@ -55,9 +55,9 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
 /// cjson's settings that change what it does (the others are accepted
 /// and kept, with no effect).
 struct JsonSettings {
-    encode_max_depth: Cell<usize>,
-    decode_max_depth: Cell<usize>,
-    encode_invalid_numbers: Cell<bool>,
+    encode_max_depth: AtomicUsize,
+    decode_max_depth: AtomicUsize,
+    encode_invalid_numbers: AtomicBool,
 }
 
 fn json_err(msg: impl Into<String>) -> mlua::Error {
@@ -67,7 +67,7 @@ fn json_err(msg: impl Into<String>) -> mlua::Error {
 /// cjson's number text: `%.14g`, integers without a fraction.
 fn json_number(f: f64, out: &mut String, settings: &JsonSettings) -> mlua::Result<()> {
     if !f.is_finite() {
-        if !settings.encode_invalid_numbers.get() {
+        if !settings.encode_invalid_numbers.load(Relaxed) {
             return Err(json_err("Cannot serialise number: must not be NaN or Inf"));
         }
         out.push_str(if f.is_nan() {
@@ -113,7 +113,7 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Strin
         Value::Number(f) => json_number(*f, out, settings)?,
         Value::String(s) => json_string(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth >= settings.encode_max_depth.get() {
+            if depth >= settings.encode_max_depth.load(Relaxed) {
                 return Err(json_err(format!("Cannot serialise, excessive nesting ({})", depth + 1)));
             }
             let len = t.raw_len();
@@ -191,10 +191,10 @@ fn lua_of(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
 
 fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
-    let settings = Rc::new(JsonSettings {
-        encode_max_depth: Cell::new(1000),
-        decode_max_depth: Cell::new(1000),
-        encode_invalid_numbers: Cell::new(false),
+    let settings = Arc::new(JsonSettings {
+        encode_max_depth: AtomicUsize::new(1000),
+        decode_max_depth: AtomicUsize::new(1000),
+        encode_invalid_numbers: AtomicBool::new(false),
     });
     let st = settings.clone();
     cjson.set(
@@ -212,7 +212,7 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
             let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
                 .map_err(|e| json_err(format!("Expected value but found invalid token: {e}")))?;
             let depth = json_depth(&j);
-            if depth > st.decode_max_depth.get() {
+            if depth > st.decode_max_depth.load(Relaxed) {
                 return Err(json_err(format!("Found too many nested data structures ({depth})")));
             }
             lua_of(lua, &j)
@@ -223,9 +223,9 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         "encode_max_depth",
         lua.create_function(move |_, n: Option<usize>| {
             if let Some(n) = n {
-                st.encode_max_depth.set(n.max(1));
+                st.encode_max_depth.store(n.max(1), Relaxed);
             }
-            Ok(st.encode_max_depth.get())
+            Ok(st.encode_max_depth.load(Relaxed))
         })?,
     )?;
     let st = settings.clone();
@@ -233,9 +233,9 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         "decode_max_depth",
         lua.create_function(move |_, n: Option<usize>| {
             if let Some(n) = n {
-                st.decode_max_depth.set(n.max(1));
+                st.decode_max_depth.store(n.max(1), Relaxed);
             }
-            Ok(st.decode_max_depth.get())
+            Ok(st.decode_max_depth.load(Relaxed))
         })?,
     )?;
     let st = settings;
@@ -243,12 +243,13 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         "encode_invalid_numbers",
         lua.create_function(move |_, v: Option<Value>| {
             if let Some(v) = v {
-                st.encode_invalid_numbers.set(
+                st.encode_invalid_numbers.store(
                     matches!(v, Value::Boolean(true))
                         || matches!(&v, Value::String(s) if s.as_bytes().as_ref() == b"on"),
+                    Relaxed,
                 );
             }
-            Ok(st.encode_invalid_numbers.get())
+            Ok(st.encode_invalid_numbers.load(Relaxed))
         })?,
     )?;
     // Settings that only tune cjson's C buffers or number text: kept, no effect.

@@ -225,6 +225,12 @@ impl Store {
         self.refused
     }
 
+    /// Whether the command running now runs inside another one (EXEC's,
+    /// a script's).
+    pub fn nested_now(&self) -> bool {
+        self.depth >= 2
+    }
+
     /// Whether the command of `sp` runs inside another one (its writes are
     /// journaled and [`undo_command`](Self::undo_command) can take them back).
     pub fn nested(&self, _sp: &Savepoint) -> bool {

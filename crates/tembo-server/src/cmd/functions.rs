@@ -94,7 +94,7 @@ fn fcall_ro(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 fn call(cx: &mut Ctx, a: &[Vec<u8>], ro_command: bool) -> CmdResult {
     let (keys, args) = keys_and_args(a, "Bad number of keys provided")?;
     cx.st.script_keys = Some(keys.to_vec());
-    with_engine(cx, |eng, cx, limit| eng.call_function(cx, &a[1], keys, args, ro_command, limit))
+    with_engine(cx, a, |eng, cx, limit| eng.call_function(cx, &a[1], keys, args, ro_command, limit))
 }
 
 fn function(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -124,13 +124,27 @@ fn function(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         ("list", _) => list(cx, a),
         ("stats", 2) => {
-            let eng = engine(cx)?;
-            let counts = (eng.libraries().count(), eng.function_count());
-            cx.st.scripts = Some(eng);
-            // A function never runs while another command is read, so none
-            // is ever running when STATS is.
+            // While a script is busy the interpreter is in use: its counts
+            // were taken when the script started (no library changes
+            // while it runs).
+            let (counts, running) = match cx.st.script_run.as_ref() {
+                Some(run) => (
+                    run.libraries,
+                    Reply::Map(vec![
+                        (Reply::bulk("name"), Reply::bulk(&run.name)),
+                        (Reply::bulk("command"), Reply::Array(run.command.iter().map(Reply::bulk).collect())),
+                        (Reply::bulk("duration_ms"), Reply::Int(run.started.elapsed().as_millis() as i64)),
+                    ]),
+                ),
+                None => {
+                    let eng = engine(cx)?;
+                    let counts = (eng.libraries().count(), eng.function_count());
+                    cx.st.scripts = Some(eng);
+                    (counts, Reply::Nil)
+                }
+            };
             Ok(Reply::Map(vec![
-                (Reply::bulk("running_script"), Reply::Nil),
+                (Reply::bulk("running_script"), running),
                 (
                     Reply::bulk("engines"),
                     Reply::Map(vec![(
@@ -154,7 +168,7 @@ fn function(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Bulk(rdb::seal(body)))
         }
         ("restore", 3 | 4) => restore(cx, a),
-        ("kill", 2) => Err(CmdError("NOTBUSY No scripts in execution right now.".into())),
+        ("kill", 2) => crate::busy::kill(cx.st, false).map(|()| Reply::ok()),
         ("help", 2) => Ok(super::help(&[
             "FUNCTION <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "LOAD [REPLACE] <FUNCTION CODE>",

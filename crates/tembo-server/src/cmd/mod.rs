@@ -283,13 +283,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         let e = CmdError::arity(spec.name);
         st.stats.rejected(full_name(spec, args), &e.0);
         if spec.name == "exec" {
-            // Redis rejects EXEC by discarding the transaction, whether or
-            // not one was open (`execCommandAbort`).
-            client.multi = None;
-            client.multi_error = false;
-            st.unwatch(client);
-            let msg = e.0.strip_prefix("ERR ").unwrap_or(&e.0);
-            return Reply::Error(format!("EXECABORT Transaction discarded because of: {msg}"));
+            return exec_abort(st, client, &e.0);
         }
         if client.multi.is_some() {
             client.multi_error = true;
@@ -326,6 +320,17 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         st.stats.rejected(full_name(spec, args), &msg);
         return Reply::Error(msg);
     }
+    // While a script is busy, only what Redis allows then runs.
+    if let Some(busy) = crate::busy::refusal(st).filter(|_| !allows_busy(spec, args)) {
+        st.stats.rejected(full_name(spec, args), busy);
+        if spec.name == "exec" {
+            return exec_abort(st, client, busy);
+        }
+        if client.multi.is_some() {
+            client.multi_error = true;
+        }
+        return Reply::Error(busy.into());
+    }
     // CLIENT PAUSE holds the call (before MULTI would queue it, as in
     // Redis); the executor keeps the client waiting (`pause`).
     if st.pause.is_some() && st.pause_holds(client, spec, args) {
@@ -357,6 +362,23 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         client.tracking.caching = None;
     }
     reply
+}
+
+/// Redis rejects EXEC by discarding the transaction, whether or not one
+/// was open (`execCommandAbort`).
+fn exec_abort(st: &mut State, client: &mut Client, error: &str) -> Reply {
+    client.multi = None;
+    client.multi_error = false;
+    st.unwatch(client);
+    let msg = error.strip_prefix("ERR ").unwrap_or(error);
+    Reply::Error(format!("EXECABORT Transaction discarded because of: {msg}"))
+}
+
+/// Whether a call may run while a script is busy (Redis's `allow-busy`
+/// flag, on the command or on its subcommand).
+fn allows_busy(spec: &Spec, args: &[Vec<u8>]) -> bool {
+    spec.flags.contains(&"allow_busy")
+        || key_spec::subcommand_info(full_name(spec, args)).is_some_and(|(_, _, flags)| flags.contains(&"allow_busy"))
 }
 
 /// Checks `client`'s ACL permissions for a call (AUTH, HELLO and the

@@ -78,12 +78,18 @@ pub(super) fn engine(cx: &mut Ctx) -> Result<Engine, CmdError> {
 /// Runs `body` with the interpreter and the script time limit, then puts the
 /// interpreter back (a fresh one if the body ran it out of memory). SELECT
 /// inside a script lasts for the script only.
-pub(super) fn with_engine(cx: &mut Ctx, body: impl FnOnce(&mut Engine, &mut Ctx, Duration) -> CmdResult) -> CmdResult {
+pub(super) fn with_engine(
+    cx: &mut Ctx,
+    command: &[Vec<u8>],
+    body: impl FnOnce(&mut Engine, &mut Ctx, Duration) -> CmdResult,
+) -> CmdResult {
     let limit_ms =
         inert_value(&cx.st.inert, "busy-reply-threshold").and_then(|v| v.parse::<u64>().ok()).unwrap_or(5000);
     let mut eng = engine(cx)?;
     let db = cx.client.db;
+    cx.st.script_run = Some(crate::busy::ScriptRun::new(cx.client.id, command, cx.st.first_of_client));
     let result = body(&mut eng, cx, Duration::from_millis(limit_ms.max(1)));
+    cx.st.script_run = None;
     cx.client.db = db;
     cx.st.script_keys = None;
     if matches!(&result, Err(e) if e.0.contains("not enough memory")) {
@@ -140,7 +146,7 @@ pub(crate) fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
 fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult {
     let (keys, argv) = keys_and_args(a, "value is not an integer or out of range")?;
     cx.st.script_keys = Some(keys.to_vec());
-    with_engine(cx, |eng, cx, limit| {
+    with_engine(cx, a, |eng, cx, limit| {
         let sha = if by_sha { String::from_utf8_lossy(&a[1]).to_ascii_lowercase() } else { eng.load(&a[1])? };
         let source_read_only = match eng.source(&sha) {
             Some(src) => shebang_read_only(src)?,
@@ -200,9 +206,7 @@ fn script(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             }
             Ok(Reply::ok())
         }
-        // A script never runs while another command is read: there is
-        // nothing to kill (a runaway one is stopped at busy-reply-threshold).
-        ("kill", 2) => Err(CmdError("NOTBUSY No scripts in execution right now.".into())),
+        ("kill", 2) => crate::busy::kill(cx.st, true).map(|()| Reply::ok()),
         ("help", 2) => Ok(super::help(&[
             "SCRIPT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
             "EXISTS <sha1> [<sha1> ...]",

@@ -841,6 +841,14 @@ fn shutdown(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             return Err(CmdError::err("No shutdown in progress."));
         }
     }
+    if let Some(run) = cx.st.script_run.as_mut().filter(|r| r.busy) {
+        // A busy script: only SHUTDOWN NOSAVE stops it (and its writes,
+        // never committed, are discarded), as in Redis.
+        if !a[1..].iter().any(|o| is(o, "nosave")) {
+            return Err(CmdError(run.busy_error().into()));
+        }
+        run.kill = Some(crate::busy::Kill::Shutdown);
+    }
     log::info!("SHUTDOWN requested by client {} ({})", cx.client.id, cx.client.addr);
     cx.st.shutdown = true;
     cx.client.close = true;

@@ -180,11 +180,9 @@ impl Engine {
             .set_name("@user_function")
             .into_function()
             .map_err(|e| CmdError::err(format!("Error compiling function: {}", compile_message(&e))))?;
-        self.stopped.set(false);
-        self.deadline.set(Some(Instant::now() + LOAD_TIMEOUT));
+        self.arm(Instant::now() + LOAD_TIMEOUT, false);
         let outcome = self.load_library.call::<(bool, Value)>(chunk);
-        self.deadline.set(None);
-        if self.stopped.get() {
+        if self.disarm().stopped {
             return Err(CmdError::err("Error registering functions: FUNCTION LOAD timeout"));
         }
         let registered = match outcome.map_err(lua_err)? {
