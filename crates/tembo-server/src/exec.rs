@@ -1,7 +1,13 @@
 //! The executor: runs every command, in arrival order, and commits in
-//! groups. It is a task on the server's single thread, beside the
-//! connection tasks (the shape of Redis's event loop): handing requests to it
-//! and replies back costs no thread wake-up.
+//! groups. It runs on the server's single thread, which it shares with the
+//! connection tasks (the shape of Redis's event loop): it drives their
+//! current-thread runtime while it waits for requests and hands replies
+//! over (`State::run`), so that costs no thread wake-up, and runs each group
+//! outside it. A script past busy-reply-threshold has a helper thread drive
+//! the runtime meanwhile (`crate::busy`). Why not the executor as a task
+//! of the runtime: a task cannot let go of the thread in the middle of a
+//! script, and a multi-thread runtime with one worker (whose worker a task
+//! can hand over) cost 5-7% of redis-benchmark's throughput.
 //!
 //! Like Redis, commands run one at a time, so each is atomic and sees every
 //! earlier one. Unlike Redis, no reply leaves before its writes are durable:
@@ -147,7 +153,7 @@ pub struct State {
     /// as in Redis, where time stands still for a script).
     pub frozen_now: Option<u64>,
     /// A command stopped midway since the last commit (it panicked, a
-    /// script was stopped at its time limit, or the engine's limits refused
+    /// busy script was stopped by SHUTDOWN NOSAVE, or the engine's limits refused
     /// a key or value it wrote): its writes may be partial, so the group's
     /// writes must not be committed (see [`cmd::run`]).
     pub torn: bool,
