@@ -142,6 +142,24 @@ def test_a_busy_script_that_wrote_runs_to_its_end(r, threshold):
     assert r.exists("other") == 0
 
 
+def test_a_blocked_client_is_not_served_in_the_middle_of_a_busy_script(r, threshold):
+    # What the script pushes is its own until it ends, whoever is answered
+    # meanwhile: the blocked BLPOP must not take it.
+    blocked = Background(lambda c: c.blpop("q", 0))
+    deadline = time.time() + 5
+    while r.info("clients")["blocked_clients"] < 1:
+        assert time.time() < deadline, "BLPOP did not block"
+        time.sleep(0.01)
+    body = "redis.call('rpush', 'q', 'x') local n = 0 for i = 1, tonumber(ARGV[1]) do n = n + 1 end " \
+        "return redis.call('lpop', 'q')"
+    bg = Background(lambda c: c.eval(body, 0, 60_000_000))
+    wait_busy(r, timeout=10)
+    assert err_of(lambda: r.ping()).startswith("BUSY")
+    assert bg.join(timeout=60).result == "x"
+    r.rpush("q", "y")
+    assert list(blocked.join().result) == ["q", "y"]
+
+
 def test_a_transaction_sent_during_a_busy_script_fails_whole(r, threshold):
     r.set("xx", 1)
     bg = Background(lambda c: c.eval(SPIN, 0))

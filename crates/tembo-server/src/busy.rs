@@ -30,7 +30,16 @@
 //! in arrival order (their replies must not overtake what they wait for,
 //! and a failed commit reruns their requests), as are disconnects. A
 //! SIGTERM or SIGINT stops the script as SHUTDOWN NOSAVE does (Redis waits
-//! for the script to end, which may be never).
+//! for the script to end, which may be never). While a failed group is run
+//! again one command per commit (`State::rerunning`), a busy script
+//! answers no one: the clients later in the rerun still wait for replies
+//! that must come first. While another client's request runs, no blocked
+//! client is served: what the script pushed is its own until it ends.
+//!
+//! Left as in Redis's own model or not handled: a loop inside a Lua
+//! coroutine is not watched (the interpreter's hook covers the main
+//! thread only), so it never becomes busy; and SCRIPT KILL from a client
+//! whose earlier request is in the script's group waits with it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -169,10 +178,14 @@ pub fn serve(st: &mut State) -> Option<Kill> {
                     st.connect(*c);
                 }
             }
-            Msg::Requests { id, .. } if *id != script_client && !st.in_group(*id) => {
+            Msg::Requests { id, .. } if *id != script_client && !st.in_group(*id) && !st.rerunning => {
                 if let Msg::Requests { id, reqs, bytes } = std::mem::replace(&mut st.group[at], Msg::Served) {
                     st.serve_now(id, &reqs, bytes);
                 }
+            }
+            Msg::Shutdown => {
+                st.group[at] = Msg::Served;
+                shut_down(st);
             }
             _ => {}
         }
@@ -181,21 +194,23 @@ pub fn serve(st: &mut State) -> Option<Kill> {
         let Some(msg) = st.inbox.as_mut().and_then(|i| i.try_recv().ok()) else { break };
         match msg {
             Msg::Connect(c) => st.connect(*c),
-            Msg::Requests { id, reqs, bytes } if id != script_client && !st.in_group(id) => {
+            Msg::Requests { id, reqs, bytes } if id != script_client && !st.in_group(id) && !st.rerunning => {
                 st.serve_now(id, &reqs, bytes);
             }
-            Msg::Shutdown => {
-                // SIGTERM or SIGINT: the script stops as for SHUTDOWN NOSAVE
-                // (Redis would wait for it, however long it runs).
-                if let Some(run) = st.script_run.as_mut() {
-                    run.kill = Some(Kill::Shutdown);
-                }
-                st.shutdown = true;
-            }
+            Msg::Shutdown => shut_down(st),
             other => st.after_busy.push_back(other),
         }
     }
     st.script_run.as_ref().and_then(|r| r.kill)
+}
+
+/// SIGTERM or SIGINT: the script stops as for SHUTDOWN NOSAVE (Redis would
+/// wait for it, however long it runs).
+fn shut_down(st: &mut State) {
+    if let Some(run) = st.script_run.as_mut() {
+        run.kill = Some(Kill::Shutdown);
+    }
+    st.shutdown = true;
 }
 
 /// A thread that drives the connections' runtime while a script is busy;

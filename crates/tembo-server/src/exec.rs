@@ -235,6 +235,10 @@ pub struct State {
     pub group_at: usize,
     /// The command running now is the first its client runs in the group.
     pub first_of_client: bool,
+    /// A failed group's requests are being run again, one per commit.
+    pub rerunning: bool,
+    /// A busy script's hook is running another client's requests.
+    serving_busy: bool,
     /// The runtime the connections run on (a busy script has it driven by
     /// a helper thread), when the executor serves sockets.
     pub runtime: Option<Arc<tokio::runtime::Runtime>>,
@@ -341,6 +345,8 @@ impl State {
             group: Vec::new(),
             group_at: 0,
             first_of_client: false,
+            rerunning: false,
+            serving_busy: false,
             runtime: None,
         };
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
@@ -586,7 +592,10 @@ impl State {
             }
         }
         rt.block_on(async { self.flush_outbox() });
-        if let Err(e) = self.commit() {
+        if std::mem::take(&mut self.torn) {
+            // A busy script stopped by SHUTDOWN NOSAVE: none of its writes.
+            self.discard();
+        } else if let Err(e) = self.commit() {
             log::error!("final commit failed: {e}");
         }
         // The backup thread holds the database: it must let go before the close.
@@ -629,7 +638,9 @@ impl State {
             c.qbuf = bytes;
         }
         let mark = self.outbox.len();
+        self.serving_busy = true;
         self.process(id, reqs, Vec::new(), false);
+        self.serving_busy = false;
         self.saved.remove(&id);
         let mut i = mark;
         while i < self.outbox.len() {
@@ -650,7 +661,17 @@ impl State {
     /// resumed. Otherwise (or if the commit fails) the group's end commits
     /// as usual.
     pub fn commit_before_busy(&mut self, script_client: u64, first_of_client: bool) {
-        if !first_of_client || self.torn || self.store.nested_now() || !self.resume.is_empty() {
+        // Not in a rerun or among resumed clients (no group prefix to
+        // commit), nor with client tracking in use (the script's client is
+        // out of the client table and would miss its invalidations).
+        if !first_of_client
+            || self.torn
+            || self.rerunning
+            || self.group_at >= self.group.len()
+            || self.store.nested_now()
+            || !self.resume.is_empty()
+            || !self.tracking.is_idle()
+        {
             return;
         }
         if let Err(e) = self.commit() {
@@ -671,6 +692,36 @@ impl State {
         self.flush_outbox();
     }
 
+    /// Runs the group's messages from `group_at` on; stops at a shutdown
+    /// (what is left is never run, and never answered).
+    fn run_rest_of_group(&mut self, requests: &mut usize, prefetched: &mut usize) {
+        while self.group_at < self.group.len() && !self.shutdown {
+            let i = self.group_at;
+            if i >= *prefetched {
+                *prefetched = self.prefetch_ahead(&self.group, i);
+            }
+            let msg = std::mem::replace(&mut self.group[i], Msg::Served);
+            match &msg {
+                Msg::Connect(c) => self.connect((**c).clone()),
+                Msg::Disconnect(id) => self.disconnect(*id),
+                Msg::Shutdown => self.shutdown = true,
+                Msg::Requests { id, reqs, bytes } => {
+                    *requests += 1;
+                    if let Some(c) = self.clients.get_mut(id) {
+                        c.qbuf = *bytes;
+                    }
+                    self.process(*id, reqs, Vec::new(), false);
+                }
+                Msg::Served => {}
+            }
+            self.group[i] = msg;
+            // What arrived while a script was busy and could not run then
+            // runs now, as part of this group (and of its rerun).
+            self.group.extend(self.after_busy.drain(..));
+            self.group_at += 1;
+        }
+    }
+
     fn run_group(&mut self, group: Vec<Msg>) {
         // Filled as clients are first changed (`process`, `unblock`, `serve_ready`).
         self.saved.clear();
@@ -685,33 +736,20 @@ impl State {
         // requests wait behind it (`crate::busy::serve`).
         self.group = group;
         self.group_at = 0;
-        while self.group_at < self.group.len() {
-            let i = self.group_at;
-            if i >= prefetched {
-                prefetched = self.prefetch_ahead(&self.group, i);
+        loop {
+            self.run_rest_of_group(&mut requests, &mut prefetched);
+            if !self.shutdown {
+                self.drain_resume(false);
             }
-            let msg = std::mem::replace(&mut self.group[i], Msg::Served);
-            match &msg {
-                Msg::Connect(c) => self.connect((**c).clone()),
-                Msg::Disconnect(id) => self.disconnect(*id),
-                Msg::Shutdown => self.shutdown = true,
-                Msg::Requests { id, reqs, bytes } => {
-                    requests += 1;
-                    if let Some(c) = self.clients.get_mut(id) {
-                        c.qbuf = *bytes;
-                    }
-                    self.process(*id, reqs, Vec::new(), false);
-                }
-                Msg::Served => {}
+            // A script that went busy while resumed clients ran may have left
+            // requests for after it: they join the group too.
+            if self.after_busy.is_empty() || self.shutdown {
+                break;
             }
-            self.group[i] = msg;
-            // What arrived while a script was busy and could not run then
-            // runs now, as part of this group (and of its rerun).
             self.group.extend(self.after_busy.drain(..));
-            self.group_at += 1;
         }
         let group = std::mem::take(&mut self.group);
-        self.drain_resume(false);
+        self.group_at = 0;
         let torn = std::mem::take(&mut self.torn);
         let committed =
             if torn { Err("a command stopped midway".to_string()) } else { self.commit().map_err(|e| e.to_string()) };
@@ -728,14 +766,29 @@ impl State {
             // The rollback put back a pause that may have ended: its held
             // clients are released again, to run one command per commit.
             self.pause_now();
-            // SHUTDOWN NOSAVE stopped a busy script: its group is not run again.
-            let rerun = if self.shutdown { &[][..] } else { &group[..] };
-            for msg in rerun {
-                if let Msg::Requests { id, reqs, .. } = msg {
-                    self.process(*id, reqs, Vec::new(), true);
+            // A script busy in the rerun answers no one meanwhile (the
+            // clients later in the rerun have yet to get their replies).
+            self.rerunning = true;
+            let mut rerun: VecDeque<Msg> = group.into();
+            loop {
+                // SHUTDOWN NOSAVE stopped a busy script: nothing more is run.
+                while let Some(msg) = rerun.pop_front().filter(|_| !self.shutdown) {
+                    if let Msg::Requests { id, reqs, .. } = &msg {
+                        self.process(*id, reqs, Vec::new(), true);
+                    }
+                    rerun.extend(self.after_busy.drain(..));
                 }
+                if !self.shutdown {
+                    self.drain_resume(true);
+                }
+                if self.after_busy.is_empty() || self.shutdown {
+                    break;
+                }
+                rerun.extend(self.after_busy.drain(..));
             }
-            self.drain_resume(true);
+            self.rerunning = false;
+            // Left only by a shutdown: never run, never answered.
+            self.after_busy.clear();
         }
         // The outbox goes out when the executor next waits, from inside the
         // runtime (`run`): waking a connection task from outside it would
@@ -1008,8 +1061,10 @@ impl State {
             if client.close || self.shutdown {
                 break;
             }
-            if self.blocking.has_ready() {
+            if self.blocking.has_ready() && !self.serving_busy {
                 // Serve the clients this command unblocked before anything else runs.
+                // (Not while a busy script runs: what it pushed is its own
+                // until it ends.)
                 self.clients.insert(id, client);
                 self.serve_ready(commit_each);
                 match self.clients.remove(&id) {
