@@ -166,51 +166,47 @@ pub fn serve(st: &mut State) -> Option<Kill> {
         let first = run.first_of_client && !run.wrote;
         run.helper = st.runtime.clone().and_then(Helper::start);
         if first {
-            st.commit_before_busy(script_client, true);
+            st.commit_before_busy(script_client);
         }
     }
     // First the requests that wait behind the script in its group, then
-    // what the connections queued since.
+    // what the connections queued since; what must wait stays in place or
+    // joins the group after the script.
     for at in st.group_at + 1..st.group.len() {
-        match &st.group[at] {
-            Msg::Connect(_) => {
-                if let Msg::Connect(c) = std::mem::replace(&mut st.group[at], Msg::Served) {
-                    st.connect(*c);
-                }
-            }
-            Msg::Requests { id, .. } if *id != script_client && !st.in_group(*id) && !st.rerunning => {
-                if let Msg::Requests { id, reqs, bytes } = std::mem::replace(&mut st.group[at], Msg::Served) {
-                    st.serve_now(id, &reqs, bytes);
-                }
-            }
-            Msg::Shutdown => {
-                st.group[at] = Msg::Served;
-                shut_down(st);
-            }
-            _ => {}
+        let msg = std::mem::replace(&mut st.group[at], Msg::Served);
+        if let Some(waits) = serve_one(st, script_client, msg) {
+            st.group[at] = waits;
         }
     }
     for _ in 0..MAX_GROUP {
         let Some(msg) = st.inbox.as_mut().and_then(|i| i.try_recv().ok()) else { break };
-        match msg {
-            Msg::Connect(c) => st.connect(*c),
-            Msg::Requests { id, reqs, bytes } if id != script_client && !st.in_group(id) && !st.rerunning => {
-                st.serve_now(id, &reqs, bytes);
-            }
-            Msg::Shutdown => shut_down(st),
-            other => st.after_busy.push_back(other),
+        if let Some(waits) = serve_one(st, script_client, msg) {
+            st.after_busy.push_back(waits);
         }
     }
     st.script_run.as_ref().and_then(|r| r.kill)
 }
 
-/// SIGTERM or SIGINT: the script stops as for SHUTDOWN NOSAVE (Redis would
-/// wait for it, however long it runs).
-fn shut_down(st: &mut State) {
-    if let Some(run) = st.script_run.as_mut() {
-        run.kill = Some(Kill::Shutdown);
+/// Handles one message while the script is busy; gives it back if it must
+/// wait for the script (the script's own client, clients in its group, a
+/// rerun, disconnects). SIGTERM or SIGINT stops the script as SHUTDOWN
+/// NOSAVE does (Redis would wait for it, however long it runs).
+fn serve_one(st: &mut State, script_client: u64, msg: Msg) -> Option<Msg> {
+    match msg {
+        Msg::Connect(c) => st.connect(*c),
+        Msg::Requests { id, reqs, bytes } if id != script_client && !st.in_group(id) && !st.rerunning => {
+            st.serve_now(id, &reqs, bytes);
+        }
+        Msg::Shutdown => {
+            if let Some(run) = st.script_run.as_mut() {
+                run.kill = Some(Kill::Shutdown);
+            }
+            st.shutdown = true;
+        }
+        Msg::Served => {}
+        waits => return Some(waits),
     }
-    st.shutdown = true;
+    None
 }
 
 /// A thread that drives the connections' runtime while a script is busy;

@@ -657,15 +657,14 @@ impl State {
     /// group ran before it and sends those replies, so that their clients
     /// are not held for as long as the script runs. Only where nothing of
     /// it could run twice: the script's command is its client's first in
-    /// the group and not inside a transaction, and no client waits to be
-    /// resumed. Otherwise (or if the commit fails) the group's end commits
+    /// the group (the caller's check) and not inside a transaction, and no
+    /// client waits to be resumed. Otherwise (or if the commit fails) the group's end commits
     /// as usual.
-    pub fn commit_before_busy(&mut self, script_client: u64, first_of_client: bool) {
+    pub fn commit_before_busy(&mut self, script_client: u64) {
         // Not in a rerun or among resumed clients (no group prefix to
         // commit), nor with client tracking in use (the script's client is
         // out of the client table and would miss its invalidations).
-        if !first_of_client
-            || self.torn
+        if self.torn
             || self.rerunning
             || self.group_at >= self.group.len()
             || self.store.nested_now()
