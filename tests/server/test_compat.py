@@ -364,6 +364,104 @@ def test_debug_populate(r):
     assert r.get("big:24999") == "value:24999"
 
 
+def test_debug_reload_options(r):
+    """DEBUG RELOAD's options as Redis 7.0 takes them: the saved data is the
+    dataset here, so NOFLUSH without MERGE fails while it holds anything
+    (Redis refuses a key or library loaded twice), with MERGE it does not."""
+    if is_reference_redis():
+        pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
+    assert r.execute_command("DEBUG", "RELOAD", "NOFLUSH") in (True, "OK")  # nothing there
+    r.set("k", "v")
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("DEBUG", "RELOAD", "NOFLUSH")
+    assert err(e) == "Error trying to load the RDB dump, check server logs."
+    for opts in ([], ["NOSAVE"], ["NOFLUSH", "MERGE"], ["nosave", "noflush", "merge"]):
+        assert r.execute_command("DEBUG", "RELOAD", *opts) in (True, "OK")
+    assert r.get("k") == "v"
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("DEBUG", "RELOAD", "FAST")
+    assert err(e) == "DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."
+
+
+def test_debug_object_shows_an_expired_key_and_leaves_it(r):
+    """DEBUG OBJECT looks at the key as stored (Redis reads its dict): a key
+    past its expiry, not yet removed, is shown and stays until a lookup."""
+    if is_reference_redis():
+        pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    try:
+        r.set("k", "value", px=1)
+        time.sleep(0.01)
+        assert "encoding:embstr" in str(r.execute_command("DEBUG", "OBJECT", "k"))
+        assert "serializedlength:5" in str(r.execute_command("DEBUG", "OBJECT", "k"))
+        assert r.exists("k") == 0
+        with pytest.raises(redis.ResponseError):
+            r.execute_command("DEBUG", "OBJECT", "k")
+    finally:
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
+def test_debug_pause_cron_stops_active_expiry(r):
+    if is_reference_redis():
+        pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
+    expired = r.info("stats")["expired_keys"]
+    r.execute_command("DEBUG", "PAUSE-CRON", "1")
+    try:
+        r.set("k", "v", px=1)
+        time.sleep(0.5)  # five cron windows: the active cycle would have removed it
+        assert r.dbsize() == 1  # DBSIZE counts a key not yet removed, as Redis's does
+        assert r.info("stats")["expired_keys"] == expired
+    finally:
+        r.execute_command("DEBUG", "PAUSE-CRON", "0")
+    deadline = time.time() + 5
+    while r.dbsize() and time.time() < deadline:
+        time.sleep(0.05)
+    assert r.dbsize() == 0  # the cron runs again and expires it
+
+
+@pytest.mark.parametrize(
+    "db0, db1, kept",
+    [
+        # db0's x, db1's x: (None = no key, "stale" = expired not removed,
+        # "live"); the WATCH is on db 1's x, taken before the swap.
+        ("stale", None, True),  # a missing key replaced by an expired one: no change
+        ("stale", "stale", True),  # an expired key replaced by another: no change
+        (None, "stale", True),  # an expired key gone: no change
+        ("live", None, False),
+        (None, "live", False),
+        ("stale", "live", False),
+        ("live", "stale", False),
+    ],
+)
+def test_swapdb_breaks_only_a_watch_whose_key_changed(r, db0, db1, kept):
+    """SWAPDB and WATCH as redis-server 7.0.15 decides them (unit/multi's
+    stale-key cases, and their mirror images)."""
+    if is_reference_redis():
+        pytest.skip("DEBUG SET-ACTIVE-EXPIRE needs enable-debug-command")
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "0")
+    one = make_client(r.proto, db=1)
+    try:
+        for client, what in ((r, db0), (one, db1)):
+            if what == "stale":
+                client.set("x", "old", px=1)
+            elif what == "live":
+                client.set("x", "new")
+        time.sleep(0.01)
+        with one.pipeline() as p:
+            p.watch("x")
+            r.swapdb(0, 1)
+            p.multi()
+            p.ping()
+            if kept:
+                assert p.execute() == [True]
+            else:
+                with pytest.raises(redis.WatchError):
+                    p.execute()
+    finally:
+        one.close()
+        r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", "1")
+
+
 def test_debug_digest_is_redis_s(r):
     """DEBUG DIGEST and DIGEST-VALUE give redis-server 7.0.15's digests for
     the same keys (the values below are what it returned)."""

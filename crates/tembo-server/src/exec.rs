@@ -142,6 +142,10 @@ pub struct State {
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
     pub active_expire: bool,
+    /// DEBUG PAUSE-CRON: the cron's work (active expiry, statistics, BGSAVE
+    /// checks) waits; reclaiming dropped collections, Redis's lazy-free
+    /// thread's work, goes on.
+    pub cron_paused: bool,
     /// Whether RESTORE takes a payload whose checksum is wrong
     /// (DEBUG SET-SKIP-CHECKSUM-VALIDATION; its contents are still checked
     /// whole).
@@ -305,6 +309,7 @@ impl State {
             shutdown: false,
             bgsave: crate::bgsave::Bgsave::new(),
             active_expire: true,
+            cron_paused: false,
             skip_checksum: false,
             scripts_allow_denied: false,
             frozen_now: None,
@@ -510,9 +515,10 @@ impl State {
             // groups: within their budgets for the cron's window while there
             // is traffic (so no request waits behind more than one step), and
             // without limit once the executor has been idle for IDLE_AFTER.
-            let idle_at = (self.expire_left || self.reclaim_left).then_some(last_group + IDLE_AFTER);
+            let idle_at =
+                ((self.expire_left && !self.cron_paused) || self.reclaim_left).then_some(last_group + IDLE_AFTER);
             let idle = idle_at.is_some_and(|t| t <= Instant::now());
-            let expire_now = self.expire_left && (idle || expire_spent < EXPIRE_BUDGET);
+            let expire_now = self.expire_left && !self.cron_paused && (idle || expire_spent < EXPIRE_BUDGET);
             let reclaim_now = self.reclaim_left && (idle || reclaim_spent < RECLAIM_BUDGET);
             let first = if expire_now || reclaim_now {
                 // Let the connections write their replies and read first.
@@ -573,18 +579,20 @@ impl State {
                 inbox = self.run_group_with(Vec::new(), inbox);
             }
             if Instant::now() >= next_cron {
-                if self.expire_left {
-                    // The window's budget ended with keys still due.
-                    self.stats.expire_cap_reached += 1;
+                if !self.cron_paused {
+                    if self.expire_left {
+                        // The window's budget ended with keys still due.
+                        self.stats.expire_cap_reached += 1;
+                    }
+                    self.cron_tasks();
+                    // A new window: fresh budgets, and a look for work that no
+                    // commit announced (keys whose time has come since, a
+                    // collection dropped by a failed group's rerun).
+                    expire_spent = Duration::ZERO;
+                    reclaim_spent = Duration::ZERO;
+                    self.expire_left = true;
+                    self.reclaim_left = true;
                 }
-                self.cron_tasks();
-                // A new window: fresh budgets, and a look for work that no
-                // commit announced (keys whose time has come since, a
-                // collection dropped by a failed group's rerun).
-                expire_spent = Duration::ZERO;
-                reclaim_spent = Duration::ZERO;
-                self.expire_left = true;
-                self.reclaim_left = true;
                 next_cron = Instant::now() + CRON_EVERY;
             }
             if self.shutdown {

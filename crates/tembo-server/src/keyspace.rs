@@ -97,6 +97,47 @@ impl Ctx<'_> {
     /// The metadata of `key` (see `lookup` and `lookup_head`) and the
     /// length of its record.
     fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {
+        let Some((meta, len)) = self.read_meta(key, head_only)? else { return Ok(None) };
+        if meta.expired(self.now) {
+            if self.st.pause.is_some() && !self.writing() && self.st.expiry_paused() {
+                // Clients are paused: the key reads as gone but stays (see `pause`).
+                return Ok(None);
+            }
+            self.remove(key, &meta);
+            // Redis expires a key on behalf of no client: a tracking client
+            // in NOLOOP mode is told even when its own command found it.
+            if !self.st.tracking.is_idle() {
+                crate::tracking::modified(self.st, key, None);
+            }
+            self.st.stats.expired_keys += 1;
+            if self.st.notify_flags != 0 {
+                // The expiry is its own event, not part of the command's.
+                let db = self.client.db;
+                self.st.notes.retain(|n| !(n.db == db && n.key == key));
+                crate::notify::send_from(self.st, Some(&mut *self.client), crate::notify::EXPIRED, "expired", db, key);
+            }
+            return Ok(None);
+        }
+        if crate::access::touches(self.client.last_cmd) {
+            let mk = self.meta_key_of(key);
+            self.st.access.touch_hashed(self.db(), encoding::meta_key_hash(&mk), self.now);
+        }
+        let mut meta = meta;
+        if meta.is_chunked() && !head_only {
+            meta.value = self.chunked_part(key, &meta, 0, usize::try_from(meta.size).unwrap_or(usize::MAX))?;
+        }
+        Ok(Some((meta, len)))
+    }
+
+    /// The metadata of `key` as stored, past its expiry or not (DEBUG
+    /// OBJECT looks at a key as Redis's dictionary holds it), expiring and
+    /// touching nothing; a chunked string's bytes are not read.
+    pub(crate) fn peek_meta(&mut self, key: &[u8]) -> Res<Option<Meta>> {
+        Ok(self.read_meta(key, false)?.map(|(m, _)| m))
+    }
+
+    /// The decoded metadata record of `key` and the record's length.
+    fn read_meta(&mut self, key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {
         let mk = meta_key(self.db(), self.st.gen(self.db()), key);
         let limit = if head_only { encoding::META_HEADER_MAX } else { WHOLE_READ };
         let Some((raw, len)) = self.st.store.get_range(&mk, 0, limit)? else { return Ok(None) };
@@ -119,33 +160,6 @@ impl Ctx<'_> {
             Meta::decode_owned(raw)
         };
         let meta = meta.ok_or_else(|| CmdError::corrupt(key))?;
-        if meta.expired(self.now) {
-            if self.st.pause.is_some() && !self.writing() && self.st.expiry_paused() {
-                // Clients are paused: the key reads as gone but stays (see `pause`).
-                return Ok(None);
-            }
-            self.remove(key, &meta);
-            // Redis expires a key on behalf of no client: a tracking client
-            // in NOLOOP mode is told even when its own command found it.
-            if !self.st.tracking.is_idle() {
-                crate::tracking::modified(self.st, key, None);
-            }
-            self.st.stats.expired_keys += 1;
-            if self.st.notify_flags != 0 {
-                // The expiry is its own event, not part of the command's.
-                let db = self.client.db;
-                self.st.notes.retain(|n| !(n.db == db && n.key == key));
-                crate::notify::send_from(self.st, Some(&mut *self.client), crate::notify::EXPIRED, "expired", db, key);
-            }
-            return Ok(None);
-        }
-        if crate::access::touches(self.client.last_cmd) {
-            self.st.access.touch_hashed(self.db(), encoding::meta_key_hash(&mk), self.now);
-        }
-        let mut meta = meta;
-        if meta.is_chunked() && !head_only {
-            meta.value = self.chunked_part(key, &meta, 0, usize::try_from(meta.size).unwrap_or(usize::MAX))?;
-        }
         Ok(Some((meta, len)))
     }
 

@@ -23,7 +23,7 @@ pub const COMMANDS: &[Spec] = &[Spec {
     keys: (0, 0, 0),
     group: "server",
     summary:
-        "DEBUG SLEEP | OBJECT | RELOAD | LOADAOF | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
+        "DEBUG SLEEP | OBJECT | RELOAD | LOADAOF | PAUSE-CRON | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
     run: debug,
 }];
 
@@ -38,11 +38,13 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         ("object", 3) => {
-            let Some(m) = cx.lookup(&a[2])? else { return Err(CmdError::err("no such key")) };
-            let enc = super::keys::encoding_of(cx, &a[2], &m)?;
-            let len = match m.kind {
-                crate::encoding::Kind::String => m.value.len() as u64,
-                _ => m.size,
+            // As Redis's dictionary holds the key: one past its expiry but
+            // not yet removed is shown, and stays.
+            let Some(m) = cx.peek_meta(&a[2])? else { return Err(CmdError::err("no such key")) };
+            let (enc, len) = match m.kind {
+                crate::encoding::Kind::String if m.is_chunked() => ("raw", m.size),
+                crate::encoding::Kind::String => (super::keys::encoding_of(cx, &a[2], &m)?, m.value.len() as u64),
+                _ => (super::keys::encoding_of(cx, &a[2], &m)?, m.size),
             };
             Ok(Reply::Simple(format!(
                 "Value at:0x0 refcount:1 encoding:{enc} serializedlength:{len} lru:0 lru_seconds_idle:0"
@@ -50,8 +52,19 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         // Redis reloads its dataset from the RDB or AOF file; the pool is
         // the only copy here, so both only make sure nothing is pending.
-        ("reload", _) | ("loadaof", 2) => {
+        ("reload", _) => reload(cx, &a[2..]),
+        ("loadaof", 2) => {
             cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+            Ok(Reply::ok())
+        }
+        // Redis's words for a value not kept in a hash table; no value is
+        // here (each element is its own ordered key in the tree).
+        ("htstats-key", 3) => match cx.lookup_head(&a[2])? {
+            Some(_) => Err(CmdError::err("The value stored at the specified key is not represented using an hash table")),
+            None => Err(CmdError::err("no such key")),
+        },
+        ("pause-cron", 3) => {
+            cx.st.cron_paused = int(&a[2])? != 0;
             Ok(Reply::ok())
         }
         ("set-active-expire", 3) => {
@@ -96,8 +109,13 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Stop the server for <seconds>. Decimals are allowed.",
                 "OBJECT <key>",
                 "    Show low level info about the key and its value.",
-                "RELOAD",
+                "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
+                "    NOFLUSH without MERGE fails if there is any key or function library (each would be loaded twice).",
+                "HTSTATS-KEY <key>",
+                "    Hash table statistics of a key's value: none here (each element is its own key in the tree).",
+                "PAUSE-CRON <0|1>",
+                "    Stop or start the server's periodic work (active expiry, statistics, BGSAVE checks).",
                 "LOADAOF",
                 "    The same as RELOAD (there is no AOF: every write is durable in the pool at its commit).",
                 "SET-ACTIVE-EXPIRE <0|1>",
@@ -120,6 +138,37 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             ])),
         _ => Err(super::subcommand_error(a, "DEBUG")),
     }
+}
+
+/// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]. Redis saves its dataset, empties
+/// it and loads the file back; here the saved data is the dataset (every
+/// write is durable at its commit), so a reload changes nothing and only
+/// makes sure nothing is pending. NOSAVE (load the last save instead) is
+/// therefore the same. NOFLUSH without MERGE loads the saved data over a
+/// dataset that still holds it: Redis refuses a key or function library
+/// that is already there, so this fails unless there is none.
+fn reload(cx: &mut Ctx, opts: &[Vec<u8>]) -> CmdResult {
+    let (mut merge, mut flush) = (false, true);
+    for o in opts {
+        if is(o, "merge") {
+            merge = true;
+        } else if is(o, "noflush") {
+            flush = false;
+        } else if !is(o, "nosave") {
+            return Err(CmdError::err("DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
+        }
+    }
+    cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
+    if !flush && !merge {
+        let keys = (0..cx.st.keys.len()).any(|db| cx.st.key_count(db) > 0);
+        let eng = super::scripting::engine(cx)?;
+        let libraries = eng.libraries().next().is_some();
+        cx.st.scripts = Some(eng);
+        if keys || libraries {
+            return Err(CmdError::err("Error trying to load the RDB dump, check server logs."));
+        }
+    }
+    Ok(Reply::ok())
 }
 
 /// Keys DEBUG POPULATE writes between commits: a populate of millions of

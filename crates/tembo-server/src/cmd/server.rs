@@ -351,12 +351,13 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
         Some(d) => vec![d],
         None => (0..cx.st.gens.len()).map(|d| d as u8).collect(),
     };
-    // As Redis (`touchAllWatchedKeysInDb`), a flush invalidates the WATCH
-    // of a key only if the key exists (and has not expired).
+    // As Redis (`touchAllWatchedKeysInDb`), a flush touches a watched key
+    // only if it is stored (expired or not): that breaks the WATCH, but
+    // for a client that watched it already expired (see `mark_watchers`).
     let watched: Vec<(u8, Vec<u8>)> = cx.st.watchers.keys().filter(|(d, _)| dbs.contains(d)).cloned().collect();
     let mut flushed_watched = Vec::new();
     for (d, key) in watched {
-        if live_in(cx, cx.st.phys(d), &key)? {
+        if stored_in(cx, cx.st.phys(d), &key)?.is_some() {
             flushed_watched.push((d, key));
         }
     }
@@ -404,11 +405,41 @@ fn flush_mode(a: &[Vec<u8>]) -> Result<(), CmdError> {
     }
 }
 
-/// Whether `key` exists, unexpired, in physical database `db` (read
-/// without side effects: no lazy expiry, no access time).
-fn live_in(cx: &Ctx, db: u8, key: &[u8]) -> crate::keyspace::Res<bool> {
-    let raw = cx.st.store.get(&encoding::meta_key(db, cx.st.gen(db), key))?;
-    Ok(raw.and_then(|r| encoding::Meta::decode(&r)).is_some_and(|m| !m.expired(cx.now)))
+/// Whether `key` is stored in physical database `db`, and if so whether
+/// it is past its expiry (there, not yet removed).
+fn stored_in(cx: &Ctx, db: u8, key: &[u8]) -> crate::keyspace::Res<Option<bool>> {
+    let mk = encoding::meta_key(db, cx.st.gen(db), key);
+    let Some((head, _)) = cx.st.store.get_range(&mk, 0, encoding::META_HEADER_MAX)? else { return Ok(None) };
+    let m = encoding::Meta::decode_head(&head).ok_or_else(|| CmdError::corrupt(key))?;
+    Ok(Some(m.expired(cx.now)))
+}
+
+/// What SWAPDB does to a client's WATCH on a key of a swapped database,
+/// as Redis 7.0's `touchAllWatchedKeysInDb` decides it from the key in the
+/// database the watch names before (`emptied`) and after (`replacement`)
+/// the swap (`Some(expired)` where stored).
+#[derive(Debug, PartialEq)]
+enum SwapWatch {
+    Keep,
+    Break,
+    /// A key watched while expired is gone now: no logical change, and it
+    /// is watched as a deleted key from here on.
+    Unstale,
+    /// A key that did not exist is replaced by an expired one: no logical
+    /// change, and it is watched as an expired key from here on.
+    Stale,
+}
+
+fn swap_watch(stale: bool, emptied: Option<bool>, replacement: Option<bool>) -> SwapWatch {
+    if emptied.is_none() && replacement.is_none() {
+        return SwapWatch::Keep;
+    }
+    match (stale, replacement) {
+        (true, None) => SwapWatch::Unstale,
+        (true, Some(true)) => SwapWatch::Keep,
+        (false, Some(true)) if emptied.is_none() => SwapWatch::Stale,
+        _ => SwapWatch::Break,
+    }
 }
 
 fn flushdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -419,8 +450,8 @@ fn flushdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 /// SWAPDB index1 index2: the two databases exchange their keys at once
 /// (O(1): a map from the numbers clients select to where keys are stored,
-/// persisted with the command's commit). As in Redis, a WATCH on a key
-/// that exists, unexpired, in either database is broken, and clients
+/// persisted with the command's commit). A WATCH on a key of either is
+/// broken or kept as Redis 7.0 decides it ([`swap_watch`]), and clients
 /// blocked on keys of either are served if their keys now have elements.
 fn swapdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let index = |v: &[u8], which: &str| -> Result<u8, CmdError> {
@@ -435,16 +466,33 @@ fn swapdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::ok());
     }
     let (px, py) = (cx.st.phys(x), cx.st.phys(y));
-    let watched: Vec<(u8, Vec<u8>)> = cx.st.watchers.keys().filter(|(d, _)| *d == x || *d == y).cloned().collect();
-    let mut broken = Vec::new();
-    for (d, key) in watched {
-        if live_in(cx, px, &key)? || live_in(cx, py, &key)? {
-            broken.push((d, key));
+    let watched: Vec<((u8, Vec<u8>), Vec<u64>)> = cx
+        .st
+        .watchers
+        .iter()
+        .filter(|((d, _), _)| *d == x || *d == y)
+        .map(|(k, ids)| (k.clone(), ids.clone()))
+        .collect();
+    let mut outcomes = Vec::new();
+    for (entry, ids) in watched {
+        let (before, after) = if entry.0 == x { (px, py) } else { (py, px) };
+        let (emptied, replacement) = (stored_in(cx, before, &entry.1)?, stored_in(cx, after, &entry.1)?);
+        for id in ids {
+            let client = if id == cx.client.id { Some(&*cx.client) } else { cx.st.clients.get(&id) };
+            let Some(c) = client else { continue };
+            outcomes.push((id, entry.clone(), swap_watch(c.watch_stale.contains(&entry), emptied, replacement)));
         }
     }
     cx.st.swap_dbs(x, y)?;
-    for (d, key) in broken {
-        cx.st.mark_watchers(d, &key, Some(&mut *cx.client));
+    for (id, entry, outcome) in outcomes {
+        let c = if id == cx.client.id { Some(&mut *cx.client) } else { cx.st.clients.get_mut(&id) };
+        let Some(c) = c else { continue };
+        match outcome {
+            SwapWatch::Keep => {}
+            SwapWatch::Break => c.watch_dirty = true,
+            SwapWatch::Unstale => c.watch_stale.retain(|e| *e != entry),
+            SwapWatch::Stale => c.watch_stale.push(entry),
+        }
     }
     cx.st.blocking.signal_db(x);
     cx.st.blocking.signal_db(y);
@@ -899,4 +947,32 @@ fn monitor(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
         cx.st.monitors.push(cx.client.id);
     }
     Ok(Reply::ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{swap_watch, SwapWatch};
+
+    /// Every case of Redis 7.0's `touchAllWatchedKeysInDb`: (watched while
+    /// expired, key in the named database before, after; `Some(expired)`).
+    #[test]
+    fn swapdb_breaks_a_watch_as_redis_does() {
+        use SwapWatch::*;
+        let cases = [
+            (false, None, None, Keep),
+            (false, Some(false), None, Break),
+            (false, Some(true), None, Break),
+            (false, None, Some(false), Break),
+            (false, None, Some(true), Stale),
+            (false, Some(false), Some(true), Break),
+            (false, Some(true), Some(true), Break),
+            (true, Some(true), None, Unstale),
+            (true, Some(true), Some(true), Keep),
+            (true, Some(true), Some(false), Break),
+            (true, None, None, Keep),
+        ];
+        for (stale, before, after, want) in cases {
+            assert_eq!(swap_watch(stale, before, after), want, "stale {stale}, before {before:?}, after {after:?}");
+        }
+    }
 }
