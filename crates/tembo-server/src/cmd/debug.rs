@@ -63,6 +63,12 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Some(_) => Err(CmdError::err("The value stored at the specified key is not represented using an hash table")),
             None => Err(CmdError::err("no such key")),
         },
+        // The argument as the error reply, whole (its first word is the
+        // error's code): client libraries test their error mapping with it.
+        ("error", 3) => {
+            let text = String::from_utf8_lossy(&a[2]).replace(['\r', '\n'], " ");
+            Err(CmdError(text))
+        }
         ("pause-cron", 3) => {
             cx.st.cron_paused = int(&a[2])? != 0;
             Ok(Reply::ok())
@@ -112,6 +118,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
                 "    Make sure every write is durable (the pool is the only copy; there is nothing to reload).",
                 "    NOFLUSH without MERGE fails if there is any key or function library (each would be loaded twice).",
+                "ERROR <string>",
+                "    Return a Redis protocol error with <string> as message. Useful for clients unit tests to simulate Redis errors.",
                 "HTSTATS-KEY <key>",
                 "    Hash table statistics of a key's value: none here (each element is its own key in the tree).",
                 "PAUSE-CRON <0|1>",
