@@ -418,6 +418,9 @@ fn stored_in(cx: &Ctx, db: u8, key: &[u8]) -> crate::keyspace::Res<Option<bool>>
 /// as Redis 7.0's `touchAllWatchedKeysInDb` decides it from the key in the
 /// database the watch names before (`emptied`) and after (`replacement`)
 /// the swap (`Some(expired)` where stored).
+/// A watched key: the database as clients number it, and the key.
+type WatchedKey = (u8, Vec<u8>);
+
 #[derive(Debug, PartialEq)]
 enum SwapWatch {
     Keep,
@@ -466,7 +469,7 @@ fn swapdb(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Ok(Reply::ok());
     }
     let (px, py) = (cx.st.phys(x), cx.st.phys(y));
-    let watched: Vec<((u8, Vec<u8>), Vec<u64>)> = cx
+    let watched: Vec<(WatchedKey, Vec<u64>)> = cx
         .st
         .watchers
         .iter()
