@@ -370,6 +370,7 @@ def test_debug_reload_options(r):
     (Redis refuses a key or library loaded twice), with MERGE it does not."""
     if is_reference_redis():
         pytest.skip("redis-server refuses DEBUG unless enable-debug-command is set")
+    r.function_flush()  # libraries other tests loaded count as data too
     assert r.execute_command("DEBUG", "RELOAD", "NOFLUSH") in (True, "OK")  # nothing there
     r.set("k", "v")
     with pytest.raises(redis.ResponseError) as e:
