@@ -97,7 +97,8 @@ impl Ctx<'_> {
     /// The metadata of `key` (see `lookup` and `lookup_head`) and the
     /// length of its record.
     fn lookup_as(&mut self, key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {
-        let Some((meta, len)) = self.read_meta(key, head_only)? else { return Ok(None) };
+        let mk = self.meta_key_of(key);
+        let Some((meta, len)) = self.read_meta(&mk, key, head_only)? else { return Ok(None) };
         if meta.expired(self.now) {
             if self.st.pause.is_some() && !self.writing() && self.st.expiry_paused() {
                 // Clients are paused: the key reads as gone but stays (see `pause`).
@@ -119,7 +120,6 @@ impl Ctx<'_> {
             return Ok(None);
         }
         if crate::access::touches(self.client.last_cmd) {
-            let mk = self.meta_key_of(key);
             self.st.access.touch_hashed(self.db(), encoding::meta_key_hash(&mk), self.now);
         }
         let mut meta = meta;
@@ -133,14 +133,15 @@ impl Ctx<'_> {
     /// OBJECT looks at a key as Redis's dictionary holds it), expiring and
     /// touching nothing; a chunked string's bytes are not read.
     pub(crate) fn peek_meta(&mut self, key: &[u8]) -> Res<Option<Meta>> {
-        Ok(self.read_meta(key, false)?.map(|(m, _)| m))
+        let mk = self.meta_key_of(key);
+        Ok(self.read_meta(&mk, key, false)?.map(|(m, _)| m))
     }
 
-    /// The decoded metadata record of `key` and the record's length.
-    fn read_meta(&mut self, key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {
-        let mk = meta_key(self.db(), self.st.gen(self.db()), key);
+    /// The decoded metadata record of `key` (stored under `mk`) and the
+    /// record's length.
+    fn read_meta(&mut self, mk: &[u8], key: &[u8], head_only: bool) -> Res<Option<(Meta, u64)>> {
         let limit = if head_only { encoding::META_HEADER_MAX } else { WHOLE_READ };
-        let Some((raw, len)) = self.st.store.get_range(&mk, 0, limit)? else { return Ok(None) };
+        let Some((raw, len)) = self.st.store.get_range(mk, 0, limit)? else { return Ok(None) };
         let meta = if head_only {
             Meta::decode_head(&raw)
         } else if (raw.len() as u64) < len {
@@ -149,7 +150,7 @@ impl Ctx<'_> {
             match Meta::decode_head(&raw) {
                 Some(mut m) => {
                     if let Some(at) = m.value_at() {
-                        let value = self.st.store.get_range(&mk, at as u64, usize::MAX)?;
+                        let value = self.st.store.get_range(mk, at as u64, usize::MAX)?;
                         m.value = value.map(|(v, _)| v).unwrap_or_default();
                     }
                     Some(m)

@@ -354,7 +354,7 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
     // As Redis (`touchAllWatchedKeysInDb`), a flush touches a watched key
     // only if it is stored (expired or not): that breaks the WATCH, but
     // for a client that watched it already expired (see `mark_watchers`).
-    let watched: Vec<(u8, Vec<u8>)> = cx.st.watchers.keys().filter(|(d, _)| dbs.contains(d)).cloned().collect();
+    let watched: Vec<WatchedKey> = cx.st.watchers.keys().filter(|(d, _)| dbs.contains(d)).cloned().collect();
     let mut flushed_watched = Vec::new();
     for (d, key) in watched {
         if stored_in(cx, cx.st.phys(d), &key)?.is_some() {
@@ -414,13 +414,13 @@ fn stored_in(cx: &Ctx, db: u8, key: &[u8]) -> crate::keyspace::Res<Option<bool>>
     Ok(Some(m.expired(cx.now)))
 }
 
+/// A watched key: the database as clients number it, and the key.
+type WatchedKey = (u8, Vec<u8>);
+
 /// What SWAPDB does to a client's WATCH on a key of a swapped database,
 /// as Redis 7.0's `touchAllWatchedKeysInDb` decides it from the key in the
 /// database the watch names before (`emptied`) and after (`replacement`)
 /// the swap (`Some(expired)` where stored).
-/// A watched key: the database as clients number it, and the key.
-type WatchedKey = (u8, Vec<u8>);
-
 #[derive(Debug, PartialEq)]
 enum SwapWatch {
     Keep,
