@@ -11,6 +11,74 @@ use crate::exec::Ctx;
 /// Result of a command step.
 pub type Res<T> = Result<T, CmdError>;
 
+/// Reading a collection's elements: what the executor's view (a command's
+/// [`Ctx`], pending writes included) and a pinned snapshot of committed
+/// state (`crate::rdb_save`) both offer, so that the code that reads a
+/// whole value (DUMP's, a stream's groups) serves both.
+pub trait SubRange {
+    /// Elements (field, value) of a collection with `tag` SUB or ZIDX, in
+    /// field order (reversed if `rev`), between the field bounds `from`
+    /// and `to`, at most `limit`.
+    // Bounds, direction and limit are exactly what callers vary; a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
+    fn sub_range(
+        &self,
+        tag: u8,
+        key: &[u8],
+        meta: &Meta,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        rev: bool,
+        limit: usize,
+    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>>;
+}
+
+/// The engine keys bounding fields `from`..`to` of the collection whose
+/// sub-keys start with `prefix`.
+pub fn sub_bounds(prefix: &[u8], from: Bound<&[u8]>, to: Bound<&[u8]>) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let with = |f: &[u8]| [prefix, f].concat();
+    let lo = match from {
+        Bound::Included(f) => Bound::Included(with(f)),
+        Bound::Excluded(f) => Bound::Excluded(with(f)),
+        Bound::Unbounded => Bound::Included(prefix.to_vec()),
+    };
+    let hi = match to {
+        Bound::Included(f) => Bound::Included(with(f)),
+        Bound::Excluded(f) => Bound::Excluded(with(f)),
+        Bound::Unbounded => match encoding::prefix_end(prefix) {
+            Some(e) => Bound::Excluded(e),
+            None => Bound::Unbounded,
+        },
+    };
+    (lo, hi)
+}
+
+impl SubRange for Ctx<'_> {
+    fn sub_range(
+        &self,
+        tag: u8,
+        key: &[u8],
+        meta: &Meta,
+        from: Bound<&[u8]>,
+        to: Bound<&[u8]>,
+        rev: bool,
+        limit: usize,
+    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+        let prefix = sub_prefix(tag, self.db(), key, meta.version);
+        let (lo, hi) = sub_bounds(&prefix, from, to);
+        let mut out = Vec::new();
+        for kv in self.st.store.scan(lo, hi, rev) {
+            if out.len() >= limit {
+                break;
+            }
+            let (mut k, v) = kv?;
+            k.drain(..prefix.len()); // the field, in the key's own allocation
+            out.push((k, v));
+        }
+        Ok(out)
+    }
+}
+
 /// A metadata record up to this long is read whole in one lookup; a longer
 /// one (a big string) is read as its header, then its value.
 const WHOLE_READ: usize = 16 * 1024;
@@ -297,52 +365,6 @@ impl Ctx<'_> {
     pub fn sub_del(&mut self, key: &[u8], meta: &Meta, field: &[u8]) {
         self.st.store.delete(sub_key(self.db(), key, meta.version, field));
         self.st.touch(self.client.db, key, Some(&mut *self.client));
-    }
-
-    /// Elements (field, value) of a collection with `tag` SUB or ZIDX, in
-    /// field order (reversed if `rev`), starting at `from` (a field bound),
-    /// at most `limit`.
-    // Bounds, direction and limit are exactly what callers vary; a struct would only rename them.
-    #[allow(clippy::too_many_arguments)]
-    pub fn sub_range(
-        &self,
-        tag: u8,
-        key: &[u8],
-        meta: &Meta,
-        from: Bound<&[u8]>,
-        to: Bound<&[u8]>,
-        rev: bool,
-        limit: usize,
-    ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
-        let prefix = sub_prefix(tag, self.db(), key, meta.version);
-        let with = |f: &[u8]| {
-            let mut k = prefix.clone();
-            k.extend_from_slice(f);
-            k
-        };
-        let lo = match from {
-            Bound::Included(f) => Bound::Included(with(f)),
-            Bound::Excluded(f) => Bound::Excluded(with(f)),
-            Bound::Unbounded => Bound::Included(prefix.clone()),
-        };
-        let hi = match to {
-            Bound::Included(f) => Bound::Included(with(f)),
-            Bound::Excluded(f) => Bound::Excluded(with(f)),
-            Bound::Unbounded => match encoding::prefix_end(&prefix) {
-                Some(e) => Bound::Excluded(e),
-                None => Bound::Unbounded,
-            },
-        };
-        let mut out = Vec::new();
-        for kv in self.st.store.scan(lo, hi, rev) {
-            if out.len() >= limit {
-                break;
-            }
-            let (mut k, v) = kv?;
-            k.drain(..prefix.len()); // the field, in the key's own allocation
-            out.push((k, v));
-        }
-        Ok(out)
     }
 
     /// Every element of a collection (SUB entries), in field order.

@@ -24,7 +24,7 @@ pub const RDB_VERSION_READ: u16 = 12;
 /// Opcode of a function library in a FUNCTION DUMP payload (its code).
 pub const OPCODE_FUNCTION2: u8 = 245;
 
-const CRC64_REDIS: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+pub(crate) const CRC64_REDIS: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
 
 /// Why a payload could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +125,16 @@ impl<'a> Reader<'a> {
     /// Whether everything has been read.
     pub fn at_end(&self) -> bool {
         self.pos >= self.buf.len()
+    }
+
+    /// How many bytes have been read.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// The next `n` bytes, raw.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], PayloadError> {
+        self.take(n)
     }
 
     /// Bytes not yet read.

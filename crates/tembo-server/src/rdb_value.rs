@@ -105,16 +105,37 @@ pub fn decode(body: &[u8]) -> Result<Value, PayloadError> {
 /// As [`decode`].
 pub fn decode_versioned(body: &[u8], version: u16) -> Result<Value, PayloadError> {
     let mut r = Reader::new(body);
+    let v = decode_from(&mut r, version)?;
+    if !r.at_end() {
+        return Err(BAD);
+    }
+    Ok(v)
+}
+
+/// Reads one object (type byte, then the value) at `r`, leaving `r` after
+/// it: an RDB file's values follow one another (`crate::rdb_load`).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_from(r: &mut Reader<'_>, version: u16) -> Result<Value, PayloadError> {
     let ty = r.byte()?;
+    decode_typed(r, ty, version)
+}
+
+/// [`decode_from`] of a value whose type byte has been read already.
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_typed(r: &mut Reader<'_>, ty: u8, version: u16) -> Result<Value, PayloadError> {
     if version < 11 && matches!(ty, SET_LISTPACK | crate::rdb_stream::STREAM_LISTPACKS_3) {
         return Err(BAD);
     }
     let v = match ty {
         STRING => Value::String(r.string()?),
-        LIST => Value::List(strings(&mut r)?),
-        SET => Value::Set(strings(&mut r)?),
+        LIST => Value::List(strings(r)?),
+        SET => Value::Set(strings(r)?),
         HASH => {
-            let n = count(&mut r, 2)?;
+            let n = count(r, 2)?;
             let mut pairs = Vec::with_capacity(n);
             for _ in 0..n {
                 pairs.push((r.string()?, r.string()?));
@@ -122,11 +143,11 @@ pub fn decode_versioned(body: &[u8], version: u16) -> Result<Value, PayloadError
             Value::Hash(pairs)
         }
         t @ (ZSET | ZSET_2) => {
-            let n = count(&mut r, 2)?;
+            let n = count(r, 2)?;
             let mut pairs = Vec::with_capacity(n);
             for _ in 0..n {
                 let m = r.string()?;
-                let s = if t == ZSET_2 { f64::from_le_bytes(take8(&mut r)?) } else { text_score(&mut r)? };
+                let s = if t == ZSET_2 { f64::from_le_bytes(take8(r)?) } else { text_score(r)? };
                 if s.is_nan() {
                     return Err(BAD);
                 }
@@ -148,7 +169,7 @@ pub fn decode_versioned(body: &[u8], version: u16) -> Result<Value, PayloadError
             Value::Set(members)
         }
         LIST_QUICKLIST => {
-            let nodes = count(&mut r, 1)?;
+            let nodes = count(r, 1)?;
             let mut items = Vec::new();
             for _ in 0..nodes {
                 items.extend(ziplist(&r.string()?)?);
@@ -156,7 +177,7 @@ pub fn decode_versioned(body: &[u8], version: u16) -> Result<Value, PayloadError
             Value::List(items)
         }
         LIST_QUICKLIST_2 => {
-            let nodes = count(&mut r, 2)?;
+            let nodes = count(r, 2)?;
             let mut items = Vec::new();
             for _ in 0..nodes {
                 let container = r.len()?;
@@ -174,12 +195,9 @@ pub fn decode_versioned(body: &[u8], version: u16) -> Result<Value, PayloadError
         }
         t @ (crate::rdb_stream::STREAM_LISTPACKS
         | crate::rdb_stream::STREAM_LISTPACKS_2
-        | crate::rdb_stream::STREAM_LISTPACKS_3) => Value::Stream(crate::rdb_stream::decode(&mut r, t)?),
+        | crate::rdb_stream::STREAM_LISTPACKS_3) => Value::Stream(crate::rdb_stream::decode(r, t)?),
         _ => return Err(BAD),
     };
-    if !r.at_end() {
-        return Err(BAD);
-    }
     Ok(v)
 }
 

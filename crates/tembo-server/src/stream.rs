@@ -23,6 +23,7 @@ use crate::cmd::CmdError;
 use crate::encoding::{sub_key, sub_prefix, Kind, Meta, STREAM_AUX, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::stream_id::StreamId;
 
 /// Stream-level state kept in the metadata's `value`.
@@ -181,7 +182,7 @@ pub fn aux_del(cx: &mut Ctx, key: &[u8], s: &Stream, field: &[u8]) {
 /// Auxiliary records whose field starts with `prefix`, from `from` (a
 /// suffix after the prefix, inclusive) on, at most `limit`; (suffix, value).
 pub fn aux_scan(
-    cx: &Ctx,
+    cx: &impl SubRange,
     key: &[u8],
     s: &Stream,
     prefix: &[u8],
@@ -208,7 +209,7 @@ pub fn aux_scan(
 /// Entries with IDs in `[start, end]`, ascending (descending if `rev`), at
 /// most `count` (0: all).
 pub fn range(
-    cx: &Ctx,
+    cx: &impl SubRange,
     key: &[u8],
     s: &Stream,
     start: StreamId,

@@ -22,6 +22,7 @@ use crate::cmd::CmdError;
 use crate::encoding::STREAM_AUX;
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::stream::{aux_del, aux_get, aux_put, aux_scan, Stream};
 use crate::stream_id::StreamId;
 
@@ -101,7 +102,7 @@ pub fn group_put(cx: &mut Ctx, key: &[u8], s: &Stream, g: &Group) -> Res<()> {
 }
 
 /// Every group, by name.
-pub fn groups(cx: &Ctx, key: &[u8], s: &Stream) -> Res<Vec<Group>> {
+pub fn groups(cx: &impl SubRange, key: &[u8], s: &Stream) -> Res<Vec<Group>> {
     aux_scan(cx, key, s, b"g", None, false, usize::MAX)?
         .iter()
         .map(|(n, v)| decode_group(n, v).ok_or_else(|| CmdError::corrupt(key)))
@@ -110,7 +111,7 @@ pub fn groups(cx: &Ctx, key: &[u8], s: &Stream) -> Res<Vec<Group>> {
 
 /// Records between `prefix+lo` and `prefix+hi` (inclusive), at most `limit`; (suffix, value).
 fn between(
-    cx: &Ctx,
+    cx: &impl SubRange,
     key: &[u8],
     s: &Stream,
     prefix: &[u8],
@@ -159,7 +160,7 @@ pub fn consumer_put(cx: &mut Ctx, key: &[u8], s: &Stream, group: &[u8], name: &[
 }
 
 /// Consumers of `group`: (name, seen time), by name.
-pub fn consumers(cx: &Ctx, key: &[u8], s: &Stream, group: &[u8]) -> Res<Vec<(Vec<u8>, u64)>> {
+pub fn consumers(cx: &impl SubRange, key: &[u8], s: &Stream, group: &[u8]) -> Res<Vec<(Vec<u8>, u64)>> {
     Ok(aux_scan(cx, key, s, &consumer_prefix(group), None, false, usize::MAX)?
         .into_iter()
         .map(|(n, v)| {
@@ -225,7 +226,7 @@ pub fn nack_del(cx: &mut Ctx, key: &[u8], s: &Stream, group: &[u8], n: &Nack) {
 
 /// `group`'s pending entries with IDs in `[start, end]`, at most `limit`.
 pub fn pel_range(
-    cx: &Ctx,
+    cx: &impl SubRange,
     key: &[u8],
     s: &Stream,
     group: &[u8],

@@ -16,6 +16,7 @@ use super::lists::check_sizes;
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{score_of_value, score_value, sub_key, zidx_key, Kind, Meta, LIST_MID, SUB};
 use crate::exec::Ctx;
+use crate::keyspace::SubRange;
 use crate::rdb;
 use crate::rdb_stream::{GroupValue, StreamValue};
 use crate::rdb_value::{self, Pairs, Value};
@@ -57,15 +58,15 @@ pub(super) fn payload(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<u8>, Cmd
 }
 
 /// A key's whole value (`m` as a lookup gives it).
-pub(super) fn value_of(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Value, CmdError> {
-    let all = |cx: &mut Ctx| cx.sub_range(SUB, key, m, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
+pub(crate) fn value_of(cx: &impl SubRange, key: &[u8], m: &Meta) -> Result<Value, CmdError> {
+    let all = || cx.sub_range(SUB, key, m, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
     let value = match m.kind {
         Kind::String => Value::String(m.value.clone()),
-        Kind::List => Value::List(all(cx)?.into_iter().map(|(_, v)| v).collect()),
-        Kind::Set => Value::Set(all(cx)?.into_iter().map(|(f, _)| f).collect()),
-        Kind::Hash => Value::Hash(all(cx)?),
+        Kind::List => Value::List(all()?.into_iter().map(|(_, v)| v).collect()),
+        Kind::Set => Value::Set(all()?.into_iter().map(|(f, _)| f).collect()),
+        Kind::Hash => Value::Hash(all()?),
         Kind::ZSet => Value::ZSet(
-            all(cx)?
+            all()?
                 .into_iter()
                 .map(|(member, v)| score_of_value(&v).map(|s| (member, s)).ok_or_else(|| CmdError::corrupt(key)))
                 .collect::<Result<_, _>>()?,
@@ -196,7 +197,7 @@ fn write_elements(cx: &mut Ctx, key: &[u8], value: Value) -> Result<Meta, CmdErr
 }
 
 /// A stream's entries, counters and groups, as DUMP writes them.
-fn stream_value(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<StreamValue, CmdError> {
+fn stream_value(cx: &impl SubRange, key: &[u8], m: &Meta) -> Result<StreamValue, CmdError> {
     let s = Stream::from_meta(key, m.clone())?;
     let entries = stream::range(cx, key, &s, StreamId::MIN, StreamId::MAX, false, 0)?;
     let mut groups = Vec::new();

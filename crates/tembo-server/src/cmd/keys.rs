@@ -10,6 +10,7 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{self, meta_prefix, sub_key, zidx_key, Kind, Meta, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 const RF: &[&str] = &["readonly", "fast"];

@@ -13,6 +13,7 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{score_of_value, sub_key, zidx_key, Kind, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 pub const COMMANDS: &[Spec] = &[

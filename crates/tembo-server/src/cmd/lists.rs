@@ -16,6 +16,7 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{be64, sub_key, Kind, Meta, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 const WF: &[&str] = &["write", "denyoom", "fast"];

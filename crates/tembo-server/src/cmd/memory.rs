@@ -12,6 +12,7 @@ use super::args::{int, is};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{meta_key, Kind, SUB};
 use crate::exec::Ctx;
+use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 /// Bytes the engine spends per stored key beyond the key and value bytes:

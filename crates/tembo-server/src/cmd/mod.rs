@@ -24,6 +24,7 @@ pub(crate) mod config_compat;
 mod conn;
 mod debug;
 mod dump;
+pub(crate) use dump::value_of;
 pub mod functions;
 mod geo;
 mod hashes;

@@ -22,6 +22,7 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{sub_prefix, Kind, Meta, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 const WF: &[&str] = &["write", "denyoom", "fast"];

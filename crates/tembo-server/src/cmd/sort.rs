@@ -16,6 +16,7 @@ use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, LIST_MID, SUB, ZIDX};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 pub const COMMANDS: &[Spec] = &[

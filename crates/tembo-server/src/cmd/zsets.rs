@@ -26,6 +26,7 @@ use crate::encoding::{
 };
 use crate::exec::Ctx;
 use crate::keyspace::Res;
+use crate::keyspace::SubRange;
 use crate::resp::{format_d2string, format_double, Reply};
 
 const WF: &[&str] = &["write", "denyoom", "fast"];

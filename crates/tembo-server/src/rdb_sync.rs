@@ -1,0 +1,208 @@
+//! SYNC / PSYNC for a client that wants the snapshot only: `redis-cli
+//! --rdb` and `--functions-rdb`, backup tools that speak the replication
+//! handshake (`REPLCONF rdb-only 1`, then `SYNC`).
+//!
+//! The RDB is written by `crate::rdb_save` from one pinned version on a
+//! thread of its own, so the executor serves every other client
+//! meanwhile, and sent to the connection as it is produced: after
+//! `$EOF:<40 random characters>` when the client announced `capa eof`
+//! (the mark follows the data, as in Redis's diskless replication), or,
+//! for a client that did not, spooled to an anonymous temporary file first
+//! so that the `$<length>` header can come before it. The thread waits
+//! while more than [`IN_FLIGHT`] bytes are queued for the socket, so a slow
+//! reader costs memory only to that bound. When the file is out the
+//! connection closes, as Redis closes an rdb-only replica's. If the save
+//! fails midway the connection closes without the end mark (or short of
+//! the announced length): the client sees an incomplete transfer, never a
+//! complete-looking wrong one.
+//!
+//! What this is not: replication. Tembo streams no writes to replicas; a
+//! SYNC or PSYNC without `rdb-only` is refused with an error that says so.
+
+use std::io::{self, Seek, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tembo_store::Db;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::client::{ConnShared, Out};
+use crate::rdb_save::{self, Filter, SaveError};
+
+/// Bytes the thread lets wait for the socket before it pauses.
+pub const IN_FLIGHT: usize = 8 << 20;
+/// Bytes per message to the connection.
+const CHUNK: usize = 256 << 10;
+
+/// What a client asked for with REPLCONF before SYNC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplConf {
+    /// `REPLCONF capa eof`: it reads a transfer ended by a mark.
+    pub capa_eof: bool,
+    /// `REPLCONF rdb-only 1`: the snapshot alone, no write stream.
+    pub rdb_only: bool,
+    /// `REPLCONF rdb-filter-only`: what the snapshot holds.
+    pub filter: Filter,
+}
+
+impl Default for ReplConf {
+    fn default() -> Self {
+        ReplConf { capa_eof: false, rdb_only: false, filter: Filter::ALL }
+    }
+}
+
+/// A transfer asked for by a command, started once that command's group
+/// has been answered (so that no earlier reply can land inside the RDB).
+#[derive(Debug)]
+pub struct Request {
+    /// The client.
+    pub client: u64,
+    /// Its REPLCONF settings.
+    pub conf: ReplConf,
+    /// `+FULLRESYNC <replid> 0` goes first (PSYNC; SYNC has no such line).
+    pub fullresync: Option<String>,
+}
+
+/// The transfers running now.
+#[derive(Debug, Default)]
+pub struct Syncs {
+    /// Asked for, not yet started.
+    pub requests: Vec<Request>,
+    running: Vec<(Arc<AtomicBool>, JoinHandle<()>)>,
+    /// Transfers started since the server started.
+    pub started: u64,
+}
+
+impl Syncs {
+    /// Starts `req`'s transfer to a connection.
+    pub fn start(
+        &mut self,
+        req: Request,
+        db: Arc<Db>,
+        databases: usize,
+        out: UnboundedSender<Out>,
+        conn: Arc<ConnShared>,
+    ) {
+        self.running.retain(|(_, h)| !h.is_finished());
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let spawned = std::thread::Builder::new().name("tembo-rdb-sync".into()).spawn(move || {
+            let started = Instant::now();
+            let sink = Sink { out, conn, stop, buf: Vec::with_capacity(CHUNK) };
+            match transfer(&db, databases, &req, sink) {
+                Ok(r) => log::info!(
+                    "client {}: RDB snapshot sent ({} keys, {} libraries, {} bytes, version {}) in {:.2?}",
+                    req.client,
+                    r.keys,
+                    r.functions,
+                    r.bytes,
+                    r.version,
+                    started.elapsed()
+                ),
+                Err(e) => log::warn!("client {}: RDB snapshot transfer stopped: {e}", req.client),
+            }
+        });
+        match spawned {
+            Ok(h) => {
+                self.started += 1;
+                self.running.push((cancel, h));
+            }
+            Err(e) => log::error!("could not start the RDB snapshot thread: {e}"),
+        }
+    }
+
+    /// Stops every transfer and waits for the threads (they hold the database).
+    pub fn cancel_and_wait(&mut self) {
+        for (c, _) in &self.running {
+            c.store(true, Ordering::Relaxed);
+        }
+        for (_, h) in self.running.drain(..) {
+            let _ = h.join();
+        }
+    }
+
+    /// Transfers running now.
+    pub fn running(&self) -> usize {
+        self.running.iter().filter(|(_, h)| !h.is_finished()).count()
+    }
+}
+
+/// Sends the header, the file and the end; closes the connection after.
+fn transfer(db: &Db, databases: usize, req: &Request, mut sink: Sink) -> Result<rdb_save::SaveReport, SaveError> {
+    let result = send_rdb(db, databases, req, &mut sink);
+    let _ = sink.out.send(Out::closing());
+    result
+}
+
+fn send_rdb(db: &Db, databases: usize, req: &Request, sink: &mut Sink) -> Result<rdb_save::SaveReport, SaveError> {
+    if let Some(replid) = &req.fullresync {
+        sink.write_all(format!("+FULLRESYNC {replid} 0\r\n").as_bytes())?;
+    }
+    let now = crate::exec::now_ms();
+    let stop = sink.stop.clone();
+    let mut keep_going = move |_| !stop.load(Ordering::Relaxed);
+    let report = if req.conf.capa_eof {
+        let mark: String = (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect();
+        sink.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
+        let report = rdb_save::save(db, databases, req.conf.filter, now, &mut *sink, &mut keep_going)?;
+        sink.write_all(mark.as_bytes())?;
+        report
+    } else {
+        let mut spool = tempfile::tempfile()?;
+        let report =
+            rdb_save::save(db, databases, req.conf.filter, now, io::BufWriter::new(&mut spool), &mut keep_going)?;
+        sink.write_all(format!("${}\r\n", report.bytes).as_bytes())?;
+        spool.rewind()?;
+        io::copy(&mut spool, sink)?;
+        report
+    };
+    sink.flush()?;
+    Ok(report)
+}
+
+/// The connection, as a `Write`: chunks of [`CHUNK`] bytes, paced by what
+/// the socket has not taken yet.
+struct Sink {
+    out: UnboundedSender<Out>,
+    conn: Arc<ConnShared>,
+    stop: Arc<AtomicBool>,
+    buf: Vec<u8>,
+}
+
+impl Sink {
+    fn send(&mut self) -> io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        while self.conn.pending() > IN_FLIGHT {
+            if self.stop.load(Ordering::Relaxed) || self.out.is_closed() {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let bytes = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
+        self.conn.pending.fetch_add(bytes.len(), Ordering::Relaxed);
+        self.out.send(Out::Push(bytes)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "server shutting down"));
+        }
+        let n = b.len().min(CHUNK - self.buf.len());
+        self.buf.extend_from_slice(&b[..n]);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.send()
+    }
+}
+
