@@ -153,6 +153,11 @@ pub struct Client {
     pub postponed: Option<(u64, Vec<Vec<Vec<u8>>>)>,
     /// CLIENT TRACKING settings.
     pub tracking: crate::tracking::ClientTracking,
+    /// What REPLCONF said (`crate::cmd::replication`).
+    pub replconf: crate::rdb_sync::ReplConf,
+    /// SYNC started a snapshot transfer: the connection carries the RDB
+    /// and then closes; requests after SYNC are dropped.
+    pub syncing: bool,
 }
 
 impl Client {
@@ -198,6 +203,8 @@ impl Client {
             last_active: Instant::now(),
             postponed: None,
             tracking: Default::default(),
+            replconf: Default::default(),
+            syncing: false,
         }
     }
 

@@ -138,6 +138,8 @@ pub struct State {
     pub monitors: Vec<u64>,
     /// BGSAVE's backup thread and how the last backup ended.
     pub bgsave: crate::bgsave::Bgsave,
+    /// RDB snapshots being sent to clients (SYNC after REPLCONF rdb-only).
+    pub syncs: crate::rdb_sync::Syncs,
     /// Set by SHUTDOWN or a signal.
     pub shutdown: bool,
     /// Whether the cron's active expire cycle runs (DEBUG SET-ACTIVE-EXPIRE).
@@ -308,6 +310,7 @@ impl State {
             cursors: crate::cursor::Cursors::default(),
             shutdown: false,
             bgsave: crate::bgsave::Bgsave::new(),
+            syncs: crate::rdb_sync::Syncs::default(),
             active_expire: true,
             cron_paused: false,
             skip_checksum: false,
@@ -606,8 +609,10 @@ impl State {
         } else if let Err(e) = self.commit() {
             log::error!("final commit failed: {e}");
         }
-        // The backup thread holds the database: it must let go before the close.
+        // The backup and transfer threads hold the database: they must let
+        // go before the close.
         self.bgsave.cancel_and_wait();
+        self.syncs.cancel_and_wait();
         for c in self.clients.values() {
             let _ = c.out.send(Out::closing());
         }
@@ -820,6 +825,8 @@ impl State {
         }
         self.outbox.clear();
         self.resume.clear();
+        // A SYNC of the group runs again, or not, with the rerun.
+        self.syncs.requests.clear();
         for c in self.clients.values_mut() {
             c.pushbuf.clear();
             c.block_req = None;
@@ -837,6 +844,12 @@ impl State {
         let now = Instant::now();
         for (id, out) in std::mem::take(&mut self.outbox) {
             self.send_out(id, out, now);
+        }
+        // After the replies that came before each SYNC, on the same channel.
+        for req in std::mem::take(&mut self.syncs.requests) {
+            let Some(c) = self.clients.get(&req.client) else { continue };
+            let (out, conn) = (c.out.clone(), c.conn.clone());
+            self.syncs.start(req, self.store.db().clone(), self.cfg.databases, out, conn);
         }
     }
 
@@ -997,6 +1010,11 @@ impl State {
     /// waits with the rest of them.
     fn process(&mut self, id: u64, reqs: &[Vec<Vec<u8>>], mut out: Vec<u8>, commit_each: bool) {
         let Some(mut client) = self.clients.remove(&id) else { return };
+        if client.syncing {
+            // The connection carries an RDB now: nothing else is answered.
+            self.clients.insert(id, client);
+            return;
+        }
         let fresh = out.is_empty() && !self.saved.contains_key(&id);
         // Also covers a client that connected within this group.
         self.saved.entry(id).or_insert_with(|| client.clone());
@@ -1065,7 +1083,7 @@ impl State {
                 // Pub/sub confirmations are pushes: CLIENT REPLY leaves them be.
                 reply.encode_spliced(client.proto, &mut out, &mut spliced);
             }
-            if client.close || self.shutdown {
+            if client.close || client.syncing || self.shutdown {
                 break;
             }
             if self.blocking.has_ready() && !self.serving_busy {

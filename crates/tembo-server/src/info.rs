@@ -251,6 +251,9 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("repl_backlog_size", &inert("repl-backlog-size"));
             kv("repl_backlog_first_byte_offset", &0);
             kv("repl_backlog_histlen", &0);
+            // Tembo's own: RDB snapshots sent to `redis-cli --rdb` and the like.
+            kv("rdb_snapshot_transfers_running", &st.syncs.running());
+            kv("rdb_snapshot_transfers_started", &st.syncs.started);
         }
         "cpu" => {
             let (user, sys, child_user, child_sys) = proc_stats::cpu_times();

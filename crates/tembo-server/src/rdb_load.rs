@@ -19,8 +19,8 @@ use std::ops::Range;
 
 use crate::rdb::{self, PayloadError, Reader, RDB_VERSION_READ};
 use crate::rdb_save::{
-    OP_AUX, OP_EOF, OP_EXPIRETIME, OP_EXPIRETIME_MS, OP_FREQ, OP_FUNCTION2, OP_FUNCTION_PRE_GA, OP_IDLE,
-    OP_MODULE_AUX, OP_RESIZEDB, OP_SELECTDB,
+    OP_AUX, OP_EOF, OP_EXPIRETIME, OP_EXPIRETIME_MS, OP_FREQ, OP_FUNCTION2, OP_FUNCTION_PRE_GA, OP_IDLE, OP_MODULE_AUX,
+    OP_RESIZEDB, OP_SELECTDB,
 };
 use crate::rdb_value::{self, Value};
 

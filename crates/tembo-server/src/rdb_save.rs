@@ -165,7 +165,21 @@ pub fn save<W: Write>(
     out: W,
     progress: &mut dyn FnMut(u64) -> bool,
 ) -> Result<SaveReport, SaveError> {
-    let snap = db.snapshot()?;
+    save_snapshot(&db.snapshot()?, databases, filter, now_ms, out, progress)
+}
+
+/// [`save`] of a snapshot the caller has taken already.
+///
+/// # Errors
+/// As [`save`].
+pub fn save_snapshot<W: Write>(
+    snap: &Snapshot<'_>,
+    databases: usize,
+    filter: Filter,
+    now_ms: u64,
+    out: W,
+    progress: &mut dyn FnMut(u64) -> bool,
+) -> Result<SaveReport, SaveError> {
     let mut w = Checksummed { inner: out, digest: rdb::CRC64_REDIS.digest(), bytes: 0 };
     let mut report = SaveReport { version: snap.version(), ..SaveReport::default() };
     w.put(format!("REDIS{RDB_VERSION:04}").as_bytes())?;
@@ -187,11 +201,10 @@ pub fn save<W: Write>(
     }
     w.put(&buf)?;
     if filter.keys {
-        let map = db_map(&snap)?;
-        for logical in 0..databases.min(map.len()) {
-            let stored = map[logical];
-            let gen = flush_gen(&snap, stored)?;
-            let view = SnapView { snap: &snap, db: stored };
+        let map = db_map(snap)?;
+        for (logical, &stored) in map.iter().enumerate().take(databases) {
+            let gen = flush_gen(snap, stored)?;
+            let view = SnapView { snap, db: stored };
             let mut selected = false;
             for kv in snap.scan_prefix(&encoding::meta_prefix(stored, gen)) {
                 let (mk, record) = kv?;
@@ -206,7 +219,7 @@ pub fn save<W: Write>(
                     continue;
                 }
                 if meta.is_chunked() {
-                    meta.value = chunked_string(&snap, stored, key, &meta)?;
+                    meta.value = chunked_string(snap, stored, key, &meta)?;
                 }
                 let value = value_of(&view, key, &meta).map_err(|e| corrupt(&e.0))?;
                 buf.clear();

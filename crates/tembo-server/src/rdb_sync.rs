@@ -4,7 +4,9 @@
 //!
 //! The RDB is written by `crate::rdb_save` from one pinned version on a
 //! thread of its own, so the executor serves every other client
-//! meanwhile, and sent to the connection as it is produced: after
+//! meanwhile. The executor starts the thread once the SYNC's group is
+//! committed and answered, and waits until the thread holds its snapshot:
+//! the file holds exactly the writes that came before the SYNC. It is sent and sent to the connection as it is produced: after
 //! `$EOF:<40 random characters>` when the client announced `capa eof`
 //! (the mark follows the data, as in Redis's diskless replication), or,
 //! for a client that did not, spooled to an anonymous temporary file first
@@ -25,7 +27,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use tembo_store::Db;
+use tembo_store::{Db, Snapshot};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::client::{ConnShared, Out};
@@ -88,10 +90,14 @@ impl Syncs {
         self.running.retain(|(_, h)| !h.is_finished());
         let cancel = Arc::new(AtomicBool::new(false));
         let stop = cancel.clone();
+        // The thread says when it holds its snapshot: until then the
+        // executor runs nothing more, so the file holds exactly what was
+        // committed before the SYNC.
+        let (pinned_tx, pinned) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new().name("tembo-rdb-sync".into()).spawn(move || {
             let started = Instant::now();
             let sink = Sink { out, conn, stop, buf: Vec::with_capacity(CHUNK) };
-            match transfer(&db, databases, &req, sink) {
+            match transfer(&db, databases, &req, sink, pinned_tx) {
                 Ok(r) => log::info!(
                     "client {}: RDB snapshot sent ({} keys, {} libraries, {} bytes, version {}) in {:.2?}",
                     req.client,
@@ -106,6 +112,8 @@ impl Syncs {
         });
         match spawned {
             Ok(h) => {
+                // An error: the thread ended before pinning (it said why).
+                let _ = pinned.recv();
                 self.started += 1;
                 self.running.push((cancel, h));
             }
@@ -130,13 +138,27 @@ impl Syncs {
 }
 
 /// Sends the header, the file and the end; closes the connection after.
-fn transfer(db: &Db, databases: usize, req: &Request, mut sink: Sink) -> Result<rdb_save::SaveReport, SaveError> {
-    let result = send_rdb(db, databases, req, &mut sink);
+fn transfer(
+    db: &Db,
+    databases: usize,
+    req: &Request,
+    mut sink: Sink,
+    pinned: std::sync::mpsc::Sender<()>,
+) -> Result<rdb_save::SaveReport, SaveError> {
+    let result = db.snapshot().map_err(SaveError::from).and_then(|snap| {
+        let _ = pinned.send(());
+        send_rdb(&snap, databases, req, &mut sink)
+    });
     let _ = sink.out.send(Out::closing());
     result
 }
 
-fn send_rdb(db: &Db, databases: usize, req: &Request, sink: &mut Sink) -> Result<rdb_save::SaveReport, SaveError> {
+fn send_rdb(
+    snap: &Snapshot<'_>,
+    databases: usize,
+    req: &Request,
+    sink: &mut Sink,
+) -> Result<rdb_save::SaveReport, SaveError> {
     if let Some(replid) = &req.fullresync {
         sink.write_all(format!("+FULLRESYNC {replid} 0\r\n").as_bytes())?;
     }
@@ -146,13 +168,19 @@ fn send_rdb(db: &Db, databases: usize, req: &Request, sink: &mut Sink) -> Result
     let report = if req.conf.capa_eof {
         let mark: String = (0..40).map(|_| char::from(b"0123456789abcdef"[rand::random::<usize>() % 16])).collect();
         sink.write_all(format!("$EOF:{mark}\r\n").as_bytes())?;
-        let report = rdb_save::save(db, databases, req.conf.filter, now, &mut *sink, &mut keep_going)?;
+        let report = rdb_save::save_snapshot(snap, databases, req.conf.filter, now, &mut *sink, &mut keep_going)?;
         sink.write_all(mark.as_bytes())?;
         report
     } else {
         let mut spool = tempfile::tempfile()?;
-        let report =
-            rdb_save::save(db, databases, req.conf.filter, now, io::BufWriter::new(&mut spool), &mut keep_going)?;
+        let report = rdb_save::save_snapshot(
+            snap,
+            databases,
+            req.conf.filter,
+            now,
+            io::BufWriter::new(&mut spool),
+            &mut keep_going,
+        )?;
         sink.write_all(format!("${}\r\n", report.bytes).as_bytes())?;
         spool.rewind()?;
         io::copy(&mut spool, sink)?;
@@ -205,4 +233,3 @@ impl Write for Sink {
         self.send()
     }
 }
-

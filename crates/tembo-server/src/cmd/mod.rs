@@ -41,6 +41,7 @@ mod longdouble;
 mod memory;
 mod migrate;
 pub mod pubsub;
+mod replication;
 pub(crate) mod scripting;
 mod server;
 mod sets;
@@ -149,7 +150,7 @@ pub struct Spec {
 pub fn table() -> &'static FxHashMap<&'static str, &'static Spec> {
     static TABLE: OnceLock<FxHashMap<&'static str, &'static Spec>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let families: [&'static [Spec]; 34] = [
+        let families: [&'static [Spec]; 35] = [
             acl::COMMANDS,
             latency::COMMANDS,
             conn::COMMANDS,
@@ -176,6 +177,7 @@ pub fn table() -> &'static FxHashMap<&'static str, &'static Spec> {
             scripting::COMMANDS,
             functions::COMMANDS,
             standalone::COMMANDS,
+            replication::COMMANDS,
             dump::COMMANDS,
             slowlog::COMMANDS,
             streams::COMMANDS,
