@@ -215,6 +215,28 @@ impl Config {
         })
     }
 
+    /// The store options `tembo serve` opens (or creates) its pool with.
+    ///
+    /// # Errors
+    /// A bad `mode` or `engine`.
+    pub fn store_options(&self) -> Result<tembo_store::Options, ConfigError> {
+        use tembo_store::{Limits, Options};
+        Ok(Options {
+            size: self.pool_size,
+            max_size: (self.pool_max_size > 0).then_some(self.pool_max_size),
+            mode: self.mode_request()?,
+            engine: self.engine()?,
+            // A string is stored with its metadata header: a string of exactly
+            // proto-max-bulk-len bytes (Redis's largest) must still fit.
+            limits: Limits {
+                max_value_bytes: self.proto_max_bulk_len.max(Limits::default().max_value_bytes)
+                    + crate::encoding::META_HEADER_MAX,
+                ..Limits::default()
+            },
+            ..Options::default()
+        })
+    }
+
     /// The `log` level filter for `loglevel`.
     pub fn level(&self) -> log::LevelFilter {
         match self.loglevel.as_str() {

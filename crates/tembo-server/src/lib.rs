@@ -95,8 +95,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 pub use config::{Config, ConfigError, DEFAULT_POOL};
+pub use exec::MAX_DATABASES;
 pub use session::Session;
-use tembo_store::{Db, DbError, Limits, Options};
+use tembo_store::{Db, DbError};
 
 /// The Redis version whose semantics the server follows (reported by HELLO and INFO).
 pub const REDIS_VERSION: &str = "7.0.15";
@@ -183,19 +184,7 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
     if let Some(dir) = cfg.pool.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     }
-    let opts = Options {
-        size: cfg.pool_size,
-        max_size: (cfg.pool_max_size > 0).then_some(cfg.pool_max_size),
-        mode: cfg.mode_request()?,
-        engine: cfg.engine()?,
-        // A string is stored with its metadata header: a string of exactly
-        // proto-max-bulk-len bytes (Redis's largest) must still fit.
-        limits: Limits {
-            max_value_bytes: cfg.proto_max_bulk_len.max(Limits::default().max_value_bytes) + encoding::META_HEADER_MAX,
-            ..Limits::default()
-        },
-        ..Options::default()
-    };
+    let opts = cfg.store_options()?;
     let pool_err = |source| ServeError::Pool { path: cfg.pool.clone(), source };
     let db = Db::open_or_create(&cfg.pool, &opts).map_err(pool_err)?;
     let report = db.recovery_progress();

@@ -25,7 +25,11 @@ pub struct Session {
 impl Session {
     /// A session on `db` with default settings.
     pub fn new(db: Arc<Db>) -> Result<Session, crate::exec::OpenError> {
-        let cfg = Config::default();
+        Session::with_config(db, Config::default())
+    }
+
+    /// A session on `db` with `cfg`'s settings (its `databases`, limits…).
+    pub fn with_config(db: Arc<Db>, cfg: Config) -> Result<Session, crate::exec::OpenError> {
         let shared = Arc::new(crate::net::Shared::new(&cfg));
         let st = State::new(db, cfg, shared)?;
         let (tx, rx) = unbounded_channel();

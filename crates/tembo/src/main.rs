@@ -15,6 +15,7 @@ mod bench_kamino_cmd;
 mod bench_targets_cmd;
 mod crashtest_cmd;
 mod pool_cmd;
+mod rdb_cmd;
 mod serve_cmd;
 mod size;
 mod stat;
@@ -58,6 +59,9 @@ enum Command {
     /// Run benchmarks and print their tables; draw their charts
     #[command(subcommand)]
     Bench(bench_cmd::BenchCommand),
+    /// Move data between pools and Redis's RDB files (export, import, inspect)
+    #[command(subcommand)]
+    Rdb(rdb_cmd::RdbCommand),
     /// Crash the engine at every fence of random workloads on the crash
     /// simulator and check what recovery gives back
     Crashtest(crashtest_cmd::CrashtestArgs),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::Pool(cmd) => pool_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Crashtest(args) => crashtest_cmd::run_cmd(args),
+        Command::Rdb(cmd) => rdb_cmd::run(cmd).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
