@@ -66,7 +66,10 @@ fn with_session<T>(path: &str, f: impl FnOnce(&mut Session) -> T) -> T {
     let mut s = Session::new(Arc::clone(&db)).unwrap();
     let out = f(&mut s);
     drop(s);
-    Arc::try_unwrap(db).ok().expect("the session let go of the pool").close().unwrap();
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close().unwrap(),
+        Err(_) => panic!("the session did not let go of the pool"),
+    }
     out
 }
 
