@@ -304,3 +304,56 @@ def test_a_reader_that_goes_away_midway_harms_nobody(servers):
         time.sleep(0.05)
     assert t.dbsize() == 30_000
     assert t.info("replication")["rdb_snapshot_transfers_started"] == 3
+
+
+def test_a_redis_made_rdb_imports_with_the_same_digest(servers):
+    """The migration path: redis-server's own SAVE (listpacks, intsets,
+    quicklists, streams as Redis 7.0 encodes them) -> `tembo rdb import`
+    -> `tembo serve` answers with Redis's DEBUG DIGEST."""
+    port = free_port()
+    p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--dir", servers.dir, "--dbfilename", "redis-made.rdb",
+                          "--enable-debug-command", "yes", "--logfile", f"{servers.dir}/redis-made.log"])
+    servers.procs.append(p)
+    wait_port(p, port)
+    r = redis.Redis(port=port, socket_timeout=120)
+    fill(r)
+    r.execute_command("DEBUG", "SET-ACTIVE-EXPIRE", 1)
+    r.delete("gone")
+    want = r.execute_command("DEBUG", "DIGEST")
+    want_functions = r.function_list()
+    r.save()
+    rdb = f"{servers.dir}/redis-made.rdb"
+    out = subprocess.run([BINARY, "rdb", "import", rdb, "--pool", f"{servers.dir}/tembo.pool"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "imported 22 keys and 1 function libraries" in out.stdout, out.stdout
+    _, t = servers.tembo()
+    assert t.execute_command("DEBUG", "DIGEST") == want
+    assert t.function_list() == want_functions
+    assert keyspace(t) == keyspace(r)
+
+
+def test_shutdown_during_a_held_transfer_closes_cleanly(servers):
+    port, t = servers.tembo("--loglevel", "info")
+    proc = servers.procs[-1]
+    p = t.pipeline(transaction=False)
+    for i in range(30_000):
+        p.set(f"k{i}", b"v" * 1000)
+    p.execute()
+    held = []
+    for capa in (b"capa eof", b"capa psync2"):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"REPLCONF rdb-only 1 " + capa + b"\r\nSYNC\r\n")
+        held.append(s)  # never read: the transfer waits on this reader
+    time.sleep(0.5)
+    assert t.info("replication")["rdb_snapshot_transfers_running"] >= 1
+    try:
+        t.shutdown(nosave=True)
+    except redis.ConnectionError:
+        pass
+    assert proc.wait(30) == 0
+    log = proc.stdout.read().decode(errors="replace")
+    assert "pool closed cleanly" in log, log
+    for s in held:
+        s.close()

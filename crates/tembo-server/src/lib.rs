@@ -41,7 +41,8 @@
 //!   touches (`chunked`).
 //!
 //! ## What it does not do (yet)
-//! DUMP/RESTORE of streams, modules, replication, cluster.
+//! Modules, replication (SYNC/PSYNC serve only snapshot-only clients such
+//! as `redis-cli --rdb`: `rdb_sync`), cluster.
 
 #![forbid(unsafe_code)]
 

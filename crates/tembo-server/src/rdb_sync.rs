@@ -219,7 +219,8 @@ impl Sink {
 impl Write for Sink {
     fn write(&mut self, b: &[u8]) -> io::Result<usize> {
         if self.stop.load(Ordering::Relaxed) {
-            return Err(io::Error::new(io::ErrorKind::Interrupted, "server shutting down"));
+            // Not `Interrupted`: `write_all` retries that kind forever.
+            return Err(io::Error::other("server shutting down"));
         }
         let n = b.len().min(CHUNK - self.buf.len());
         self.buf.extend_from_slice(&b[..n]);
@@ -231,5 +232,34 @@ impl Write for Sink {
 
     fn flush(&mut self) -> io::Result<()> {
         self.send()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_sink_fails_writes_instead_of_retrying_them() {
+        let (out, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut sink = Sink { out, conn: Arc::new(ConnShared::default()), stop: stop.clone(), buf: Vec::new() };
+        sink.write_all(&vec![7u8; CHUNK + 10]).unwrap();
+        match rx.try_recv() {
+            Ok(Out::Push(bytes)) => assert_eq!(bytes.len(), CHUNK),
+            other => panic!("expected one full chunk, got {other:?}"),
+        }
+        stop.store(true, Ordering::Relaxed);
+        // `write_all` loops on `Interrupted`: the stop must be another kind.
+        let e = sink.write_all(b"more").unwrap_err();
+        assert_ne!(e.kind(), io::ErrorKind::Interrupted);
+    }
+
+    #[test]
+    fn a_sink_whose_connection_closed_fails() {
+        let (out, rx) = tokio::sync::mpsc::unbounded_channel();
+        drop(rx);
+        let mut sink = Sink { out, conn: Arc::new(ConnShared::default()), stop: Arc::default(), buf: Vec::new() };
+        assert_eq!(sink.write_all(&vec![1u8; CHUNK]).unwrap_err().kind(), io::ErrorKind::BrokenPipe);
     }
 }
