@@ -269,6 +269,8 @@ def test_replicas_and_bad_replconf_are_refused(servers):
         c.execute_command("SYNC")
     with pytest.raises(redis.ResponseError, match="does not stream writes to replicas"):
         c.execute_command("PSYNC", "?", "-1")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        c.execute_command("PSYNC", "?", "x")
     for args, words in [
         (("REPLCONF", "rdb-only", "2"), "value is out of range"),
         (("REPLCONF", "rdb-only", "x"), "not an integer"),

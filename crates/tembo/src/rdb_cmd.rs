@@ -76,6 +76,9 @@ pub enum RdbCommand {
         /// Size of a new pool, e.g. 1G (it grows by itself as it fills)
         #[arg(long, value_parser = crate::size::parse_size, default_value = "256M")]
         pool_size: u64,
+        /// Largest size a new pool may grow to [default: 16 x pool size, at least 1G]
+        #[arg(long, value_parser = crate::size::parse_size)]
+        pool_max_size: Option<u64>,
     },
     /// Show what an RDB file holds: version, fields, keys per database and type
     Inspect {
@@ -91,8 +94,10 @@ pub enum RdbCommand {
 pub fn run(cmd: RdbCommand) -> Result<()> {
     match cmd {
         RdbCommand::Export { file, pool, functions_only } => export(&pool, &file, functions_only),
-        RdbCommand::Import { file, pool, replace, databases, pool_size } => {
-            import(&file, &pool, replace, databases, pool_size)
+        RdbCommand::Import { file, pool, replace, databases, pool_size, pool_max_size } => {
+            let cfg =
+                Config { pool, pool_size, pool_max_size: pool_max_size.unwrap_or(0), databases, ..Config::default() };
+            import(&file, cfg, replace)
         }
         RdbCommand::Inspect { file } => inspect(&file),
     }
@@ -229,7 +234,9 @@ fn type_name(ty: u8) -> &'static str {
     }
 }
 
-fn import(file: &Path, pool: &Path, replace: bool, databases: usize, pool_size: u64) -> Result<()> {
+fn import(file: &Path, cfg: Config, replace: bool) -> Result<()> {
+    let (pool, databases) = (cfg.pool.clone(), cfg.databases);
+    let pool = pool.as_path();
     let (bytes, index) = read_index(file)?;
     if let Some(e) = index.entries.iter().find(|e| e.db >= databases as u64) {
         bail!(
@@ -241,7 +248,6 @@ fn import(file: &Path, pool: &Path, replace: bool, databases: usize, pool_size: 
             e.db + 1
         );
     }
-    let cfg = Config { pool: pool.to_path_buf(), pool_size, databases, ..Config::default() };
     cfg.validate()?;
     if let Some(dir) = pool.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -333,39 +339,93 @@ fn load(
     }
     let bar = progress(Some(index.entries.len() as u64), "importing");
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-    let (mut keys, mut expired, mut current) = (0u64, 0u64, None);
-    for e in &index.entries {
-        bar.inc(1);
-        if e.expire_ms.is_some_and(|t| t <= now) {
-            expired += 1;
-            continue;
+    let live: Vec<&rdb_load::Entry> = index.entries.iter().filter(|e| !e.expire_ms.is_some_and(|t| t <= now)).collect();
+    let expired = (index.entries.len() - live.len()) as u64;
+    bar.inc(expired);
+    let (mut keys, mut current, mut at) = (0u64, None, 0);
+    while at < live.len() {
+        // One MULTI/EXEC, one durable commit, per batch.
+        let (mut n, mut size) = (0, 0);
+        while at + n < live.len() && n < BATCH_KEYS && size < BATCH_BYTES {
+            size += live[at + n].value.len();
+            n += 1;
         }
-        if current != Some(e.db) {
-            select(s, e.db)?;
-            current = Some(e.db);
+        let batch = &live[at..at + n];
+        expect_ok(s.call(&[b"MULTI".as_slice()]), "MULTI")?;
+        // Which entry each reply of EXEC belongs to (SELECTs belong to none).
+        let mut owner = Vec::with_capacity(n);
+        for (i, e) in batch.iter().enumerate() {
+            if current != Some(e.db) {
+                let reply = s.call(&[b"SELECT".to_vec(), e.db.to_string().into_bytes()]);
+                expect_queued(s, reply, "SELECT")?;
+                owner.push(None);
+                current = Some(e.db);
+            }
+            let ttl = e.expire_ms.unwrap_or(0).to_string().into_bytes();
+            let payload = e.payload(bytes, index.version);
+            let mut args: Vec<&[u8]> = vec![b"RESTORE", &e.key, &ttl, &payload, b"ABSTTL"];
+            if replace {
+                args.push(b"REPLACE");
+            }
+            let reply = s.call(&args);
+            expect_queued(s, reply, "RESTORE")?;
+            owner.push(Some(i));
         }
-        let ttl = e.expire_ms.unwrap_or(0).to_string().into_bytes();
-        let payload = e.payload(bytes, index.version);
-        let mut args: Vec<&[u8]> = vec![b"RESTORE", &e.key, &ttl, &payload, b"ABSTTL"];
-        if replace {
-            args.push(b"REPLACE");
-        }
-        let reply = s.call(&args);
-        if let Reply::Error(_) = reply {
-            bar.finish_and_clear();
-            return Err(fail(
+        let failed = |e: &rdb_load::Entry, kept: u64, reply: &Reply| {
+            fail(
                 &format!(
-                    "restoring key {:?} of database {} ({keys} keys before it were imported and kept)",
+                    "restoring key {:?} of database {} ({kept} keys were imported and kept)",
                     String::from_utf8_lossy(&e.key),
                     e.db
                 ),
-                &reply,
-            ));
+                reply,
+            )
+        };
+        match s.call(&[b"EXEC".as_slice()]) {
+            Reply::Array(replies) => {
+                let bad = replies.iter().zip(&owner).find_map(|(r, o)| match (r, o) {
+                    (Reply::Error(_), Some(i)) => Some((r, *i)),
+                    _ => None,
+                });
+                if let Some((reply, i)) = bad {
+                    bar.finish_and_clear();
+                    let ok = replies.iter().zip(&owner).filter(|(r, o)| o.is_some() && !matches!(r, Reply::Error(_)));
+                    return Err(failed(batch[i], keys + ok.count() as u64, reply));
+                }
+            }
+            // Nothing of the batch was applied (a full pool refuses its commit).
+            reply => {
+                bar.finish_and_clear();
+                return Err(failed(batch[0], keys, &reply));
+            }
         }
-        keys += 1;
+        keys += n as u64;
+        at += n;
+        bar.inc(n as u64);
     }
     bar.finish_and_clear();
     Ok((keys, expired, started.elapsed()))
+}
+
+/// Keys restored per MULTI/EXEC (one durable commit each).
+const BATCH_KEYS: usize = 512;
+/// Payload bytes after which a batch is closed early.
+const BATCH_BYTES: usize = 8 << 20;
+
+fn expect_ok(reply: Reply, what: &str) -> Result<()> {
+    match reply {
+        Reply::Error(e) => bail!("{what}: {e}"),
+        _ => Ok(()),
+    }
+}
+
+/// A command queued inside MULTI; on an error the transaction is discarded.
+fn expect_queued(s: &mut Session, reply: Reply, what: &str) -> Result<()> {
+    if let Reply::Error(e) = reply {
+        s.call(&[b"DISCARD".as_slice()]);
+        bail!("queueing {what}: {e}");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

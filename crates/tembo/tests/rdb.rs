@@ -196,3 +196,39 @@ fn export_refuses_a_pool_in_use_and_raw_engine_keys() {
     assert!(!Path::new(&dir.file("x.rdb")).exists() && !Path::new(&dir.file("x.rdb.partial")).exists());
     fails(&tembo(&["rdb", "export", "--pool", &dir.file("none.pool"), &dir.file("x.rdb")]), "no pool at");
 }
+
+#[test]
+fn an_import_that_fills_the_pool_keeps_what_it_committed_and_says_so() {
+    let dir = TempDir::new();
+    let (src, rdb, dst) = (dir.file("src.pool"), dir.file("big.rdb"), dir.file("small.pool"));
+    let db = Arc::new(Db::open_or_create(&src, &Options { size: 64 << 20, ..opts() }).unwrap());
+    let mut s = Session::new(Arc::clone(&db)).unwrap();
+    for i in 0..2000 {
+        call(&mut s, &format!("SET key:{i:05} {}", "x".repeat(2000 + i)));
+    }
+    drop(s);
+    match Arc::try_unwrap(db) {
+        Ok(db) => db.close().unwrap(),
+        Err(_) => panic!("the session did not let go of the pool"),
+    }
+    ok(&tembo(&["rdb", "export", "--pool", &src, &rdb]));
+    let o = tembo(&["rdb", "import", &rdb, "--pool", &dst, "--pool-size", "1M", "--pool-max-size", "4M"]);
+    fails(&o, "keys were imported and kept");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let kept: u64 =
+        err.split(" keys were imported").next().and_then(|h| h.rsplit('(').next()).unwrap().parse().unwrap();
+    assert!(kept > 0 && kept < 2000, "{err}");
+    // The pool opens, passes its check, and holds exactly the kept keys.
+    ok(&tembo(&["pool", "check", &dst]));
+    let (n, lens) = with_session(&dst, |s| {
+        let lens: Vec<Reply> = (0..2000).map(|i| call(s, &format!("STRLEN key:{i:05}"))).collect();
+        (call(s, "DBSIZE"), lens)
+    });
+    assert_eq!(n, Reply::Int(kept as i64));
+    // Each key is whole or absent (the file's order is the pool's, not the names').
+    let present = lens.iter().enumerate().filter(|(i, l)| {
+        assert!(matches!(l, Reply::Int(0)) || **l == Reply::Int(2000 + *i as i64), "key {i}: {l:?}");
+        **l != Reply::Int(0)
+    });
+    assert_eq!(present.count() as u64, kept);
+}

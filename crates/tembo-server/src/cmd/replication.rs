@@ -115,10 +115,9 @@ fn sync(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
 }
 
 fn psync(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    if a.len() > 3 {
-        // Redis 7.0 reads only the replication id and offset.
-        return Err(CmdError::syntax());
-    }
+    // Redis reads the offset first, and ignores arguments after it (but
+    // a FAILOVER request, which only a replica answers).
+    int(&a[2])?;
     let replid = cx.st.replid.clone();
     start(cx, Some(replid))
 }
