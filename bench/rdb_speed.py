@@ -78,7 +78,7 @@ def main():
             for f in os.listdir(d):
                 os.remove(f"{d}/{f}")
             tp = free_port()
-            t = subprocess.Popen([a.tembo, "serve", "--port", str(tp), "--pool", pool, "--pool-size", "1G",
+            t = subprocess.Popen([a.tembo, "serve", "--port", str(tp), "--pool", pool,
                                   "--loglevel", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             live.append(t)
             wait_port(tp, t)
@@ -107,7 +107,7 @@ def main():
             res["tembo export"].append(timed(lambda: subprocess.run(
                 [a.tembo, "rdb", "export", "--pool", pool, f"{d}/exported.rdb"], check=True, capture_output=True)))
             res["tembo import"].append(timed(lambda: subprocess.run(
-                [a.tembo, "rdb", "import", f"{d}/redis.rdb", "--pool", f"{d}/imported.pool", "--pool-size", "1G"],
+                [a.tembo, "rdb", "import", f"{d}/redis.rdb", "--pool", f"{d}/imported.pool"],
                 check=True, capture_output=True)))
             os.remove(f"{d}/redis.log")
             r = subprocess.Popen(["redis-server", "--port", str(rp), "--save", "", "--appendonly", "no", "--dir", d,
