@@ -66,17 +66,24 @@ impl SubRange for Ctx<'_> {
     ) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
         let prefix = sub_prefix(tag, self.db(), key, meta.version);
         let (lo, hi) = sub_bounds(&prefix, from, to);
-        let mut out = Vec::new();
-        for kv in self.st.store.scan(lo, hi, rev) {
-            if out.len() >= limit {
-                break;
-            }
-            let (mut k, v) = kv?;
-            k.drain(..prefix.len()); // the field, in the key's own allocation
-            out.push((k, v));
-        }
-        Ok(out)
+        fields(self.st.store.scan(lo, hi, rev), prefix.len(), limit)
     }
+}
+
+/// The first `limit` (field, value) pairs of a scan of a collection's
+/// elements: each engine key less its `prefix_len`-byte collection prefix.
+pub fn fields<E: Into<CmdError>>(
+    scan: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>), E>>,
+    prefix_len: usize,
+    limit: usize,
+) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+    scan.take(limit)
+        .map(|kv| {
+            let (mut k, v) = kv.map_err(Into::into)?;
+            k.drain(..prefix_len); // the field, in the key's own allocation
+            Ok((k, v))
+        })
+        .collect()
 }
 
 /// A metadata record up to this long is read whole in one lookup; a longer

@@ -26,7 +26,7 @@ use tembo_store::{Db, DbError, Snapshot};
 
 use crate::cmd::value_of;
 use crate::encoding::{self, sub_key, sub_prefix, Meta, LIBRARY};
-use crate::keyspace::{sub_bounds, Res, SubRange};
+use crate::keyspace::{fields, sub_bounds, Res, SubRange};
 use crate::rdb::{self, put_string, RDB_VERSION};
 use crate::rdb_value;
 
@@ -125,13 +125,7 @@ impl SubRange for SnapView<'_, '_> {
         let prefix = sub_prefix(tag, self.db, key, meta.version);
         let range = sub_bounds(&prefix, from, to);
         let iter = if rev { self.snap.scan_rev(range) } else { self.snap.scan(range) };
-        let mut out = Vec::new();
-        for kv in iter.take(limit) {
-            let (mut k, v) = kv?;
-            k.drain(..prefix.len());
-            out.push((k, v));
-        }
-        Ok(out)
+        fields(iter, prefix.len(), limit)
     }
 }
 
