@@ -359,3 +359,59 @@ def test_shutdown_during_a_held_transfer_closes_cleanly(servers):
     assert "pool closed cleanly" in log, log
     for s in held:
         s.close()
+
+
+def test_nothing_else_reaches_a_connection_that_carries_an_rdb(servers):
+    port, t = servers.tembo()
+
+    def talk(data, until):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.settimeout(10)
+        s.sendall(data)
+        buf = b""
+        while until not in buf:
+            chunk = s.recv(65536)
+            assert chunk, buf
+            buf += chunk
+        s.close()
+        return buf
+
+    # Connections that get other messages cannot SYNC (they would land in the file).
+    for setup, words in [(b"MONITOR\r\n", b"MONITOR mode"),
+                         (b"HELLO 3\r\nSUBSCRIBE ch\r\n", b"pub/sub subscriptions"),
+                         (b"HELLO 3\r\nCLIENT TRACKING on\r\n", b"CLIENT TRACKING on")]:
+        out = talk(setup + b"REPLCONF rdb-only 1\r\nSYNC\r\n", b"SYNC is not possible")
+        assert words in out, out
+    # REPLCONF ACK and GETACK are answered with nothing, as in Redis.
+    assert talk(b"REPLCONF GETACK *\r\nREPLCONF ACK 5\r\nPING\r\n", b"+PONG\r\n") == b"+PONG\r\n"
+    # A tracking client redirecting its invalidations to a connection that
+    # streams an RDB does not write into the file.
+    p = t.pipeline(transaction=False)
+    for i in range(20_000):
+        p.set(f"k{i}", b"v" * 1000)
+    p.execute()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.settimeout(60)
+    s.sendall(b"CLIENT ID\r\n")
+    line, buf = read_line(s, b"")
+    sync_id = int(line[1:])
+    # RESP3: a redirect target that would be sent invalidations as pushes.
+    s.sendall(b"HELLO 3\r\n")
+    while b"modules\r\n*0\r\n" not in buf:
+        buf += s.recv(65536)
+    buf = buf.split(b"modules\r\n*0\r\n", 1)[1]
+    tracker = redis.Redis(port=port)
+    tracker.execute_command("CLIENT", "TRACKING", "on", "REDIRECT", sync_id, "BCAST")
+    s.sendall(b"REPLCONF rdb-only 1 capa eof\r\nSYNC\r\n")
+    line, buf = read_line(s, buf)
+    assert line == b"+OK"
+    line, buf = read_line(s, buf)
+    mark = line[5:]
+    for i in range(50):
+        t.set(f"k{i}", "changed")  # each an invalidation for the redirect target
+    body = read_to_close(s, buf)
+    assert body.endswith(mark)
+    with open(f"{servers.dir}/redirected.rdb", "wb") as f:
+        f.write(body[: -len(mark)])
+    r = servers.redis_with("redirected.rdb")
+    assert r.dbsize() == 20_000

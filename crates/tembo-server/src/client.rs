@@ -155,9 +155,12 @@ pub struct Client {
     pub tracking: crate::tracking::ClientTracking,
     /// What REPLCONF said (`crate::cmd::replication`).
     pub replconf: crate::rdb_sync::ReplConf,
-    /// SYNC started a snapshot transfer: the connection carries the RDB
-    /// and then closes; requests after SYNC are dropped.
+    /// SYNC asked for a snapshot transfer: the connection will carry the
+    /// RDB and then close; requests after SYNC are dropped.
     pub syncing: bool,
+    /// The transfer has started: nothing else is sent to the connection
+    /// (a tracking redirect's invalidations, say, would corrupt the file).
+    pub streaming: bool,
 }
 
 impl Client {
@@ -205,6 +208,7 @@ impl Client {
             tracking: Default::default(),
             replconf: Default::default(),
             syncing: false,
+            streaming: false,
         }
     }
 

@@ -847,7 +847,13 @@ impl State {
         }
         // After the replies that came before each SYNC, on the same channel.
         for req in std::mem::take(&mut self.syncs.requests) {
-            let Some(c) = self.clients.get(&req.client) else { continue };
+            let Some(c) = self.clients.get_mut(&req.client) else { continue };
+            c.streaming = true;
+            if self.shutdown {
+                // It would be stopped at once: the client sees the close.
+                let _ = c.out.send(Out::closing());
+                continue;
+            }
             let (out, conn) = (c.out.clone(), c.conn.clone());
             self.syncs.start(req, self.store.db().clone(), self.cfg.databases, out, conn);
         }
@@ -856,7 +862,7 @@ impl State {
     /// Hands `out` to client `id`'s connection; disconnects a subscriber
     /// past the pub/sub output-buffer limits.
     fn send_out(&mut self, id: u64, out: Out, now: Instant) {
-        let Some(c) = self.clients.get_mut(&id) else { return };
+        let Some(c) = self.clients.get_mut(&id).filter(|c| !c.streaming) else { return };
         let len = out.len();
         let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
         let _ = c.out.send(out);

@@ -8,7 +8,8 @@
 //! into the DUMP payload RESTORE takes, in the object's own encoding, so
 //! that the server that restores it reads exactly what Redis wrote.
 //!
-//! Read: RDB versions 1–12 (Redis 2.x to 7.4), every encoding
+//! Read: RDB versions 1–12 (Redis 2.6 to 7.4, and older files without
+//! zipmap-encoded hashes), every encoding
 //! `crate::rdb_value` reads, expiries in seconds or milliseconds, the
 //! LFU/LRU hints (skipped: Tembo keeps its own access times), `RESIZEDB`
 //! (a hint, skipped), auxiliary fields. Refused with a typed error: module
@@ -42,11 +43,13 @@ pub struct Entry {
 impl Entry {
     /// The DUMP payload of this key's value (RESTORE's argument), sealed
     /// with the file's RDB version so that it is read as the file was.
-    pub fn payload(&self, file: &[u8], version: u16) -> Vec<u8> {
-        let mut object = Vec::with_capacity(1 + self.value.len() + 10);
+    /// `None` if `file` is not (as long as) the file this entry was found in.
+    pub fn payload(&self, file: &[u8], version: u16) -> Option<Vec<u8>> {
+        let value = file.get(self.value.clone())?;
+        let mut object = Vec::with_capacity(1 + value.len() + 10);
         object.push(self.ty);
-        object.extend_from_slice(&file[self.value.clone()]);
-        rdb::seal_as(object, version.max(rdb::RDB_VERSION))
+        object.extend_from_slice(value);
+        Some(rdb::seal_as(object, version.max(rdb::RDB_VERSION)))
     }
 }
 
@@ -220,6 +223,14 @@ pub fn index(file: &[u8]) -> Result<Index, LoadError> {
     if !r.at_end() {
         return Err(LoadError::Damaged { offset: at(&r), what: "bytes after the end of the data".into() });
     }
+    // Redis refuses such a file too: which copy would win is not the file's to say.
+    let mut seen = std::collections::HashSet::with_capacity(out.entries.len());
+    if let Some(e) = out.entries.iter().find(|e| !seen.insert((e.db, e.key.as_slice()))) {
+        return Err(LoadError::Damaged {
+            offset: e.value.start,
+            what: format!("duplicated key {:?} in database {}", String::from_utf8_lossy(&e.key), e.db),
+        });
+    }
     Ok(out)
 }
 
@@ -235,5 +246,42 @@ fn is_empty(v: &Value) -> bool {
         Value::List(x) | Value::Set(x) => x.is_empty(),
         Value::ZSet(x) => x.is_empty(),
         Value::Hash(x) => x.is_empty(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{index, LoadError};
+
+    /// A file of string keys (db, key, value), no checksum.
+    fn file(keys: &[(u8, &[u8], &[u8])]) -> Vec<u8> {
+        let mut f = b"REDIS0010".to_vec();
+        for (db, k, v) in keys {
+            f.extend_from_slice(&[0xFE, *db, 0]);
+            crate::rdb::put_string(&mut f, k);
+            crate::rdb::put_string(&mut f, v);
+        }
+        f.push(0xFF);
+        f.extend_from_slice(&[0; 8]);
+        f
+    }
+
+    #[test]
+    fn a_key_twice_is_damage_in_the_same_database_only() {
+        let ok = index(&file(&[(0, b"a", b"1"), (1, b"a", b"2")])).unwrap();
+        assert_eq!(ok.entries.len(), 2);
+        let f = file(&[(0, b"a", b"1"), (0, b"b", b"2"), (0, b"a", b"3")]);
+        match index(&f) {
+            Err(LoadError::Damaged { what, .. }) => assert!(what.contains("duplicated key"), "{what}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_payload_of_another_buffer_is_none_not_a_panic() {
+        let f = file(&[(0, b"key", b"value")]);
+        let e = &index(&f).unwrap().entries[0];
+        assert!(e.payload(&f, 10).is_some());
+        assert!(e.payload(&f[..12], 10).is_none());
     }
 }

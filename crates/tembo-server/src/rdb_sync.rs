@@ -6,13 +6,19 @@
 //! thread of its own, so the executor serves every other client
 //! meanwhile. The executor starts the thread once the SYNC's group is
 //! committed and answered, and waits until the thread holds its snapshot:
-//! the file holds exactly the writes that came before the SYNC. It is sent and sent to the connection as it is produced: after
+//! the file holds exactly the writes committed up to and with that group
+//! (what its client wrote before the SYNC included, nothing after). It is
+//! sent to the connection as it is produced: after
 //! `$EOF:<40 random characters>` when the client announced `capa eof`
 //! (the mark follows the data, as in Redis's diskless replication), or,
 //! for a client that did not, spooled to an anonymous temporary file first
 //! so that the `$<length>` header can come before it. The thread waits
 //! while more than [`IN_FLIGHT`] bytes are queued for the socket, so a slow
-//! reader costs memory only to that bound. When the file is out the
+//! reader costs memory only to that bound; a reader that takes nothing for
+//! [`STALL_TIMEOUT`] (Redis's `repl-timeout`) is given up on, so that its
+//! pinned version does not hold back the reclaiming of space for ever.
+//! Nothing else is sent to the connection meanwhile (`Client::streaming`).
+//! When the file is out the
 //! connection closes, as Redis closes an rdb-only replica's. If the save
 //! fails midway the connection closes without the end mark (or short of
 //! the announced length): the client sees an incomplete transfer, never a
@@ -37,6 +43,8 @@ use crate::rdb_save::{self, Filter, SaveError};
 pub const IN_FLIGHT: usize = 8 << 20;
 /// Bytes per message to the connection.
 const CHUNK: usize = 256 << 10;
+/// How long a reader may take nothing before the transfer stops.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What a client asked for with REPLCONF before SYNC.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,9 +102,10 @@ impl Syncs {
         // executor runs nothing more, so the file holds exactly what was
         // committed before the SYNC.
         let (pinned_tx, pinned) = std::sync::mpsc::channel::<()>();
+        let on_failure = out.clone();
         let spawned = std::thread::Builder::new().name("tembo-rdb-sync".into()).spawn(move || {
             let started = Instant::now();
-            let sink = Sink { out, conn, stop, buf: Vec::with_capacity(CHUNK) };
+            let sink = Sink { out, conn, stop, stall: STALL_TIMEOUT, buf: Vec::with_capacity(CHUNK) };
             match transfer(&db, databases, &req, sink, pinned_tx) {
                 Ok(r) => log::info!(
                     "client {}: RDB snapshot sent ({} keys, {} libraries, {} bytes, version {}) in {:.2?}",
@@ -117,7 +126,10 @@ impl Syncs {
                 self.started += 1;
                 self.running.push((cancel, h));
             }
-            Err(e) => log::error!("could not start the RDB snapshot thread: {e}"),
+            Err(e) => {
+                log::error!("could not start the RDB snapshot thread: {e}");
+                let _ = on_failure.send(Out::closing());
+            }
         }
     }
 
@@ -137,7 +149,8 @@ impl Syncs {
     }
 }
 
-/// Sends the header, the file and the end; closes the connection after.
+/// Sends the header, the file and the end; the connection closes after
+/// (when `sink` drops, so on every path out, a panic's included).
 fn transfer(
     db: &Db,
     databases: usize,
@@ -145,12 +158,10 @@ fn transfer(
     mut sink: Sink,
     pinned: std::sync::mpsc::Sender<()>,
 ) -> Result<rdb_save::SaveReport, SaveError> {
-    let result = db.snapshot().map_err(SaveError::from).and_then(|snap| {
+    db.snapshot().map_err(SaveError::from).and_then(|snap| {
         let _ = pinned.send(());
         send_rdb(&snap, databases, req, &mut sink)
-    });
-    let _ = sink.out.send(Out::closing());
-    result
+    })
 }
 
 fn send_rdb(
@@ -196,6 +207,8 @@ struct Sink {
     out: UnboundedSender<Out>,
     conn: Arc<ConnShared>,
     stop: Arc<AtomicBool>,
+    /// [`STALL_TIMEOUT`] (shorter in tests).
+    stall: Duration,
     buf: Vec<u8>,
 }
 
@@ -204,15 +217,32 @@ impl Sink {
         if self.buf.is_empty() {
             return Ok(());
         }
-        while self.conn.pending() > IN_FLIGHT {
+        let (mut last, mut since) = (self.conn.pending(), Instant::now());
+        while last > IN_FLIGHT {
             if self.stop.load(Ordering::Relaxed) || self.out.is_closed() {
                 return Err(io::ErrorKind::BrokenPipe.into());
             }
             std::thread::sleep(Duration::from_millis(1));
+            let now = self.conn.pending();
+            if now < last {
+                since = Instant::now();
+            } else if since.elapsed() > self.stall {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the client read nothing for {:.0?}", self.stall),
+                ));
+            }
+            last = now;
         }
         let bytes = std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK));
         self.conn.pending.fetch_add(bytes.len(), Ordering::Relaxed);
         self.out.send(Out::Push(bytes)).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.out.send(Out::closing());
     }
 }
 
@@ -243,7 +273,13 @@ mod tests {
     fn a_stopped_sink_fails_writes_instead_of_retrying_them() {
         let (out, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let stop = Arc::new(AtomicBool::new(false));
-        let mut sink = Sink { out, conn: Arc::new(ConnShared::default()), stop: stop.clone(), buf: Vec::new() };
+        let mut sink = Sink {
+            out,
+            conn: Arc::new(ConnShared::default()),
+            stop: stop.clone(),
+            stall: STALL_TIMEOUT,
+            buf: Vec::new(),
+        };
         sink.write_all(&vec![7u8; CHUNK + 10]).unwrap();
         match rx.try_recv() {
             Ok(Out::Push(bytes)) => assert_eq!(bytes.len(), CHUNK),
@@ -259,7 +295,32 @@ mod tests {
     fn a_sink_whose_connection_closed_fails() {
         let (out, rx) = tokio::sync::mpsc::unbounded_channel();
         drop(rx);
-        let mut sink = Sink { out, conn: Arc::new(ConnShared::default()), stop: Arc::default(), buf: Vec::new() };
+        let mut sink = Sink {
+            out,
+            conn: Arc::new(ConnShared::default()),
+            stop: Arc::default(),
+            stall: STALL_TIMEOUT,
+            buf: Vec::new(),
+        };
         assert_eq!(sink.write_all(&vec![1u8; CHUNK]).unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+    }
+
+    #[test]
+    fn a_reader_that_takes_nothing_is_given_up_on_and_its_connection_closed() {
+        let (out, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let conn = Arc::new(ConnShared::default());
+        let stall = Duration::from_millis(50);
+        let mut sink = Sink { out, conn: conn.clone(), stop: Arc::default(), stall, buf: Vec::new() };
+        // More than IN_FLIGHT queued and never written to the socket.
+        let started = Instant::now();
+        let e = sink.write_all(&vec![0u8; IN_FLIGHT + 2 * CHUNK]).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= stall);
+        drop(sink);
+        let mut closed = false;
+        while let Ok(m) = rx.try_recv() {
+            closed = matches!(m, Out::Replies { close: true, .. });
+        }
+        assert!(closed, "the connection is told to close after the transfer ends");
     }
 }

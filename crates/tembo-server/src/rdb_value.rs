@@ -136,7 +136,7 @@ pub fn decode_typed(r: &mut Reader<'_>, ty: u8, version: u16) -> Result<Value, P
         SET => Value::Set(strings(r)?),
         HASH => {
             let n = count(r, 2)?;
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(n.min(PREALLOC));
             for _ in 0..n {
                 pairs.push((r.string()?, r.string()?));
             }
@@ -144,7 +144,7 @@ pub fn decode_typed(r: &mut Reader<'_>, ty: u8, version: u16) -> Result<Value, P
         }
         t @ (ZSET | ZSET_2) => {
             let n = count(r, 2)?;
-            let mut pairs = Vec::with_capacity(n);
+            let mut pairs = Vec::with_capacity(n.min(PREALLOC));
             for _ in 0..n {
                 let m = r.string()?;
                 let s = if t == ZSET_2 { f64::from_le_bytes(take8(r)?) } else { text_score(r)? };
@@ -203,6 +203,12 @@ pub fn decode_typed(r: &mut Reader<'_>, ty: u8, version: u16) -> Result<Value, P
 
 /// A count of items each at least `min_bytes` long, checked against what is
 /// left so that a forged count cannot ask for a huge allocation.
+/// Most elements reserved ahead from a stored count: a count is only
+/// checked against the bytes left, which in a whole RDB file (not one
+/// payload) can be gigabytes, and a damaged one must fail as damage, not
+/// as an allocation too big to make.
+const PREALLOC: usize = 4096;
+
 fn count(r: &mut Reader<'_>, min_bytes: usize) -> Result<usize, PayloadError> {
     let n = usize::try_from(r.len()?).map_err(|_| BAD)?;
     if n.saturating_mul(min_bytes) > r.remaining() {

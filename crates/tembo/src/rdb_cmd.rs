@@ -4,7 +4,7 @@
 //! - `export` writes one committed version of a stopped server's pool as an
 //!   RDB file that redis-server loads (a running server gives the same file
 //!   to `redis-cli --rdb`).
-//! - `import` loads an RDB file (Redis 2.x to 7.4: RDB versions 1–12) into a
+//! - `import` loads an RDB file (Redis 2.6 to 7.4: RDB versions up to 12) into a
 //!   pool, creating it if absent. The file is read and checked whole first
 //!   (every value decoded, the checksum compared), and without `--replace`
 //!   every key is checked to be absent, so that a bad file or a clash writes
@@ -50,10 +50,10 @@ pub enum RdbCommand {
         #[arg(long)]
         functions_only: bool,
     },
-    /// Load an RDB file (from Redis 2.x to 7.4) into a pool
+    /// Load an RDB file (from Redis 2.6 to 7.4) into a pool
     #[command(
-        long_about = "Load an RDB file (RDB versions 1-12: Redis 2.x to 7.4) into a pool, created if absent.\n\n\
-        The whole file is read and checked first (every value decoded, the checksum compared); a damaged \
+        long_about = "Load an RDB file (RDB versions up to 12: Redis 2.6 to 7.4) into a pool, created if absent.\n\n\
+        The whole file is read and checked first (every value decoded, the checksum compared, no key twice); a damaged \
         file, a type Tembo does not keep (module data, 7.4's hash-field expiry) or a database past \
         --databases writes nothing. Without --replace, a key or function library that already exists \
         also writes nothing. Then each key is restored with its expiry in a durable commit of its own; \
@@ -179,7 +179,14 @@ fn export(pool: &Path, file: &Path, functions_only: bool) -> Result<()> {
             return Err(e.context(format!("writing {}", file.display())));
         }
     };
-    std::fs::rename(&partial, file).with_context(|| format!("renaming {} to {}", partial.display(), file.display()))?;
+    if let Err(e) = std::fs::rename(&partial, file) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(anyhow::Error::new(e).context(format!("renaming {} to {}", partial.display(), file.display())));
+    }
+    // The rename itself is durable once the directory is synced.
+    if let Some(dir) = file.parent().map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d }) {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))?;
+    }
     db.close().with_context(|| format!("cannot close {}", pool.display()))?;
     println!(
         "exported {} keys and {} function libraries at version {} to {} ({}) in {:.2?}",
@@ -362,7 +369,8 @@ fn load(
                 current = Some(e.db);
             }
             let ttl = e.expire_ms.unwrap_or(0).to_string().into_bytes();
-            let payload = e.payload(bytes, index.version);
+            let payload =
+                e.payload(bytes, index.version).context("internal error: the file changed under its index")?;
             let mut args: Vec<&[u8]> = vec![b"RESTORE", &e.key, &ttl, &payload, b"ABSTTL"];
             if replace {
                 args.push(b"REPLACE");

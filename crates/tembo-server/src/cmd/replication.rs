@@ -6,8 +6,10 @@
 //! Such a client says `REPLCONF rdb-only 1` (and, for the libraries only,
 //! `REPLCONF rdb-filter-only functions`), then `SYNC` or `PSYNC`. The
 //! command answers nothing itself: once its group is committed and its
-//! earlier replies are out, `crate::rdb_sync` writes the RDB of one
-//! committed version to the connection and closes it. What the client
+//! earlier replies are out, `crate::rdb_sync` writes the RDB of that
+//! committed version (the group's writes included) to the connection and
+//! closes it. A connection that gets other messages (MONITOR, pub/sub,
+//! client tracking) cannot SYNC: they would land inside the file. What the client
 //! pipelines after SYNC is dropped, as a Redis replica's commands are not
 //! answered.
 //!
@@ -69,12 +71,12 @@ fn replconf(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         let (opt, val) = (&pair[0], &pair[1]);
         if is(opt, "listening-port") {
             int(val)?;
-        } else if is(opt, "ip-address") || is(opt, "getack") {
+        } else if is(opt, "ip-address") {
         } else if is(opt, "capa") {
             conf.capa_eof |= is(val, "eof");
-        } else if is(opt, "ack") || is(opt, "fack") {
-            // A replica's acknowledgement; a replica of this server does
-            // not exist, and Redis answers an ACK with nothing.
+        } else if is(opt, "ack") || is(opt, "fack") || is(opt, "getack") {
+            // A replica's acknowledgement, or a primary's request for one:
+            // Redis answers neither (here, no replica and no primary).
             ack = true;
         } else if is(opt, "rdb-only") {
             conf.rdb_only = match int(val)? {
@@ -130,6 +132,22 @@ fn start(cx: &mut Ctx, fullresync: Option<String>) -> CmdResult {
     if cx.client.fd < 0 {
         return Err(CmdError::err("SYNC needs a network connection to send the snapshot to"));
     }
+    // Nothing else may reach the connection once the file flows on it.
+    let busy = if cx.client.monitor {
+        Some("in MONITOR mode")
+    } else if cx.client.subscribed() {
+        Some("with pub/sub subscriptions")
+    } else if cx.client.tracking.on {
+        Some("with CLIENT TRACKING on")
+    } else {
+        None
+    };
+    if let Some(state) = busy {
+        return Err(CmdError::err(format!(
+            "SYNC is not possible on a connection {state}: the RDB would be mixed with its messages; use a new \
+             connection"
+        )));
+    }
     let engine = cx.st.store.db().engine();
     if engine != tembo_store::Engine::Cdds {
         return Err(CmdError::err(format!(
@@ -137,10 +155,9 @@ fn start(cx: &mut Ctx, fullresync: Option<String>) -> CmdResult {
              is stopped to back it up)"
         )));
     }
-    if !cx.client.no_block {
-        // What earlier commands of this group wrote is in the snapshot too.
-        cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
-    }
+    // No commit here: the transfer starts once the group is committed and
+    // answered (`State::flush_outbox`); committing midway would let a
+    // failed group's rerun apply its earlier commands twice.
     cx.client.syncing = true;
     cx.st.syncs.requests.push(Request { client: cx.client.id, conf: cx.client.replconf.clone(), fullresync });
     Ok(Reply::Many(Vec::new()))
