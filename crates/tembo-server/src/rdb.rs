@@ -103,6 +103,77 @@ pub fn put_string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
+/// Appends `s` as Redis writes strings into RDB files with
+/// `rdbcompression yes`: LZF-compressed when it is longer than 20 bytes
+/// and compression saves at least 4 of them, else raw.
+pub fn put_string_compressed(out: &mut Vec<u8>, s: &[u8]) {
+    match (s.len() > 20).then(|| lzf_compress(s, s.len() - 4)).flatten() {
+        Some(packed) => {
+            out.push(0xC3); // RDB_ENCVAL << 6 | RDB_ENC_LZF
+            put_len(out, packed.len() as u64);
+            put_len(out, s.len() as u64);
+            out.extend_from_slice(&packed);
+        }
+        None => put_string(out, s),
+    }
+}
+
+/// LZF compression in liblzf's format (what [`lzf_decompress`] and Redis
+/// read): literal runs of up to 32 bytes and back-references of 3 to 264
+/// bytes up to 8 KiB back, found through a hash of each 3-byte sequence.
+/// `None` when the output would be longer than `limit` bytes.
+pub fn lzf_compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
+    const HASH_BITS: u32 = 14;
+    const MAX_BACK: usize = 1 << 13;
+    const MAX_RUN: usize = 264;
+    let n = input.len();
+    // Position + 1 of the last place each hash was seen (0: never).
+    let mut seen = vec![0u32; 1 << HASH_BITS];
+    let hash = |i: usize| {
+        let v = u32::from(input[i]) << 16 | u32::from(input[i + 1]) << 8 | u32::from(input[i + 2]);
+        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
+    };
+    let mut out = Vec::with_capacity(limit.min(n));
+    let literals = |out: &mut Vec<u8>, lit: &[u8]| {
+        for run in lit.chunks(32) {
+            out.push((run.len() - 1) as u8);
+            out.extend_from_slice(run);
+        }
+    };
+    let (mut i, mut lit_from) = (0, 0);
+    while i + 2 < n {
+        let h = hash(i);
+        let prev = seen[h] as usize;
+        seen[h] = (i + 1) as u32;
+        if prev > 0 && i - (prev - 1) <= MAX_BACK && input[prev - 1..prev + 2] == input[i..i + 3] {
+            let from = prev - 1;
+            let most = (n - i).min(MAX_RUN);
+            let mut len = 3;
+            while len < most && input[from + len] == input[i + len] {
+                len += 1;
+            }
+            literals(&mut out, &input[lit_from..i]);
+            let (run, back) = (len - 2, i - from - 1);
+            if run < 7 {
+                out.push((run << 5 | back >> 8) as u8);
+            } else {
+                out.push((7 << 5 | back >> 8) as u8);
+                out.push((run - 7) as u8);
+            }
+            out.push((back & 0xff) as u8);
+            i += len;
+            lit_from = i;
+            if out.len() > limit {
+                return None;
+            }
+            continue;
+        }
+        i += 1;
+    }
+    literals(&mut out, &input[lit_from..]);
+    (out.len() <= limit).then_some(out)
+}
+
 /// A cursor over an RDB body.
 #[derive(Debug)]
 pub struct Reader<'a> {
@@ -256,6 +327,59 @@ pub fn lzf_decompress(input: &[u8], len: usize) -> Result<Vec<u8>, PayloadError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Compressible input of every shape (a small alphabet, runs,
+        /// repeats at every distance up to past the 8 KiB window).
+        #[test]
+        fn lzf_compression_round_trips(
+            parts in proptest::collection::vec(
+                (proptest::collection::vec(0u8..4, 1..40), 1usize..300), 1..40),
+        ) {
+            let input: Vec<u8> = parts.iter().flat_map(|(p, times)| p.repeat(*times)).collect();
+            if let Some(packed) = lzf_compress(&input, input.len()) {
+                proptest::prop_assert_eq!(lzf_decompress(&packed, input.len()).unwrap(), input);
+            }
+        }
+    }
+
+    #[test]
+    fn lzf_compression_round_trips_and_gives_up_when_it_does_not_pay() {
+        let mut inputs: Vec<Vec<u8>> = vec![
+            b"abc".repeat(400),
+            vec![0; 100_000],
+            (0..5000u32).flat_map(|i| (i % 251).to_le_bytes()).collect(),
+            b"value:12345".iter().copied().chain(std::iter::repeat(0).take(89)).collect(),
+        ];
+        // Incompressible bytes (an xorshift stream).
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        inputs.push(
+            (0..4096)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect(),
+        );
+        for (k, input) in inputs.iter().enumerate() {
+            match lzf_compress(input, input.len() - 4) {
+                Some(packed) => {
+                    assert!(packed.len() <= input.len() - 4);
+                    assert_eq!(&lzf_decompress(&packed, input.len()).unwrap(), input, "input {k}");
+                }
+                None => assert_eq!(k, 4, "only the random bytes do not compress"),
+            }
+        }
+        let mut out = Vec::new();
+        put_string_compressed(&mut out, &b"ab".repeat(100));
+        assert_eq!(out[0], 0xC3);
+        assert_eq!(Reader::new(&out).string().unwrap(), b"ab".repeat(100));
+        out.clear();
+        put_string_compressed(&mut out, b"short but repeated repeated");
+        assert_eq!(Reader::new(&out).string().unwrap(), b"short but repeated repeated");
+    }
 
     #[test]
     fn crc64_is_redis_s() {

@@ -14,7 +14,8 @@
 //! libraries (opcode `FUNCTION2`), then for each database that holds keys
 //! `SELECTDB` and its keys, each with `EXPIRETIME_MS` when it has an
 //! expiry, then `EOF` and the CRC-64 of the whole file. Values are in
-//! DUMP's encodings (`crate::rdb_value`). Keys already past their expiry
+//! DUMP's encodings (`crate::rdb_value`), their strings LZF-compressed
+//! where that saves bytes, as Redis's `rdbcompression yes` writes them. Keys already past their expiry
 //! at the snapshot are left out, as a reader would drop them. `RESIZEDB`
 //! (a sizing hint, optional in the format) is not written: the key counts
 //! are known only once the keys have been read.
@@ -227,7 +228,7 @@ pub fn save_snapshot<W: Write>(
                     buf.extend_from_slice(&meta.expire_at.to_le_bytes());
                 }
                 // An object is its type byte, then the value; a file puts the key between them.
-                let object = rdb_value::encode(&value);
+                let object = rdb_value::encode_compressed(&value);
                 buf.push(object[0]);
                 put_string(&mut buf, key);
                 w.put(&buf)?;

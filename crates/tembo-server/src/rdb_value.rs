@@ -54,6 +54,16 @@ const BAD: PayloadError = PayloadError::Malformed("bad DUMP payload");
 
 /// The RDB object bytes (type byte, then the value) of `v`.
 pub fn encode(v: &Value) -> Vec<u8> {
+    encode_with(v, put_string)
+}
+
+/// [`encode`] with the strings of strings, lists, sets, sorted sets and
+/// hashes LZF-compressed where that pays, as Redis writes RDB files.
+pub fn encode_compressed(v: &Value) -> Vec<u8> {
+    encode_with(v, crate::rdb::put_string_compressed)
+}
+
+fn encode_with(v: &Value, put_string: fn(&mut Vec<u8>, &[u8])) -> Vec<u8> {
     let mut out = Vec::new();
     match v {
         Value::String(s) => {
