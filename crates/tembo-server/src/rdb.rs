@@ -24,7 +24,9 @@ pub const RDB_VERSION_READ: u16 = 12;
 /// Opcode of a function library in a FUNCTION DUMP payload (its code).
 pub const OPCODE_FUNCTION2: u8 = 245;
 
-pub(crate) const CRC64_REDIS: crc::Crc<u64> = crc::Crc::<u64>::new(&crc::CRC_64_REDIS);
+/// Slice-by-16 tables (32 KiB): a whole RDB file's checksum runs at
+/// several GB/s instead of the byte-at-a-time table's few hundred MB/s.
+pub(crate) const CRC64_REDIS: crc::Crc<u64, crc::Table<16>> = crc::Crc::<u64, crc::Table<16>>::new(&crc::CRC_64_REDIS);
 
 /// Why a payload could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,15 +125,17 @@ pub fn put_string_compressed(out: &mut Vec<u8>, s: &[u8]) {
 /// bytes up to 8 KiB back, found through a hash of each 3-byte sequence.
 /// `None` when the output would be longer than `limit` bytes.
 pub fn lzf_compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
-    const HASH_BITS: u32 = 14;
     const MAX_BACK: usize = 1 << 13;
     const MAX_RUN: usize = 264;
     let n = input.len();
+    // A table about the input's size, up to liblzf's 16k entries: a short
+    // string (most values) does not pay for clearing a big one.
+    let hash_bits = (usize::BITS - n.leading_zeros()).clamp(8, 14);
     // Position + 1 of the last place each hash was seen (0: never).
-    let mut seen = vec![0u32; 1 << HASH_BITS];
+    let mut seen = vec![0u32; 1 << hash_bits];
     let hash = |i: usize| {
         let v = u32::from(input[i]) << 16 | u32::from(input[i + 1]) << 8 | u32::from(input[i + 2]);
-        (v.wrapping_mul(2_654_435_761) >> (32 - HASH_BITS)) as usize
+        (v.wrapping_mul(2_654_435_761) >> (32 - hash_bits)) as usize
     };
     let mut out = Vec::with_capacity(limit.min(n));
     let literals = |out: &mut Vec<u8>, lit: &[u8]| {

@@ -133,7 +133,7 @@ impl SubRange for SnapView<'_, '_> {
 /// A writer that checksums and counts what passes through it.
 struct Checksummed<W: Write> {
     inner: W,
-    digest: crc::Digest<'static, u64>,
+    digest: crc::Digest<'static, u64, crc::Table<16>>,
     bytes: u64,
 }
 
