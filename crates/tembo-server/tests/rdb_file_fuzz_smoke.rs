@@ -19,6 +19,8 @@ use tembo_server::resp::Reply;
 use tembo_server::Session;
 use tembo_store::{Db, ModeRequest, Options};
 
+mod mutate;
+
 mod logic {
     include!("../../../fuzz/fuzz_targets/rdb_file_logic.rs");
 }
@@ -245,23 +247,9 @@ proptest! {
     #[test]
     fn reader_properties_hold_on_mutated_files(
         seed in 0usize..2,
-        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..3),
-        cut in proptest::option::of(any::<usize>()),
-        insert in proptest::option::of((any::<usize>(), any::<u8>())),
+        damage in mutate::damage(),
     ) {
-        let mut data = seeds()[seed].clone();
-        for (at, byte) in flips {
-            let n = data.len();
-            data[at % n] = byte;
-        }
-        if let Some((at, byte)) = insert {
-            let n = data.len();
-            data.insert(at % (n + 1), byte);
-        }
-        if let Some(c) = cut {
-            let n = data.len();
-            data.truncate(c % (n + 1));
-        }
+        let mut data = mutate::apply(seeds()[seed].clone(), damage);
         logic::rdb_file(&data);
         // With the checksum disabled (a stored 0), damage must be found by
         // the walk itself.

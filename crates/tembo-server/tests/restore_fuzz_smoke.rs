@@ -8,6 +8,8 @@
 use proptest::prelude::*;
 use tembo_server::rdb::seal;
 
+mod mutate;
+
 mod logic {
     include!("../../../fuzz/fuzz_targets/restore_payload_logic.rs");
 }
@@ -87,23 +89,9 @@ proptest! {
     #[test]
     fn decoder_properties_hold_on_mutated_dumps(
         seed in 0..REDIS_DUMPS.len() + 4,
-        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..3),
-        cut in proptest::option::of(any::<usize>()),
-        insert in proptest::option::of((any::<usize>(), any::<u8>())),
+        damage in mutate::damage(),
     ) {
-        let mut data = seeds()[seed].clone();
-        for (at, byte) in flips {
-            let n = data.len();
-            data[at % n] = byte;
-        }
-        if let Some((at, byte)) = insert {
-            let n = data.len();
-            data.insert(at % (n + 1), byte);
-        }
-        if let Some(c) = cut {
-            let n = data.len();
-            data.truncate(c % (n + 1));
-        }
+        let data = mutate::apply(seeds()[seed].clone(), damage);
         logic::restore_payload(&data);
     }
 }
