@@ -382,7 +382,7 @@ fn load(
         let failed = |e: &rdb_load::Entry, kept: u64, reply: &Reply| {
             fail(
                 &format!(
-                    "restoring key {:?} of database {} ({kept} keys were imported and kept)",
+                    "restoring key {:?} of database {} ({kept} keys imported and kept)",
                     String::from_utf8_lossy(&e.key),
                     e.db
                 ),
@@ -404,7 +404,15 @@ fn load(
             // Nothing of the batch was applied (a full pool refuses its commit).
             reply => {
                 bar.finish_and_clear();
-                return Err(failed(batch[0], keys, &reply));
+                return Err(fail(
+                    &format!(
+                        "restoring {n} keys from {:?} of database {} on ({keys} keys imported and \
+                         kept)",
+                        String::from_utf8_lossy(&batch[0].key),
+                        batch[0].db
+                    ),
+                    &reply,
+                ));
             }
         }
         keys += n as u64;

@@ -213,10 +213,9 @@ fn an_import_that_fills_the_pool_keeps_what_it_committed_and_says_so() {
     }
     ok(&tembo(&["rdb", "export", "--pool", &src, &rdb]));
     let o = tembo(&["rdb", "import", &rdb, "--pool", &dst, "--pool-size", "1M", "--pool-max-size", "4M"]);
-    fails(&o, "keys were imported and kept");
+    fails(&o, "keys imported and kept");
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let kept: u64 =
-        err.split(" keys were imported").next().and_then(|h| h.rsplit('(').next()).unwrap().parse().unwrap();
+    let kept: u64 = err.split(" keys imported").next().and_then(|h| h.rsplit('(').next()).unwrap().parse().unwrap();
     assert!(kept > 0 && kept < 2000, "{err}");
     // The pool opens, passes its check, and holds exactly the kept keys.
     ok(&tembo(&["pool", "check", &dst]));
