@@ -416,3 +416,17 @@ def test_nothing_else_reaches_a_connection_that_carries_an_rdb(servers):
         f.write(body[: -len(mark)])
     r = servers.redis_with("redirected.rdb")
     assert r.dbsize() == 20_000
+
+
+def test_rdb_needs_a_user_allowed_to_sync(servers):
+    port, _ = servers.tembo("--requirepass", "s3cret", "--user", "ro on >ro ~* +@read")
+    t = redis.Redis(port=port, password="s3cret")
+    t.set("a", "1")
+    run = lambda *auth: subprocess.run(["redis-cli", "-p", str(port), "--no-auth-warning", *auth, "--rdb",
+                                        f"{servers.dir}/auth.rdb"], capture_output=True, text=True, timeout=60)
+    out = run("-a", "s3cret")
+    assert "Transfer finished with success" in out.stdout + out.stderr, out
+    out = run()
+    assert out.returncode != 0 and "NOAUTH" in out.stdout + out.stderr, out
+    out = run("--user", "ro", "--pass", "ro")
+    assert out.returncode != 0 and "NOPERM" in out.stdout + out.stderr, out
