@@ -8,9 +8,9 @@
 //!   pool, creating it if absent. The file is read and checked whole first
 //!   (every value decoded, the checksum compared), and without `--replace`
 //!   every key is checked to be absent, so that a bad file or a clash writes
-//!   nothing. Keys then go in through RESTORE, one durable commit each: an
-//!   import stopped midway (a full pool) keeps the keys before the one that
-//!   failed, and says which.
+//!   nothing. Keys then go in through RESTORE, 512 to a MULTI/EXEC and one
+//!   durable commit: an import stopped midway (a full pool) keeps the
+//!   batches committed before, and says how many keys they hold.
 //! - `inspect` prints what a file holds without loading it.
 
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ pub enum RdbCommand {
         The whole file is read and checked first (every value decoded, the checksum compared, no key twice); a damaged \
         file, a type Tembo does not keep (module data, 7.4's hash-field expiry) or a database past \
         --databases writes nothing. Without --replace, a key or function library that already exists \
-        also writes nothing. Then each key is restored with its expiry in a durable commit of its own; \
+        also writes nothing. Then the keys are restored with their expiries, 512 to a durable commit; \
         keys already expired are skipped. The pool must not be in use by a server.",
         after_help = "Examples:\n  redis-cli -p 6379 --rdb dump.rdb && tembo rdb import dump.rdb\n  \
                       tembo rdb import /var/lib/redis/dump.rdb --pool /mnt/pmem/tembo.pool --replace"
