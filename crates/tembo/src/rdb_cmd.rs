@@ -161,7 +161,7 @@ fn export(pool: &Path, file: &Path, functions_only: bool) -> Result<()> {
     let started = Instant::now();
     let bar = progress(None, "exporting");
     let filter = if functions_only { Filter { keys: false, functions: true } } else { Filter::ALL };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let now = unix_ms();
     let mut writer = BufWriter::with_capacity(1 << 20, out);
     let saved = rdb_save::save(&db, tembo_server::MAX_DATABASES, filter, now, &mut writer, &mut |keys| {
         bar.set_position(keys);
@@ -291,10 +291,12 @@ fn import(file: &Path, cfg: Config, replace: bool) -> Result<()> {
 }
 
 fn select(s: &mut Session, db: u64) -> Result<()> {
-    match s.call(&[b"SELECT".to_vec(), db.to_string().into_bytes()]) {
-        Reply::Error(e) => bail!("cannot select database {db}: {e}"),
-        _ => Ok(()),
-    }
+    expect_ok(s.call(&[b"SELECT".to_vec(), db.to_string().into_bytes()]), &format!("selecting database {db}"))
+}
+
+/// Wall-clock time, Unix milliseconds (expiries are absolute).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Restores the file's libraries and keys; (keys restored, skipped as expired, time).
@@ -345,7 +347,7 @@ fn load(
         }
     }
     let bar = progress(Some(index.entries.len() as u64), "importing");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let now = unix_ms();
     let live: Vec<&rdb_load::Entry> = index.entries.iter().filter(|e| !e.expire_ms.is_some_and(|t| t <= now)).collect();
     let expired = (index.entries.len() - live.len()) as u64;
     bar.inc(expired);
@@ -379,16 +381,6 @@ fn load(
             expect_queued(s, reply, "RESTORE")?;
             owner.push(Some(i));
         }
-        let failed = |e: &rdb_load::Entry, kept: u64, reply: &Reply| {
-            fail(
-                &format!(
-                    "restoring key {:?} of database {} ({kept} keys imported and kept)",
-                    String::from_utf8_lossy(&e.key),
-                    e.db
-                ),
-                reply,
-            )
-        };
         match s.call(&[b"EXEC".as_slice()]) {
             Reply::Array(replies) => {
                 let bad = replies.iter().zip(&owner).find_map(|(r, o)| match (r, o) {
@@ -398,7 +390,14 @@ fn load(
                 if let Some((reply, i)) = bad {
                     bar.finish_and_clear();
                     let ok = replies.iter().zip(&owner).filter(|(r, o)| o.is_some() && !matches!(r, Reply::Error(_)));
-                    return Err(failed(batch[i], keys + ok.count() as u64, reply));
+                    let kept = keys + ok.count() as u64;
+                    let e = batch[i];
+                    let what = format!(
+                        "restoring key {:?} of database {} ({kept} keys imported and kept)",
+                        String::from_utf8_lossy(&e.key),
+                        e.db
+                    );
+                    return Err(fail(&what, reply));
                 }
             }
             // Nothing of the batch was applied (a full pool refuses its commit).
