@@ -31,7 +31,7 @@ const COLORS: [RGBColor; 6] = [
 ];
 
 fn color_of(target: &str, durable: bool) -> RGBColor {
-    if target.starts_with("cdds") && durable {
+    if (target.starts_with("cdds") || target == "tembo-serve") && durable {
         TEMBO
     } else if durable {
         DURABLE_PEER

@@ -128,7 +128,7 @@ pub fn run(workload: &dyn Workload, cfg: &RunConfig, progress: Progress) -> Resu
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let result = (|| {
-                let mut target = kind.open(&dir, workload.size_hint())?;
+                let mut target = kind.open_for(&dir, workload.size_hint(), workload.scans())?;
                 let sample = workload.run(target.as_mut(), run);
                 // After the run: a pool's page size shows only once touched.
                 modes[ti] = target.mode();
@@ -268,14 +268,20 @@ impl Report {
         Some(Floor { target_ns, map_ns, lines, line_ns, floor_ns, ratio: target_ns / floor_ns })
     }
 
-    /// The best durable peer (not Tembo) in `phase`: its name and rate.
+    /// The best durable embedded peer (not Tembo, not a server over the
+    /// network) in `phase`: its name and rate.
     pub fn best_durable_peer(&self, phase: &str) -> Option<(&str, f64)> {
         self.targets
             .iter()
-            .filter(|t| t.durable && !t.target.starts_with("cdds"))
+            .filter(|t| t.durable && !t.target.starts_with("cdds") && !is_network(&t.target))
             .filter_map(|t| Some((t.target.as_str(), self.phase(&t.target, phase)?.per_s)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
+}
+
+/// Whether `target` names a server measured over the network.
+fn is_network(target: &str) -> bool {
+    target.parse::<TargetKind>().is_ok_and(|k| k.server().is_some())
 }
 
 /// A target's time per operation beside its floor.
@@ -352,6 +358,11 @@ pub fn render_table(r: &Report) -> String {
         for other in ["btreemap", "bdb"] {
             if let (Some(cdds), Some(o)) = (r.phase("cdds", &phase), r.phase(other, &phase)) {
                 s.push_str(&format!("cdds / {other}: {:.2}x\n", cdds.per_s / o.per_s));
+            }
+        }
+        for other in ["redis-always", "redis-everysec", "redis-off"] {
+            if let (Some(t), Some(o)) = (r.phase("tembo-serve", &phase), r.phase(other, &phase)) {
+                s.push_str(&format!("tembo-serve / {other}: {:.2}x\n", t.per_s / o.per_s));
             }
         }
     }

@@ -43,12 +43,16 @@ pub enum BenchCommand {
         on durable targets every operation is its own durable commit. Targets: Tembo's CDDS tree in each \
         ordering mode (cdds = fast, cdds-full, cdds-none = volatile), std BTreeMap, and with the `peers` build \
         feature PMDK libpmemobj, LMDB, RocksDB, SQLite (WAL), Berkeley DB and redb, each durable and volatile, \
-        all with their files in --dir (default /dev/shm). Every get is checked against the value put. Prints \
+        all with their files in --dir (default /dev/shm). Over loopback, through one RESP client and one \
+        connection: `tembo serve` (tembo-serve) and redis-server with its AOF fsynced always, everysec or not \
+        kept (redis-always, redis-everysec, redis-off), each started for the run with its files in --dir \
+        (SET, GET, DEL; the `network` group). Every get is checked against the value put. Prints \
         ops/s (median of --runs), latency percentiles (HdrHistogram), and Tembo's flushed lines and fences per \
         op; --json saves everything with the machine, --plot draws throughput and latency charts (SVG + PNG).",
         after_help = "Examples:\n  tembo bench micro --keys 1000000 --value-bytes 256 --json docs/results/micro-1m-256.json\n  \
                       tembo bench micro --keys 200000 --value-bytes 2048 --targets durable,btreemap\n  \
-                      tembo bench micro --keys 10000 --runs 1 --targets tembo,btreemap"
+                      tembo bench micro --keys 10000 --runs 1 --targets tembo,btreemap\n  \
+                      tembo bench micro --keys 100000 --targets network"
     )]
     Micro(crate::bench_targets_cmd::MicroArgs),
     /// YCSB core workloads A–F (load + run) on Tembo and the peers, generated in-process
@@ -57,7 +61,9 @@ pub enum BenchCommand {
         names and load order, operation mixes, scrambled-zipfian and latest request distributions, E's scan \
         lengths uniform in 1..100, F's read-modify-write), each on a fresh instance of every chosen target: \
         a load phase of --records inserts, then a run phase of --ops operations, one thread. Writes on \
-        durable targets are each a durable commit. Reports throughput per phase and latency per operation \
+        durable targets are each a durable commit. The network targets (tembo-serve, redis-*) store a \
+        record as one string; for E they also keep a sorted set of the keys, as YCSB's Redis binding does, \
+        and scan with ZRANGE BYLEX and MGET. Reports throughput per phase and latency per operation \
         kind (HdrHistogram).",
         after_help = "Examples:\n  tembo bench ycsb --records 100000 --ops 100000 --targets durable,btreemap\n  \
                       tembo bench ycsb --workloads a,f --records 1000000 --json docs/results/ycsb.json --plot docs/results/ycsb"

@@ -17,8 +17,9 @@ use tembo_bench::workload::Workload;
 pub struct Common {
     /// Targets, comma-separated: names (cdds, cdds-full, cdds-none, cdds-nogc, kamino, kamino-dynamic, undo, btreemap,
     /// pmemobj, lmdb, lmdb-nosync,
-    /// rocksdb, rocksdb-nowal, sqlite, sqlite-nosync, bdb, bdb-nosync, redb, redb-nosync) or groups
-    /// (all, durable, volatile, tembo) [default: all; for `ordering`: tembo]
+    /// rocksdb, rocksdb-nowal, sqlite, sqlite-nosync, bdb, bdb-nosync, redb, redb-nosync; over loopback, servers
+    /// started for the run: tembo-serve, redis-always, redis-everysec, redis-off) or groups
+    /// (all, durable, volatile, tembo, network) [default: all; for `ordering`: tembo]
     #[arg(long, value_name = "LIST", value_parser = parse_targets)]
     targets: Option<TargetList>,
     /// Runs per target (interleaved); medians are reported

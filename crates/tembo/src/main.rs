@@ -68,6 +68,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // The bench's `tembo-serve` target starts this same executable (set
+    // before parsing: `--targets all` asks which targets can start).
+    if let Ok(me) = std::env::current_exe() {
+        tembo_bench::targets::net::set_tembo_binary(me);
+    }
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve_cmd::run(args),

@@ -21,8 +21,10 @@ mod btreemap;
 pub mod cdds;
 #[cfg(feature = "peers")]
 mod ffi;
+pub mod net;
 #[cfg(feature = "peers")]
 mod redb_peer;
+pub mod resp;
 #[cfg(feature = "peers")]
 mod sqlite;
 
@@ -101,11 +103,19 @@ pub enum TargetKind {
     Redb,
     /// redb, `Durability::None`.
     RedbNoSync,
+    /// `tembo serve` over loopback (CDDS engine), one connection.
+    TemboServe,
+    /// `redis-server`, AOF fsynced before every reply (`appendfsync always`).
+    RedisAlways,
+    /// `redis-server`, AOF fsynced once a second.
+    RedisEverysec,
+    /// `redis-server` with no persistence.
+    RedisOff,
 }
 
 impl TargetKind {
     /// Every target, in report order.
-    pub const ALL: [TargetKind; 19] = [
+    pub const ALL: [TargetKind; 23] = [
         TargetKind::Cdds,
         TargetKind::CddsFull,
         TargetKind::CddsNone,
@@ -125,6 +135,10 @@ impl TargetKind {
         TargetKind::BdbNoSync,
         TargetKind::Redb,
         TargetKind::RedbNoSync,
+        TargetKind::TemboServe,
+        TargetKind::RedisAlways,
+        TargetKind::RedisEverysec,
+        TargetKind::RedisOff,
     ];
 
     /// The name used on the command line and in reports.
@@ -149,6 +163,7 @@ impl TargetKind {
             TargetKind::BdbNoSync => "bdb-nosync",
             TargetKind::Redb => "redb",
             TargetKind::RedbNoSync => "redb-nosync",
+            _ => self.server().map_or("?", net::Server::name),
         }
     }
 
@@ -163,7 +178,20 @@ impl TargetKind {
                 | TargetKind::SqliteNoSync
                 | TargetKind::BdbNoSync
                 | TargetKind::RedbNoSync
+                | TargetKind::RedisEverysec
+                | TargetKind::RedisOff
         )
+    }
+
+    /// The server a network target starts, if this is one.
+    pub fn server(self) -> Option<net::Server> {
+        match self {
+            TargetKind::TemboServe => Some(net::Server::Tembo),
+            TargetKind::RedisAlways => Some(net::Server::RedisAlways),
+            TargetKind::RedisEverysec => Some(net::Server::RedisEverysec),
+            TargetKind::RedisOff => Some(net::Server::RedisOff),
+            _ => None,
+        }
     }
 
     /// Whether this is one of Tembo's own engines.
@@ -180,17 +208,35 @@ impl TargetKind {
         )
     }
 
-    /// Whether this build can open it (peers need the `peers` feature).
+    /// Whether this build can open it (peers need the `peers` feature;
+    /// network targets their server's program: the `tembo` executable, or
+    /// `redis-server` on `PATH`).
     pub fn available(self) -> bool {
-        self.is_tembo() || self == TargetKind::BTreeMap || cfg!(feature = "peers")
+        match self.server() {
+            Some(s) => s.program().is_some(),
+            None => self.is_tembo() || self == TargetKind::BTreeMap || cfg!(feature = "peers"),
+        }
     }
 
     /// Opens a fresh instance in the empty directory `dir`, sized for about
-    /// `size_hint` bytes of data.
+    /// `size_hint` bytes of data, ready for scans.
     ///
     /// # Errors
     /// The system's own open errors, or this build lacking the peer.
     pub fn open(self, dir: &Path, size_hint: u64) -> Result<Box<dyn Target>> {
+        self.open_for(dir, size_hint, true)
+    }
+
+    /// [`TargetKind::open`]; `scans`: whether the workload will scan (a
+    /// network target then keeps a key index, which costs every put and
+    /// delete a second command, as YCSB's Redis binding pays).
+    ///
+    /// # Errors
+    /// As [`TargetKind::open`].
+    pub fn open_for(self, dir: &Path, size_hint: u64, scans: bool) -> Result<Box<dyn Target>> {
+        if let Some(server) = self.server() {
+            return net::open(server, dir, size_hint, scans);
+        }
         match self {
             TargetKind::Cdds => cdds::open(dir, size_hint, OrderingMode::Fast, Engine::Cdds, true),
             TargetKind::CddsFull => cdds::open(dir, size_hint, OrderingMode::Full, Engine::Cdds, true),
@@ -242,13 +288,17 @@ impl FromStr for TargetKind {
     fn from_str(s: &str) -> Result<Self, String> {
         TargetKind::ALL.into_iter().find(|k| k.name().eq_ignore_ascii_case(s)).ok_or_else(|| {
             let names: Vec<&str> = TargetKind::ALL.iter().map(|k| k.name()).collect();
-            format!("unknown target `{s}`; known: {} (or the groups all, durable, volatile, tembo)", names.join(", "))
+            format!(
+                "unknown target `{s}`; known: {} (or the groups all, durable, volatile, tembo, network)",
+                names.join(", ")
+            )
         })
     }
 }
 
 /// Parses a comma-separated target list; the groups `all`, `durable`,
-/// `volatile` and `tembo` expand to the targets this build can open.
+/// `volatile`, `tembo` (the engines) and `network` (the servers) expand to
+/// the targets this build and machine can open.
 ///
 /// # Errors
 /// An unknown name, with the known ones.
@@ -260,6 +310,7 @@ pub fn parse_list(s: &str) -> Result<Vec<TargetKind>, String> {
             "durable" => TargetKind::ALL.into_iter().filter(|k| k.available() && k.durable()).collect(),
             "volatile" => TargetKind::ALL.into_iter().filter(|k| k.available() && !k.durable()).collect(),
             "tembo" => TargetKind::ALL.into_iter().filter(|k| k.is_tembo()).collect(),
+            "network" => TargetKind::ALL.into_iter().filter(|k| k.server().is_some() && k.available()).collect(),
             _ => vec![part.parse()?],
         };
         for k in group {

@@ -55,6 +55,10 @@ impl Workload for Micro {
         (self.keys * (self.key_bytes + self.value_bytes + 64)) as u64
     }
 
+    fn scans(&self) -> bool {
+        false
+    }
+
     fn run(&self, t: &mut dyn Target, run: usize) -> Result<Vec<PhaseSample>> {
         let n = self.keyset.len();
         // Keys and values side by side in two flat buffers: a `Vec` per

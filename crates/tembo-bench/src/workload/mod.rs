@@ -106,6 +106,11 @@ pub trait Workload {
     fn params(&self) -> serde_json::Value;
     /// Bytes of data the targets should expect.
     fn size_hint(&self) -> u64;
+    /// Whether the workload scans (a network target keeps a key index only
+    /// then: Redis has no key order of its own).
+    fn scans(&self) -> bool {
+        true
+    }
     /// Runs all phases once on a fresh target.
     ///
     /// # Errors

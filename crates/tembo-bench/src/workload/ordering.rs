@@ -109,6 +109,10 @@ impl Workload for InsertOrder {
         self.n as u64 * 48
     }
 
+    fn scans(&self) -> bool {
+        false
+    }
+
     fn run(&self, t: &mut dyn Target, _run: usize) -> Result<Vec<PhaseSample>> {
         let keys = self.order.keys(self.n, self.seed);
         let mut m = PhaseMeter::start(&self.name(), t);
@@ -144,6 +148,10 @@ impl Workload for WriteRatio {
 
     fn size_hint(&self) -> u64 {
         (self.n + self.ops) as u64 * 48
+    }
+
+    fn scans(&self) -> bool {
+        false
     }
 
     fn run(&self, t: &mut dyn Target, _run: usize) -> Result<Vec<PhaseSample>> {

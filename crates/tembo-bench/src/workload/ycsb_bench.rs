@@ -62,6 +62,10 @@ impl Workload for Ycsb {
         (self.spec.record_count + inserts) * (self.spec.value_bytes as u64 + 96)
     }
 
+    fn scans(&self) -> bool {
+        self.spec.workload.mix().scan > 0.0
+    }
+
     fn run(&self, t: &mut dyn Target, _run: usize) -> Result<Vec<PhaseSample>> {
         let values = self.values();
         let value = |i: usize| &values[i % values.len()];
