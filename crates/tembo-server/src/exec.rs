@@ -565,8 +565,13 @@ impl State {
             };
             if let Some(first) = first {
                 // Let every connection whose input is ready parse it and queue
-                // its requests first: they join this commit group.
-                rt.block_on(tokio::task::yield_now());
+                // its requests first: they join this commit group. With one
+                // client there is no one else to wait for (its connection
+                // parsed all it had before it sent), and the yield's poll of
+                // the sockets is a system call per request.
+                if self.clients.len() > 1 {
+                    rt.block_on(tokio::task::yield_now());
+                }
                 let mut group = vec![first];
                 while group.len() < MAX_GROUP {
                     match inbox.try_recv() {
