@@ -87,11 +87,8 @@ impl Common {
             bail!("--runs must be at least 1");
         }
         for k in &targets {
-            if !k.available() {
-                bail!(
-                    "target `{k}` is a peer database and this tembo was built without them; build with \
-                     `cargo build --release -p tembo --features peers` after bench/peers.sh installs their libraries"
-                );
+            if let Some(why) = k.why_unavailable() {
+                bail!(why);
             }
         }
         Ok(RunConfig { targets, runs: self.runs, dir: self.dir.clone() })

@@ -65,7 +65,8 @@ fn check_report(report: &serde_json::Value, targets: &[TargetKind], phases: usiz
         assert_eq!(row["target"], kind.name());
         assert_eq!(row["durable"], kind.durable());
         let mode = row["mode"].as_str().unwrap();
-        let expect = if *kind == TargetKind::TemboServe { "tembo serve over loopback, pool mode" } else { "redis-server" };
+        let expect =
+            if *kind == TargetKind::TemboServe { "tembo serve over loopback, pool mode" } else { "redis-server" };
         assert!(mode.contains(expect), "{kind}: mode {mode}");
         let ph = row["phases"].as_array().unwrap();
         assert_eq!(ph.len(), phases, "{kind}");
@@ -89,8 +90,20 @@ fn micro_and_ycsb_run_over_the_network() {
     // E scans (so its targets keep the key index); A reads and updates.
     let ycsb = run_json(
         &[
-            "bench", "ycsb", "--workloads", "a,e", "--records", "300", "--ops", "300", "--runs", "1", "--targets", "network",
-            "--dir", dir_s,
+            "bench",
+            "ycsb",
+            "--workloads",
+            "a,e",
+            "--records",
+            "300",
+            "--ops",
+            "300",
+            "--runs",
+            "1",
+            "--targets",
+            "network",
+            "--dir",
+            dir_s,
         ],
         &dir.join("ycsb.json"),
     );

@@ -218,6 +218,22 @@ impl TargetKind {
         }
     }
 
+    /// Why this build or machine cannot open it, and what to do; `None`
+    /// when it can.
+    pub fn why_unavailable(self) -> Option<String> {
+        if self.available() {
+            return None;
+        }
+        Some(match self.server() {
+            Some(s) => s.missing_program_advice().to_string(),
+            None => format!(
+                "target `{}` is a peer database and this tembo was built without them; build with \
+                 `cargo build --release -p tembo --features peers` after bench/peers.sh installs their libraries",
+                self.name()
+            ),
+        })
+    }
+
     /// Opens a fresh instance in the empty directory `dir`, sized for about
     /// `size_hint` bytes of data, ready for scans.
     ///

@@ -91,6 +91,16 @@ impl Server {
         }
     }
 
+    /// What to do when [`Server::program`] finds nothing.
+    pub fn missing_program_advice(self) -> &'static str {
+        match self {
+            Server::Tembo => {
+                "the tembo-serve target needs the tembo executable: run it from `tembo bench`, or set TEMBO_BIN"
+            }
+            _ => "the redis-* targets need redis-server on PATH (Debian: apt-get install redis-server)",
+        }
+    }
+
     /// Whether writes are durable before their reply.
     pub fn durable(self) -> bool {
         matches!(self, Server::Tembo | Server::RedisAlways)
@@ -104,9 +114,8 @@ impl Server {
                 // The server keeps a metadata entry beside each string, and
                 // the pool grows on demand past this.
                 let size = ((size_hint * 3).max(256 << 20)).next_multiple_of(1 << 20);
-                let mut v: Vec<String> = ["serve", "--bind", "127.0.0.1", "--port", &port, "--pool"]
-                    .map(String::from)
-                    .into();
+                let mut v: Vec<String> =
+                    ["serve", "--bind", "127.0.0.1", "--port", &port, "--pool"].map(String::from).into();
                 v.push(dir.join("tembo.pool").display().to_string());
                 v.extend(["--pool-size".into(), format!("{}M", size >> 20), "--loglevel".into(), "warn".into()]);
                 v
@@ -118,8 +127,22 @@ impl Server {
                     _ => ("no", "no"),
                 };
                 [
-                    "--port", &port, "--bind", "127.0.0.1", "--dir", &dir_s, "--save", "", "--appendonly", aof,
-                    "--appendfsync", fsync, "--loglevel", "warning", "--daemonize", "no",
+                    "--port",
+                    &port,
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                    &dir_s,
+                    "--save",
+                    "",
+                    "--appendonly",
+                    aof,
+                    "--appendfsync",
+                    fsync,
+                    "--loglevel",
+                    "warning",
+                    "--daemonize",
+                    "no",
                 ]
                 .map(String::from)
                 .into()
@@ -148,12 +171,7 @@ pub(super) struct NetTarget {
 /// not answer within [`START_TIMEOUT`] (with the end of its log).
 pub(super) fn open(server: Server, dir: &Path, size_hint: u64, indexed: bool) -> Result<Box<dyn Target>> {
     let Some(program) = server.program() else {
-        bail!(match server {
-            Server::Tembo => "the tembo-serve target needs the tembo executable: run it from `tembo bench`, \
-                              or set TEMBO_BIN"
-                .to_string(),
-            _ => "the redis-* targets need redis-server on PATH (Debian: apt-get install redis-server)".to_string(),
-        });
+        bail!(server.missing_program_advice());
     };
     let port = free_port()?;
     let log = dir.join("server.log");
@@ -173,7 +191,8 @@ pub(super) fn open(server: Server, dir: &Path, size_hint: u64, indexed: bool) ->
             return Err(e.context(format!("starting {} for the {} target", program.display(), server.name())));
         }
     };
-    let mut t = NetTarget { server, child: Some(child), client, log, indexed, mode: String::new(), scratch: Vec::new() };
+    let mut t =
+        NetTarget { server, child: Some(child), client, log, indexed, mode: String::new(), scratch: Vec::new() };
     t.mode = t.describe()?;
     Ok(Box::new(t))
 }
@@ -223,7 +242,10 @@ impl NetTarget {
             other => bail!("INFO server answered {other:?}"),
         };
         let field = |text: &str, name: &str| {
-            text.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':'))).map(str::trim).map(String::from)
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
+                .map(str::trim)
+                .map(String::from)
         };
         let how = if self.indexed { "one connection, keys indexed for scans" } else { "one connection" };
         Ok(match self.server {
@@ -351,10 +373,11 @@ impl NetTarget {
         from.push(b'[');
         from.extend_from_slice(start);
         let count = n.to_string();
-        let keys = match self.client.call(&[b"ZRANGE", INDEX_KEY, &from, b"+", b"BYLEX", b"LIMIT", b"0", count.as_bytes()])? {
-            Reply::Array(Some(items)) => items,
-            other => bail!("ZRANGE BYLEX answered {other:?}"),
-        };
+        let keys =
+            match self.client.call(&[b"ZRANGE", INDEX_KEY, &from, b"+", b"BYLEX", b"LIMIT", b"0", count.as_bytes()])? {
+                Reply::Array(Some(items)) => items,
+                other => bail!("ZRANGE BYLEX answered {other:?}"),
+            };
         if keys.is_empty() {
             return Ok(0);
         }
