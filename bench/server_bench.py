@@ -3,8 +3,9 @@
 
 Starts, one at a time and interleaved over --runs rounds:
   tembo      `tembo serve` with its pool on --dir (tmpfs: mode "emulated")
-  redis-aof  redis-server --appendonly yes --appendfsync always, files on --dir
-  redis-mem  redis-server with persistence off (reference only)
+  redis-aof       redis-server --appendonly yes --appendfsync always, files on --dir
+  redis-everysec  redis-server --appendonly yes --appendfsync everysec (not durable per write)
+  redis-mem       redis-server with persistence off (reference only)
 and runs against each
   redis-benchmark -t set,get,incr,lpush,hset,zadd -n N -r N -d 256 -c 50, with -P 1 and -P 16
   YCSB workloads A-F through bench/ycsb/run.sh (unless --no-ycsb)
@@ -56,9 +57,10 @@ def start(kind, port, base, tembo):
     if kind == "tembo":
         cmd = [tembo, "serve", "--port", str(port), "--pool", os.path.join(d, "tembo.pool"),
                "--pool-size", "1G", "--pool-max-size", "8G", "--loglevel", "warn"]
-    elif kind == "redis-aof":
+    elif kind in ("redis-aof", "redis-everysec"):
+        fsync = "always" if kind == "redis-aof" else "everysec"
         cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
-               "--appendonly", "yes", "--appendfsync", "always", "--loglevel", "warning"]
+               "--appendonly", "yes", "--appendfsync", fsync, "--loglevel", "warning"]
     else:
         cmd = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", d, "--save", "",
                "--appendonly", "no", "--loglevel", "warning"]
@@ -120,7 +122,8 @@ def main():
     ap.add_argument("--ycsb-ops", type=int, default=1_000_000)
     ap.add_argument("--ycsb-threads", type=int, default=8)
     ap.add_argument("--no-ycsb", action="store_true")
-    ap.add_argument("--servers", default="tembo,redis-aof,redis-mem")
+    ap.add_argument("--servers", default="tembo,redis-aof,redis-everysec,redis-mem",
+                    help="comma list of tembo, redis-aof, redis-everysec, redis-mem")
     ap.add_argument("--dir", default="/dev/shm/tembo-server-bench", help="where pools and AOF files go (tmpfs)")
     ap.add_argument("--tembo", default=os.path.join(ROOT, "target/release/tembo"))
     ap.add_argument("--out", default=None, help="write OUT.json and OUT.md")

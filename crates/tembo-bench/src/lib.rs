@@ -19,7 +19,10 @@
 //! - [`summary`]: medians and percentiles.
 //! - [`targets`]: the systems measured (Tembo's engines, `BTreeMap`, and
 //!   with the `peers` feature LMDB, RocksDB, SQLite, Berkeley DB, redb and
-//!   PMDK libpmemobj) behind one `Target` trait.
+//!   PMDK libpmemobj) behind one `Target` trait; over loopback, `tembo
+//!   serve` and `redis-server` (AOF always / everysec / off), started for
+//!   each run and driven through one RESP client (`targets::net`,
+//!   `targets::resp`), so the same workloads measure the servers too.
 //! - [`workload`]: the CDDS microbenchmark, YCSB A–F, the ordering study;
 //!   all generated deterministically from a seed.
 //! - [`heatmap`]: the thesis's chapter-6 write heat map, pages written per
