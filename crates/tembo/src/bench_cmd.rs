@@ -69,6 +69,19 @@ pub enum BenchCommand {
                       tembo bench ycsb --workloads a,f --records 1000000 --json docs/results/ycsb.json --plot docs/results/ycsb"
     )]
     Ycsb(crate::bench_targets_cmd::YcsbArgs),
+    /// Puts per second by value size (CDDS thesis §5.5, Figure 5.5): tembo serve against redis-server's log
+    #[command(
+        long_about = "The CDDS thesis's §5.5 (\"Tembo versioning vs. Redis logging\", Figure 5.5): the \
+        microbenchmark (put, get, delete --keys random keys) at each of --value-sizes, on fresh instances of \
+        every chosen target. By default over loopback, one connection: tembo-serve (one copy of each value, \
+        made durable in place) against redis-server with its append-only log fsynced before every reply \
+        (redis-always) and without persistence (redis-off); any targets can be named. Prints the tables, \
+        --json saves them, --plot draws the usual charts and STEM-puts-by-size.{svg,png}, the figure's \
+        line chart.",
+        after_help = "Examples:\n  tembo bench sizes --keys 50000 --runs 3 --json docs/results/sizes.json --plot docs/results/sizes\n  \
+                      tembo bench sizes --value-sizes 64,256,1024,4096,16384 --targets cdds,tembo-serve,redis-always"
+    )]
+    Sizes(crate::bench_sizes_cmd::SizesArgs),
     /// The Kamino-Tx study: YCSB A, B, C, D, F with writer threads on kamino, kamino-dynamic, undo, cdds
     #[command(
         long_about = "Kamino-Tx §7 with Tembo: YCSB workloads (1 KB values) on the in-place B+tree under \
@@ -233,6 +246,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
         BenchCommand::PlotFlush(a) => run_plot_flush(a),
         BenchCommand::Micro(a) => crate::bench_targets_cmd::run_micro(a),
         BenchCommand::Ycsb(a) => crate::bench_targets_cmd::run_ycsb(a),
+        BenchCommand::Sizes(a) => crate::bench_sizes_cmd::run(a),
         BenchCommand::Kamino(a) => crate::bench_kamino_cmd::run(a),
         BenchCommand::PlotKamino(a) => crate::bench_kamino_cmd::run_plot(a),
         BenchCommand::Ordering(a) => crate::bench_targets_cmd::run_ordering(a),

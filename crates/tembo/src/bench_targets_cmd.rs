@@ -19,24 +19,25 @@ pub struct Common {
     /// pmemobj, lmdb, lmdb-nosync,
     /// rocksdb, rocksdb-nowal, sqlite, sqlite-nosync, bdb, bdb-nosync, redb, redb-nosync; over loopback, servers
     /// started for the run: tembo-serve, redis-always, redis-everysec, redis-off) or groups
-    /// (all, durable, volatile, tembo, network) [default: all; for `ordering`: tembo]
+    /// (all, durable, volatile, tembo, network) [default: all; for `ordering`: tembo; for `sizes`:
+    /// tembo-serve,redis-always,redis-off]
     #[arg(long, value_name = "LIST", value_parser = parse_targets)]
-    targets: Option<TargetList>,
+    pub(crate) targets: Option<TargetList>,
     /// Runs per target (interleaved); medians are reported
     #[arg(long, default_value_t = 3)]
-    runs: usize,
+    pub(crate) runs: usize,
     /// Directory for every target's files (a RAM filesystem gives Tembo's emulated mode)
     #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Seed of keys, orders and request distributions
     #[arg(long, default_value_t = 7)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Also write the report as JSON to FILE
     #[arg(long, value_name = "FILE")]
-    json: Option<PathBuf>,
+    pub(crate) json: Option<PathBuf>,
     /// Also draw charts: STEM-throughput.{svg,png} and STEM-latency.{svg,png}
     #[arg(long, value_name = "STEM")]
-    plot: Option<PathBuf>,
+    pub(crate) plot: Option<PathBuf>,
 }
 
 /// A parsed `--targets` list.
@@ -75,7 +76,7 @@ pub struct PlotArgs {
 }
 
 impl Common {
-    fn config(&self, default_targets: &str) -> Result<RunConfig> {
+    pub(crate) fn config(&self, default_targets: &str) -> Result<RunConfig> {
         let targets = match &self.targets {
             Some(t) => t.0.clone(),
             None => parse_list(default_targets).map_err(anyhow::Error::msg)?,
@@ -95,7 +96,7 @@ impl Common {
     }
 }
 
-fn save(r: &Report, json: Option<&Path>, plot_stem: Option<&Path>) -> Result<()> {
+pub(crate) fn save(r: &Report, json: Option<&Path>, plot_stem: Option<&Path>) -> Result<()> {
     if let Some(path) = json {
         super::bench_cmd::write_file(path, &(serde_json::to_string_pretty(r)? + "\n"))?;
         println!("wrote {}", path.display());
@@ -172,7 +173,7 @@ pub struct YcsbArgs {
 /// Runs several workloads (each on fresh instances of every target) and
 /// joins their reports into one whose phases are the workloads' phases,
 /// renamed by `rename(workload index, phase)`.
-fn run_combined(
+pub(crate) fn run_combined(
     works: &[Box<dyn Workload>],
     cfg: &RunConfig,
     name: &str,

@@ -12,6 +12,7 @@
 
 mod bench_cmd;
 mod bench_kamino_cmd;
+mod bench_sizes_cmd;
 mod bench_targets_cmd;
 mod crashtest_cmd;
 mod pool_cmd;

@@ -128,3 +128,31 @@ fn a_missing_server_program_is_a_clear_error() {
     assert!(err.contains("redis-server on PATH"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `tembo bench sizes` (the thesis's Figure 5.5): a phase per operation and
+/// value size, and the puts-by-size chart.
+#[test]
+fn sizes_measures_each_value_size_and_draws_the_figure() {
+    let dir = scratch("sizes");
+    let stem = dir.join("sizes");
+    let out = Command::new(tembo())
+        .args(["bench", "sizes", "--keys", "200", "--value-sizes", "64,512", "--runs", "1", "--targets", "tembo-serve"])
+        .arg("--dir")
+        .arg(&dir)
+        .arg("--json")
+        .arg(dir.join("sizes.json"))
+        .arg("--plot")
+        .arg(&stem)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("sizes.json")).unwrap()).unwrap();
+    let phases: Vec<&str> =
+        report["targets"][0]["phases"].as_array().unwrap().iter().map(|p| p["phase"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["put 64 B", "get 64 B", "delete 64 B", "put 512 B", "get 512 B", "delete 512 B"]);
+    for f in ["sizes-puts-by-size.svg", "sizes-puts-by-size.png", "sizes-throughput.png"] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

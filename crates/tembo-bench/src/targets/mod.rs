@@ -169,6 +169,9 @@ impl TargetKind {
 
     /// Whether each acknowledged write is durable.
     pub fn durable(self) -> bool {
+        if let Some(s) = self.server() {
+            return s.durable();
+        }
         !matches!(
             self,
             TargetKind::CddsNone
@@ -178,8 +181,6 @@ impl TargetKind {
                 | TargetKind::SqliteNoSync
                 | TargetKind::BdbNoSync
                 | TargetKind::RedbNoSync
-                | TargetKind::RedisEverysec
-                | TargetKind::RedisOff
         )
     }
 
