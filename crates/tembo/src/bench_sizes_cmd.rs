@@ -72,7 +72,10 @@ pub fn run(a: SizesArgs) -> Result<()> {
             .collect();
         let svg = plot::series_svg(
             "Puts per second against value size (CDDS thesis Figure 5.5)",
-            &format!("{} keys of {} bytes, each put its own request or commit, medians of {} runs", a.keys, a.key_bytes, cfg.runs),
+            &format!(
+                "{} keys of {} bytes, each put its own request or commit, medians of {} runs",
+                a.keys, a.key_bytes, cfg.runs
+            ),
             "value size (bytes)",
             "puts per second",
             &series,
