@@ -11,7 +11,7 @@ use tembo_bench::plot;
 use tembo_bench::workload::micro::Micro;
 use tembo_bench::workload::Workload;
 
-use crate::bench_targets_cmd::{run_combined, save, Common};
+use crate::bench_targets_cmd::{run_combined, save, write_chart, Common};
 
 /// The targets `sizes` measures unless told otherwise.
 const DEFAULT_TARGETS: &str = "tembo-serve,redis-always,redis-off";
@@ -80,10 +80,7 @@ pub fn run(a: SizesArgs) -> Result<()> {
             "puts per second",
             &series,
         )?;
-        let name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let out = stem.with_file_name(format!("{name}-puts-by-size"));
-        plot::write_svg_and_png(&out, &svg)?;
-        println!("wrote {}.svg and .png", out.display());
+        write_chart(stem, "puts-by-size", &svg)?;
     }
     Ok(())
 }

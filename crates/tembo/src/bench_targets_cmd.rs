@@ -292,11 +292,17 @@ pub fn run_ordering(a: OrderingArgs) -> Result<()> {
             "mean latency per operation (ns)",
             &series,
         )?;
-        let name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let out = stem.with_file_name(format!("{name}-write-ratio"));
-        plot::write_svg_and_png(&out, &svg)?;
-        println!("wrote {}.svg and .png", out.display());
+        write_chart(stem, "write-ratio", &svg)?;
     }
+    Ok(())
+}
+
+/// Writes `svg` as STEM-`suffix`.svg and .png and says so.
+pub(crate) fn write_chart(stem: &Path, suffix: &str, svg: &str) -> Result<()> {
+    let name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let out = stem.with_file_name(format!("{name}-{suffix}"));
+    plot::write_svg_and_png(&out, svg)?;
+    println!("wrote {}.svg and .png", out.display());
     Ok(())
 }
 
