@@ -108,9 +108,19 @@ fn micro_and_ycsb_run_over_the_network() {
         &dir.join("ycsb.json"),
     );
     check_report(&ycsb, &targets, 4);
-    // No server is left running: the bench stops every one it started.
+    // No run directory and no server is left: the bench stops every server
+    // it started (each ran with its run directory, under `dir`, as its
+    // working directory).
     let left = std::fs::read_dir(&dir).unwrap().filter_map(Result::ok).filter(|e| e.path().is_dir()).count();
     assert_eq!(left, 0, "a run directory was left behind in {}", dir.display());
+    let running: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| Some((e.file_name().into_string().ok()?, std::fs::read_link(e.path().join("cwd")).ok()?)))
+        .filter(|(_, cwd)| cwd.starts_with(&dir))
+        .map(|(pid, cwd)| format!("{pid} in {}", cwd.display()))
+        .collect();
+    assert!(running.is_empty(), "servers left running: {running:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -163,38 +163,74 @@ pub(super) struct NetTarget {
     scratch: Vec<u8>,
 }
 
+/// How many ports a server is offered before opening fails (another
+/// process may take a free port before the server binds it).
+const START_ATTEMPTS: usize = 3;
+
 /// Starts `server` with its files in the empty directory `dir` and
 /// connects to it; `indexed`: keep the key index scans need.
 ///
 /// # Errors
 /// The program missing (with what to install), a server that exits or does
-/// not answer within [`START_TIMEOUT`] (with the end of its log).
+/// not answer within [`START_TIMEOUT`] (with the end of its log), on every
+/// port tried.
 pub(super) fn open(server: Server, dir: &Path, size_hint: u64, indexed: bool) -> Result<Box<dyn Target>> {
     let Some(program) = server.program() else {
         bail!(server.missing_program_advice());
     };
-    let port = free_port()?;
     let log = dir.join("server.log");
-    let mut child = Command::new(&program)
+    let mut last = None;
+    for _ in 0..START_ATTEMPTS {
+        match start(server, &program, dir, &log, size_hint) {
+            Ok((child, client)) => {
+                let mut t = NetTarget {
+                    server,
+                    child: Some(child),
+                    client,
+                    log,
+                    indexed,
+                    mode: String::new(),
+                    scratch: Vec::new(),
+                };
+                t.mode = t.describe()?;
+                return Ok(Box::new(t));
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let e = last.expect("START_ATTEMPTS is not zero");
+    Err(e.context(format!(
+        "starting {} for the {} target ({START_ATTEMPTS} ports tried)",
+        program.display(),
+        server.name()
+    )))
+}
+
+/// One try: the server on a fresh port, and a connection to it that has
+/// checked, by its process id, that it is this child that answers.
+fn start(server: Server, program: &Path, dir: &Path, log: &Path, size_hint: u64) -> Result<(Child, Client)> {
+    let port = free_port()?;
+    let out = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("creating {}", log.display()))?;
+    let mut child = Command::new(program)
         .args(server.args(port, dir, size_hint))
         .current_dir(dir)
         .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?)
-        .stderr(std::fs::File::options().append(true).open(&log)?)
+        .stdout(out.try_clone()?)
+        .stderr(out)
         .spawn()
         .with_context(|| format!("starting {}", program.display()))?;
-    let client = match connect_when_ready(port, &log, &mut child) {
-        Ok(c) => c,
+    match connect_when_ready(port, log, &mut child) {
+        Ok(c) => Ok((child, c)),
         Err(e) => {
             let _ = child.kill();
             let _ = child.wait();
-            return Err(e.context(format!("starting {} for the {} target", program.display(), server.name())));
+            Err(e)
         }
-    };
-    let mut t =
-        NetTarget { server, child: Some(child), client, log, indexed, mode: String::new(), scratch: Vec::new() };
-    t.mode = t.describe()?;
-    Ok(Box::new(t))
+    }
 }
 
 fn free_port() -> Result<u16> {
@@ -209,24 +245,47 @@ fn log_tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
+/// The value of `name` in an INFO reply's `name:value` lines.
+fn info_field(info: &str, name: &str) -> Option<String> {
+    info.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':'))).map(|v| v.trim().to_string())
+}
+
+fn info(client: &mut Client, section: &[u8]) -> Result<String> {
+    match client.call(&[b"INFO", section])? {
+        Reply::Bulk(Some(b)) => Ok(String::from_utf8_lossy(&b).into_owned()),
+        other => bail!("INFO {} answered {other:?}", String::from_utf8_lossy(section)),
+    }
+}
+
 fn connect_when_ready(port: u16, log: &Path, child: &mut Child) -> Result<Client> {
     let deadline = Instant::now() + START_TIMEOUT;
+    let mut last;
     loop {
         if let Some(status) = child.try_wait()? {
             bail!("the server exited ({status}) before answering; its log ends:\n{}", log_tail(log));
         }
-        if let Ok(mut c) = Client::connect(port, Duration::from_millis(200)) {
-            match c.call(&[b"PING"]) {
-                Ok(Reply::Status(s)) if s == "PONG" => return Ok(c),
+        // Short timeouts while probing, so a listener that never answers
+        // cannot hold the start past its deadline.
+        match Client::connect(port, Duration::from_millis(500)) {
+            Ok(mut c) => match c.call(&[b"PING"]) {
+                Ok(Reply::Status(s)) if s == "PONG" => {
+                    let pid = info_field(&info(&mut c, b"server")?, "process_id");
+                    if pid.as_deref() != Some(child.id().to_string().as_str()) {
+                        bail!("another process (pid {}) answered on port {port}", pid.unwrap_or_else(|| "?".into()));
+                    }
+                    c.use_request_timeout()?;
+                    return Ok(c);
+                }
                 // Redis answers -LOADING while it reads its files.
-                Ok(Reply::Error(_)) | Err(_) => {}
+                Ok(Reply::Error(e)) => last = format!("PING answered -{e}"),
+                Err(e) => last = format!("{e:#}"),
                 Ok(other) => bail!("server on port {port} answered PING with {other:?}"),
-            }
+            },
+            Err(e) => last = format!("{e:#}"),
         }
         if Instant::now() > deadline {
             bail!(
-                "the server on port {port} did not answer PING within {:?}; its log ends:\n{}",
-                START_TIMEOUT,
+                "the server on port {port} did not answer PING within {START_TIMEOUT:?} (last: {last}); its log ends:\n{}",
                 log_tail(log)
             );
         }
@@ -235,34 +294,30 @@ fn connect_when_ready(port: u16, log: &Path, child: &mut Child) -> Result<Client
 }
 
 impl NetTarget {
-    /// The mode in words, from the server's own INFO.
+    /// The mode in words, from the server's own INFO (and, for Redis, its
+    /// `appendfsync`), so a report says what actually ran.
     fn describe(&mut self) -> Result<String> {
-        let info = match self.client.call(&[b"INFO", b"server"])? {
-            Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
-            other => bail!("INFO server answered {other:?}"),
-        };
-        let field = |text: &str, name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(':')))
-                .map(str::trim)
-                .map(String::from)
-        };
         let how = if self.indexed { "one connection, keys indexed for scans" } else { "one connection" };
+        let server = info(&mut self.client, b"server")?;
+        let persistence = info(&mut self.client, b"persistence")?;
         Ok(match self.server {
             Server::Tembo => {
-                let persistence = match self.client.call(&[b"INFO", b"persistence"])? {
-                    Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
-                    other => bail!("INFO persistence answered {other:?}"),
-                };
-                let pool_mode = field(&persistence, "pool_mode").unwrap_or_else(|| "?".into());
+                let pool_mode = info_field(&persistence, "pool_mode").unwrap_or_else(|| "?".into());
                 format!("tembo serve over loopback, pool mode {pool_mode}, {how}")
             }
-            s => {
-                let version = field(&info, "redis_version").unwrap_or_else(|| "?".into());
-                let aof = match s {
-                    Server::RedisAlways => "AOF fsync always",
-                    Server::RedisEverysec => "AOF fsync everysec",
-                    _ => "no AOF, no RDB",
+            _ => {
+                let version = info_field(&server, "redis_version").unwrap_or_else(|| "?".into());
+                let aof = if info_field(&persistence, "aof_enabled").as_deref() == Some("1") {
+                    let fsync = match self.client.call(&[b"CONFIG", b"GET", b"appendfsync"])? {
+                        Reply::Array(Some(kv)) => match kv.get(1) {
+                            Some(Reply::Bulk(Some(v))) => String::from_utf8_lossy(v).into_owned(),
+                            _ => "?".into(),
+                        },
+                        other => bail!("CONFIG GET appendfsync answered {other:?}"),
+                    };
+                    format!("AOF fsync {fsync}")
+                } else {
+                    "no AOF, no RDB".into()
                 };
                 format!("redis-server {version} over loopback, {aof}, {how}")
             }
@@ -327,10 +382,12 @@ impl NetTarget {
             self.client.queue(&[b"ZADD", INDEX_KEY, b"0", key]);
         }
         self.client.flush()?;
-        let r = self.client.reply()?;
-        self.expect_ok("SET", r)?;
-        if self.indexed {
-            let r = self.client.reply()?;
+        // Both replies are read before either is judged, so that a refusal
+        // leaves the connection in step.
+        let set = self.client.reply()?;
+        let zadd = if self.indexed { Some(self.client.reply()?) } else { None };
+        self.expect_ok("SET", set)?;
+        if let Some(r) = zadd {
             self.expect_int("ZADD", r)?;
         }
         Ok(())
@@ -353,10 +410,10 @@ impl NetTarget {
             self.client.queue(&[b"ZREM", INDEX_KEY, key]);
         }
         self.client.flush()?;
-        let r = self.client.reply()?;
-        let n = self.expect_int("DEL", r)?;
-        if self.indexed {
-            let r = self.client.reply()?;
+        let del = self.client.reply()?;
+        let zrem = if self.indexed { Some(self.client.reply()?) } else { None };
+        let n = self.expect_int("DEL", del)?;
+        if let Some(r) = zrem {
             self.expect_int("ZREM", r)?;
         }
         Ok(n == 1)

@@ -12,7 +12,7 @@
 //! malformed or truncated reply is an error naming what was wrong, never a
 //! panic.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -35,8 +35,15 @@ pub enum Reply {
 
 /// Nesting deeper than this is refused (no reply the bench asks for nests).
 const MAX_DEPTH: usize = 8;
-/// A bulk string or array longer than this is refused as malformed.
-const MAX_LEN: i64 = 1 << 32;
+/// A bulk string longer than this (Redis's default `proto-max-bulk-len`)
+/// is refused as malformed, before anything is allocated for it.
+const MAX_BULK: i64 = 512 << 20;
+/// An array with more elements than this is refused as malformed.
+const MAX_ITEMS: i64 = 1 << 24;
+/// A reply's header line longer than this is refused as malformed.
+const MAX_LINE: u64 = 64 * 1024;
+/// How long a request may wait for the socket to take it or for its reply.
+const IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A connection to one server.
 #[derive(Debug)]
@@ -47,7 +54,8 @@ pub struct Client {
 
 impl Client {
     /// Connects to `127.0.0.1:port` with Nagle's algorithm off (every
-    /// request is one write and waits for its reply).
+    /// request is one write and waits for its reply); `timeout` bounds the
+    /// connect, and every later write and read (see [`Client::set_timeout`]).
     ///
     /// # Errors
     /// The connect error.
@@ -55,8 +63,28 @@ impl Client {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
         let stream = TcpStream::connect_timeout(&addr, timeout).with_context(|| format!("connecting to {addr}"))?;
         stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(60)))?;
-        Ok(Client { reader: BufReader::with_capacity(64 * 1024, stream), out: Vec::with_capacity(4096) })
+        let mut c = Client { reader: BufReader::with_capacity(64 * 1024, stream), out: Vec::with_capacity(4096) };
+        c.set_timeout(timeout)?;
+        Ok(c)
+    }
+
+    /// How long a write or a read may block before it fails.
+    ///
+    /// # Errors
+    /// The socket refusing the option.
+    pub fn set_timeout(&mut self, timeout: Duration) -> Result<()> {
+        let stream = self.reader.get_ref();
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        Ok(())
+    }
+
+    /// [`Client::set_timeout`] with the default for requests (60 s).
+    ///
+    /// # Errors
+    /// As [`Client::set_timeout`].
+    pub fn use_request_timeout(&mut self) -> Result<()> {
+        self.set_timeout(IO_TIMEOUT)
     }
 
     /// Queues one request; [`Client::flush`] sends what is queued.
@@ -117,14 +145,18 @@ pub fn read_reply(r: &mut impl BufRead, depth: usize) -> Result<Reply> {
         bail!("reply nests deeper than {MAX_DEPTH} arrays");
     }
     let mut line = Vec::with_capacity(32);
-    r.read_until(b'\n', &mut line).context("reading a reply")?;
+    r.by_ref().take(MAX_LINE).read_until(b'\n', &mut line).context("reading a reply")?;
     if line.is_empty() {
         bail!("the server closed the connection");
     }
     if !line.ends_with(b"\r\n") {
-        bail!("reply line not ended by CRLF: {:?}", String::from_utf8_lossy(&line));
+        let shown = String::from_utf8_lossy(&line[..line.len().min(80)]).into_owned();
+        bail!("reply line not ended by CRLF within {MAX_LINE} bytes: {shown:?}");
     }
     line.truncate(line.len() - 2);
+    if line.is_empty() {
+        bail!("empty reply line");
+    }
     let (kind, rest) = (line[0], &line[1..]);
     let text = || String::from_utf8_lossy(rest).into_owned();
     let number = || -> Result<i64> {
@@ -139,10 +171,14 @@ pub fn read_reply(r: &mut impl BufRead, depth: usize) -> Result<Reply> {
         b':' => Reply::Int(number()?),
         b'$' => match number()? {
             -1 => Reply::Bulk(None),
-            n if (0..MAX_LEN).contains(&n) => {
+            n if (0..=MAX_BULK).contains(&n) => {
                 let n = n as usize;
-                let mut body = vec![0u8; n + 2];
-                r.read_exact(&mut body).context("reading a bulk reply")?;
+                // Grown as the bytes arrive, not allocated from the header.
+                let mut body = Vec::with_capacity(n.min(1 << 20) + 2);
+                r.by_ref().take(n as u64 + 2).read_to_end(&mut body).context("reading a bulk reply")?;
+                if body.len() < n + 2 {
+                    bail!("bulk reply of {n} bytes cut short after {}", body.len());
+                }
                 if &body[n..] != b"\r\n" {
                     bail!("bulk reply of {n} bytes not ended by CRLF");
                 }
@@ -153,7 +189,7 @@ pub fn read_reply(r: &mut impl BufRead, depth: usize) -> Result<Reply> {
         },
         b'*' => match number()? {
             -1 => Reply::Array(None),
-            n if (0..MAX_LEN).contains(&n) => {
+            n if (0..=MAX_ITEMS).contains(&n) => {
                 let mut items = Vec::with_capacity((n as usize).min(1024));
                 for _ in 0..n {
                     items.push(read_reply(r, depth + 1)?);
@@ -240,5 +276,18 @@ mod tests {
         assert!(e.contains("closed"), "{e}");
         let deep = b"*1\r\n".repeat(MAX_DEPTH + 2);
         assert!(read_reply(&mut &deep[..], 0).is_err());
+        let e = read_reply(&mut &b"\r\n"[..], 0).unwrap_err().to_string();
+        assert!(e.contains("empty reply line"), "{e}");
+        // Lengths past the limits are refused from the header, before any
+        // allocation; a long header line is refused at the limit.
+        let e = read_reply(&mut &b"$4294967294\r\n"[..], 0).unwrap_err().to_string();
+        assert!(e.contains("bad bulk length"), "{e}");
+        let e = read_reply(&mut &b"*4294967294\r\n"[..], 0).unwrap_err().to_string();
+        assert!(e.contains("bad array length"), "{e}");
+        let long = [b"+".as_slice(), &vec![b'a'; MAX_LINE as usize + 10], b"\r\n"].concat();
+        let e = read_reply(&mut &long[..], 0).unwrap_err().to_string();
+        assert!(e.contains("not ended by CRLF"), "{e}");
+        let e = read_reply(&mut &b"$10\r\nabc"[..], 0).unwrap_err().to_string();
+        assert!(e.contains("cut short"), "{e}");
     }
 }
