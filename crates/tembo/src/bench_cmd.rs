@@ -46,7 +46,8 @@ pub enum BenchCommand {
         all with their files in --dir (default /dev/shm). Over loopback, through one RESP client and one \
         connection: `tembo serve` (tembo-serve) and redis-server with its AOF fsynced always, everysec or not \
         kept (redis-always, redis-everysec, redis-off), each started for the run with its files in --dir \
-        (SET, GET, DEL; the `network` group). Every get is checked against the value put. Prints \
+        (SET, GET, DEL; the `network` group, part of `all` wherever redis-server is on PATH: a request's \
+        loopback round trip makes them slow at large --keys). Every get is checked against the value put. Prints \
         ops/s (median of --runs), latency percentiles (HdrHistogram), and Tembo's flushed lines and fences per \
         op; --json saves everything with the machine, --plot draws throughput and latency charts (SVG + PNG).",
         after_help = "Examples:\n  tembo bench micro --keys 1000000 --value-bytes 256 --json docs/results/micro-1m-256.json\n  \

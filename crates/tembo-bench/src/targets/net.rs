@@ -19,6 +19,13 @@
 //! write as the `SET`), every delete removes it, and a scan is
 //! `ZRANGE idx [start + BYLEX LIMIT 0 n` followed by one `MGET`. Without
 //! scans no index is kept and `scan` is an error that says so.
+//!
+//! Each server is checked to be the child that was started (its INFO
+//! `process_id`) before it is measured, and a start that loses its port to
+//! another process is retried on a new one. Servers are stopped when their
+//! target is dropped, on errors and panics too; they share the bench's
+//! process group, so Ctrl-C stops them with it, but a bench killed with
+//! SIGKILL leaves them running (their working directory is the run's).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
