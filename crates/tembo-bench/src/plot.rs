@@ -7,6 +7,8 @@
 //!   orange, volatile ones in grey.
 //! - [`latency_svg`]: one panel per phase, per target the median latency as
 //!   a bar and the 99th percentile as a whisker, on a log scale.
+//! - [`flushes_svg`]: one panel per phase, the cache lines flushed and
+//!   the fences per operation of every target that counts them (Tembo's).
 //! - [`series_svg`]: a line chart of named series over a numeric x axis
 //!   (the ordering study: latency against write ratio).
 
@@ -20,6 +22,7 @@ const FONT: &str = "sans-serif";
 const TEMBO: RGBColor = RGBColor(0, 114, 178);
 const DURABLE_PEER: RGBColor = RGBColor(213, 94, 0);
 const VOLATILE: RGBColor = RGBColor(150, 150, 150);
+const FENCES: RGBColor = RGBColor(0, 158, 115);
 /// Line colours for series (Okabe–Ito, colour-blind safe).
 const COLORS: [RGBColor; 6] = [
     RGBColor(0, 114, 178),
@@ -81,6 +84,36 @@ pub fn latency_svg(r: &Report) -> Result<String> {
         color: color_of(&t.target, t.durable),
     });
     bar_panels("Latency per operation: median (bar) and 99th percentile (whisker), µs", &caption(r), &panels, true)
+}
+
+/// Cache lines flushed and fences per operation, one panel per phase,
+/// for the targets that count them; `None` when no target does.
+///
+/// # Errors
+/// Drawing errors.
+pub fn flushes_svg(r: &Report) -> Result<Option<String>> {
+    let panels: Vec<(String, Vec<Bar>)> = r
+        .phase_names()
+        .into_iter()
+        .map(|phase| {
+            let mut bars = Vec::new();
+            for t in &r.targets {
+                let Some(p) = t.phases.iter().find(|p| p.phase == phase) else { continue };
+                let counted = [(p.lines_per_op, "lines", TEMBO), (p.fences_per_op, "fences", FENCES)];
+                for (value, what, color) in counted {
+                    if let Some(value) = value {
+                        bars.push(Bar { label: format!("{} {what}", t.target), value, whisker: None, color });
+                    }
+                }
+            }
+            (phase, bars)
+        })
+        .filter(|(_, bars)| !bars.is_empty())
+        .collect();
+    if panels.is_empty() {
+        return Ok(None);
+    }
+    bar_panels("Cache lines flushed and fences per operation", &caption(r), &panels, false).map(Some)
 }
 
 fn panels(

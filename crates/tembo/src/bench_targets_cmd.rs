@@ -35,7 +35,7 @@ pub struct Common {
     /// Also write the report as JSON to FILE
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
-    /// Also draw charts: STEM-throughput.{svg,png} and STEM-latency.{svg,png}
+    /// Also draw charts: STEM-throughput, STEM-latency and (with a Tembo engine) STEM-flushes, .svg and .png
     #[arg(long, value_name = "STEM")]
     pub(crate) plot: Option<PathBuf>,
 }
@@ -111,7 +111,11 @@ fn draw(r: &Report, stem: &Path) -> Result<()> {
     let name = stem.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let dir = stem.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for (suffix, svg) in [("throughput", plot::throughput_svg(r)?), ("latency", plot::latency_svg(r)?)] {
+    let mut charts = vec![("throughput", plot::throughput_svg(r)?), ("latency", plot::latency_svg(r)?)];
+    if let Some(svg) = plot::flushes_svg(r)? {
+        charts.push(("flushes", svg));
+    }
+    for (suffix, svg) in charts {
         let out = dir.join(format!("{name}-{suffix}"));
         plot::write_svg_and_png(&out, &svg)?;
         println!("wrote {}.svg and .png", out.display());
