@@ -49,7 +49,8 @@ fn verbatim(r: &Reply) -> bool {
     }
 }
 
-fn to_server(r: &Reply) -> ServerReply {
+/// The same reply as the server's encoder takes it.
+pub fn to_server(r: &Reply) -> ServerReply {
     match r {
         Reply::Status(s) => ServerReply::Simple(s.clone()),
         Reply::Error(s) => ServerReply::Error(s.clone()),

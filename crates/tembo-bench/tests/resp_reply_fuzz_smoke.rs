@@ -7,6 +7,36 @@ mod logic {
     include!("../../../fuzz/fuzz_targets/resp_reply_logic.rs");
 }
 
+use proptest::prelude::*;
+use tembo_bench::targets::resp::{read_reply, Reply};
+
+fn reply_strategy() -> impl Strategy<Value = Reply> {
+    let leaf = prop_oneof![
+        "[a-zA-Z ]{0,12}".prop_map(Reply::Status),
+        "ERR [a-z ]{0,12}".prop_map(Reply::Error),
+        any::<i64>().prop_map(Reply::Int),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)).prop_map(Reply::Bulk),
+    ];
+    leaf.prop_recursive(3, 24, 6, |inner| {
+        proptest::option::of(proptest::collection::vec(inner, 0..6)).prop_map(Reply::Array)
+    })
+}
+
+proptest! {
+    /// What the server's encoder writes, the client reads back, and every
+    /// proper prefix of it is an error, not a reply or a panic.
+    #[test]
+    fn reads_what_the_server_writes(r in reply_strategy()) {
+        let mut bytes = Vec::new();
+        logic::to_server(&r).encode(2, &mut bytes);
+        prop_assert_eq!(read_reply(&mut &bytes[..], 0).unwrap(), r);
+        for cut in [0, bytes.len() / 2, bytes.len() - 1] {
+            prop_assert!(read_reply(&mut &bytes[..cut], 0).is_err());
+        }
+        logic::resp_reply(&bytes);
+    }
+}
+
 const SEEDS: &[&[u8]] = &[
     b"+OK\r\n",
     b"-ERR wrong number of arguments for 'get' command\r\n",
