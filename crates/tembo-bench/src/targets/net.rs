@@ -330,20 +330,6 @@ impl NetTarget {
             }
         })
     }
-
-    fn expect_ok(&self, what: &str, r: Reply) -> Result<()> {
-        match r {
-            Reply::Status(s) if s == "OK" => Ok(()),
-            other => bail!("{what} answered {other:?}"),
-        }
-    }
-
-    fn expect_int(&self, what: &str, r: Reply) -> Result<i64> {
-        match r {
-            Reply::Int(n) => Ok(n),
-            other => bail!("{what} answered {other:?}"),
-        }
-    }
 }
 
 impl Target for NetTarget {
@@ -383,20 +369,24 @@ impl NetTarget {
         })
     }
 
-    fn put_once(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.client.queue(&[b"SET", key, value]);
+    /// Sends `write` and, when the key index is kept, `index` in the same
+    /// write; both replies are read before either is judged, so that a
+    /// refusal leaves the connection in step.
+    fn indexed_write(&mut self, write: &[&[u8]], index: &[&[u8]]) -> Result<(Reply, Option<Reply>)> {
+        self.client.queue(write);
         if self.indexed {
-            self.client.queue(&[b"ZADD", INDEX_KEY, b"0", key]);
+            self.client.queue(index);
         }
         self.client.flush()?;
-        // Both replies are read before either is judged, so that a refusal
-        // leaves the connection in step.
-        let set = self.client.reply()?;
-        let zadd = if self.indexed { Some(self.client.reply()?) } else { None };
-        self.expect_ok("SET", set)?;
-        if let Some(r) = zadd {
-            self.expect_int("ZADD", r)?;
-        }
+        let first = self.client.reply()?;
+        let second = if self.indexed { Some(self.client.reply()?) } else { None };
+        Ok((first, second))
+    }
+
+    fn put_once(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let (set, zadd) = self.indexed_write(&[b"SET", key, value], &[b"ZADD", INDEX_KEY, b"0", key])?;
+        expect_ok("SET", set)?;
+        zadd.map(|r| expect_int("ZADD", r)).transpose()?;
         Ok(())
     }
 
@@ -412,17 +402,9 @@ impl NetTarget {
     }
 
     fn delete_once(&mut self, key: &[u8]) -> Result<bool> {
-        self.client.queue(&[b"DEL", key]);
-        if self.indexed {
-            self.client.queue(&[b"ZREM", INDEX_KEY, key]);
-        }
-        self.client.flush()?;
-        let del = self.client.reply()?;
-        let zrem = if self.indexed { Some(self.client.reply()?) } else { None };
-        let n = self.expect_int("DEL", del)?;
-        if let Some(r) = zrem {
-            self.expect_int("ZREM", r)?;
-        }
+        let (del, zrem) = self.indexed_write(&[b"DEL", key], &[b"ZREM", INDEX_KEY, key])?;
+        let n = expect_int("DEL", del)?;
+        zrem.map(|r| expect_int("ZREM", r)).transpose()?;
         Ok(n == 1)
     }
 
@@ -468,6 +450,20 @@ impl NetTarget {
             }
         }
         Ok(read)
+    }
+}
+
+fn expect_ok(what: &str, r: Reply) -> Result<()> {
+    match r {
+        Reply::Status(s) if s == "OK" => Ok(()),
+        other => bail!("{what} answered {other:?}"),
+    }
+}
+
+fn expect_int(what: &str, r: Reply) -> Result<i64> {
+    match r {
+        Reply::Int(n) => Ok(n),
+        other => bail!("{what} answered {other:?}"),
     }
 }
 
