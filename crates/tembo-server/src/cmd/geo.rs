@@ -102,9 +102,14 @@ fn unit(arg: &[u8]) -> Res<f64> {
     })
 }
 
+/// A number argument, with Redis's text for one that is not.
+fn number(arg: &[u8], what: &str) -> Res<f64> {
+    parse_score(arg).map_err(|_| CmdError::err(format!("need numeric {what}")))
+}
+
 /// A non-negative number argument, with Redis's text for a bad one.
 fn length(arg: &[u8], what: &str, negative: &str) -> Res<f64> {
-    let v = parse_score(arg).map_err(|_| CmdError::err(format!("need numeric {what}")))?;
+    let v = number(arg, what)?;
     if v < 0.0 {
         return Err(CmdError::err(negative));
     }
@@ -329,8 +334,12 @@ fn search_generic(cx: &mut Ctx, a: &[Vec<u8>], mode: Mode, nostore: bool) -> Cmd
             byradius = true;
             i += 2;
         } else if is(arg, "bybox") && left >= 3 && searchish && !byradius {
-            let width = length(&a[i + 1], "width", "height or width cannot be negative")?;
-            let height = length(&a[i + 2], "height", "height or width cannot be negative")?;
+            // Both numbers are parsed before either's sign is judged, as Redis does.
+            let width = number(&a[i + 1], "width")?;
+            let height = number(&a[i + 2], "height")?;
+            if width < 0.0 || height < 0.0 {
+                return Err(CmdError::err("height or width cannot be negative"));
+            }
             (s.shape, s.conversion) = (Shape::Box { width, height }, unit(&a[i + 3])?);
             bybox = true;
             i += 3;
