@@ -615,6 +615,85 @@ class Gen:
             return ["LRANGE", k, "0", "-1"]
         return [self.pick(["LPOP", "RPOP"]), k, self.pick(["0", "100", "-1", "9223372036854775807"])]
 
+    def extras(self):
+        """Bits, list searches and inserts, LCS, moves between databases,
+        absolute expiry times, SUBSTR."""
+        r = self.r
+        c = r.randint(0, 17)
+        k = self.key()
+
+        def offset():
+            if r.random() < 0.08:
+                return self.pick(["-1", "4294967296", "4294967295", "abc", "1.5", ""])
+            return str(r.randint(0, 40))
+
+        def unit():
+            return [self.pick(["BYTE", "BIT", "byte", "bit", "FOO"])] if r.random() < 0.4 else []
+
+        if c in (0, 1, 2):
+            return ["SETBIT", k, offset(), self.pick(["0", "1", "1", "2", "-1", "abc"])]
+        if c == 3:
+            return ["GETBIT", k, offset()]
+        if c in (4, 5):
+            cmd = ["BITCOUNT", k]
+            if r.random() < 0.7:
+                cmd += [self.int(-6, 6), self.int(-6, 6)] + unit()
+            elif r.random() < 0.5:
+                cmd.append(self.int(-6, 6))  # a start without an end: a syntax error
+            return cmd
+        if c in (6, 7):
+            cmd = ["BITPOS", k, self.pick(["0", "1", "1", "2", "abc"])]
+            n = r.randint(0, 2)
+            if n >= 1:
+                cmd.append(self.int(-6, 6))
+            if n >= 2:
+                cmd += [self.int(-6, 6)] + unit()
+            return cmd
+        if c == 8:
+            op = self.pick(["AND", "OR", "XOR", "NOT", "and", "FOO"])
+            return ["BITOP", op, self.key()] + self.keys(1, 1 if op == "NOT" and r.random() < 0.8 else 3)
+        if c in (9, 10):
+            cmd = ["LPOS", k, self.pick(["a", "b", self.member()])]
+            for _ in range(r.randint(0, 3)):
+                o = r.random()
+                if o < 0.35:
+                    cmd += ["RANK", self.pick(["1", "-1", "2", "-2", "0", "3", "abc",
+                                               "-9223372036854775808", "9223372036854775807"])]
+                elif o < 0.7:
+                    cmd += ["COUNT", self.pick(["0", "1", "2", "-1", "abc"])]
+                elif o < 0.95:
+                    cmd += ["MAXLEN", self.pick(["0", "1", "3", "-1", "abc"])]
+                else:
+                    cmd.append(self.pick(["RANK", "FOO"]))
+            return cmd
+        if c == 11:
+            return ["LINSERT", k, self.pick(["BEFORE", "AFTER", "before", "MIDDLE"]),
+                    self.pick(["a", "b", self.member()]), self.member()]
+        if c == 12:
+            return ["RPOPLPUSH", k, self.key()]
+        if c == 13:
+            cmd = ["LCS", k, self.key()]
+            for _ in range(r.randint(0, 3)):
+                o = r.random()
+                if o < 0.25:
+                    cmd.append("LEN")
+                elif o < 0.5:
+                    cmd.append("IDX")
+                elif o < 0.75:
+                    cmd += ["MINMATCHLEN", self.pick(["0", "1", "2", "-1", "abc"])]
+                elif o < 0.95:
+                    cmd.append("WITHMATCHLEN")
+                else:
+                    cmd.append("FOO")
+            return cmd
+        if c == 14:
+            return ["MOVE", k, self.pick(["0", "1", "1", "16", "-1", "abc"])]
+        if c == 15:
+            return ["SWAPDB", self.pick(["0", "1", "0"]), self.pick(["1", "0", "1", "16", "abc"])]
+        if c == 16:
+            return [self.pick(["EXPIRETIME", "PEXPIRETIME"]), k]
+        return ["SUBSTR", k, self.int(-12, 12), self.int(-12, 12)]
+
     def sets(self):
         r = self.r
         c = r.randint(0, 18)
@@ -1165,8 +1244,10 @@ class Gen:
             # Sorted sets 60%, sets 20%, keyspace 10%, transactions 10%.
             cmd = (self.zsets() if r < 0.6 else self.sets() if r < 0.8 else self.keyspace() if r < 0.9
                    else self.txn())
-        elif r < 0.17:
+        elif r < 0.13:
             cmd = self.strings()
+        elif r < 0.17:
+            cmd = self.extras()
         elif r < 0.29:
             cmd = self.keyspace()
         elif r < 0.41:
@@ -1197,7 +1278,7 @@ class Gen:
 SORTED = {"smembers", "hkeys", "hvals", "keys", "sinter", "sunion", "sdiff"}
 PAIRS = {"hgetall"}
 SCANS = {"scan": 1, "hscan": 2, "sscan": 2, "zscan": 2}  # where the cursor is
-TTLS = {"ttl": 1, "pttl": 1500}  # tolerance
+TTLS = {"ttl": 1, "pttl": 1500, "expiretime": 1, "pexpiretime": 1500}  # tolerance
 RANDOM = {"srandmember", "hrandfield", "zrandmember", "spop", "randomkey"}
 
 
@@ -1432,6 +1513,9 @@ class Runner:
             elif name == "select" and a == ("+", "OK"):
                 p.db = int(args[1])
                 p.dbs_used.add(p.db)
+        if name in ("move", "swapdb") and a[0] == ":" or a == ("+", "OK") and name == "swapdb":
+            # Keys reach the databases named (a queued one: at EXEC, harmless to add now).
+            p.dbs_used.update(int(x) for x in args[1 + (name == "move"):] if x.isdigit() and int(x) < 16)
         if name == "spop" and not in_multi and a[0] != "-":
             self.resync([p.db if which == "main" else 0], [args[1]])
         return a, b
@@ -1463,7 +1547,14 @@ class Runner:
         popped = False
         for qargs, x, y in zip(self.pair.queued, a[1], b[1]):
             qname = qargs[0].lower()
-            if popped or qname in RANDOM or qname in SCANS or self.loose(qargs):
+            if popped:
+                # The servers popped different members (see below), and
+                # what follows may differ in any way: a set emptied by an
+                # intersection on one side only is gone there, a later
+                # command on its key finds no type or another. After EXEC
+                # resync() copies the sets over and the states are compared.
+                ok = True
+            elif qname in RANDOM or qname in SCANS or self.loose(qargs):
                 # Random members or a cursor: compared only as a kind of reply.
                 ok = x[0] == y[0]
             else:
@@ -1472,7 +1563,7 @@ class Runner:
                 raise Mismatch(step, args, a, b, "inside EXEC, %s: redis %s, tembo %s" % (
                     cmdline(qargs), show(x), show(y)))
             # After an SPOP the sets may differ until resync(): what follows
-            # in this transaction is compared only by the kind of reply.
+            # in this transaction is not compared.
             popped |= qname == "spop" and x[0] != "-"
 
     def after_exec(self, reply):
@@ -1588,26 +1679,35 @@ class Runner:
             bad("repeats with a positive count")
 
     def resync(self, dbs, keys):
-        """Copies the sets among `keys` of databases `dbs` from the reference
-        to Tembo: an SPOP took different random members from each. The
-        copying commands (on the checking connection) go to both and are
+        """Copies `keys` of databases `dbs` from the reference to Tembo: an
+        SPOP took different random members from each, and commands after it
+        in a transaction (SUNIONSTORE, ZINTERSTORE, SMOVE, RENAME...) may
+        have carried the difference to keys of any type. Each key goes over
+        as the reference's DUMP, restored into both servers with its TTL (or
+        deleted from both). The commands (on the checking connection) are
         part of the history."""
         r, t = self.pair.conns["r"][2], self.pair.conns["t"][2]
         for db in dbs:
             cmds = [["SELECT", str(db)]]
             r.call(cmds[0])
             for key in sorted(set(keys)):
-                if r.call(["TYPE", key]) != ("+", "set"):
+                payload = r.call(["DUMP", key])
+                if payload[0] != "$":
+                    cmds.append(["DEL", key])
                     continue
-                members = items(r.call(["SMEMBERS", key]))
                 pttl = r.call(["PTTL", key])[1]
-                cmds += [["DEL", key], ["SADD", key] + [m[1] for m in members]]
-                if pttl > 0:
-                    cmds.append(["PEXPIRE", key, str(pttl)])
+                cmds.append(["RESTORE", key, str(max(pttl, 0)), payload[1], "REPLACE"])
             for cmd in cmds:
                 self.history.append(("check", cmd))
-                r.call(cmd)
-                t.call(cmd)
+                a, b = r.call(cmd), t.call(cmd)
+                if cmd[0] == "RESTORE" and (a != ("+", "OK") or b != ("+", "OK")):
+                    raise Mismatch(len(self.history) - 1, cmd, a, b, "resync after SPOP")
+
+    @staticmethod
+    def type_none(args):
+        """Whether a SCAN filters on the type "none"."""
+        up = [str(x).upper() for x in args]
+        return any(up[i] == "TYPE" and up[i + 1] == "NONE" for i in range(len(up) - 1))
 
     def full_scan(self, which, args):
         """A SCAN run to the end on both; compares the set of what came back."""
@@ -1655,8 +1755,15 @@ class Runner:
             results.append(got)
         self.history.append((which, list(args)))
         a, b = (unsign_zero(x) for x in results) if args[0].lower() == "zscan" else results
-        self.log(which, args, a, b, a == b)
-        if a != b:
+        ok = a == b
+        if not ok and self.expired_pending and self.type_none(args) and a[0] == b[0] == "scan":
+            # Redis 7.0's SCAN looks a key up for its type, which deletes
+            # one that has expired and calls it "none"; so TYPE none lists
+            # keys past their expiry until the active cycle removes them.
+            # Tembo lists none of them: only such keys may be extra.
+            ok = set(b[1]) <= set(a[1])
+        self.log(which, args, a, b, ok)
+        if not ok:
             raise Mismatch(step, args, a, b, "the full iteration differs")
         return a, b
 

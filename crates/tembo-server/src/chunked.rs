@@ -56,6 +56,11 @@ pub struct StringEdit {
 }
 
 impl StringEdit {
+    /// Whether the string existed before the edit.
+    pub fn existed(&self) -> bool {
+        self.old.is_some()
+    }
+
     /// Where the window starts in the string.
     pub fn lo(&self) -> u64 {
         self.lo

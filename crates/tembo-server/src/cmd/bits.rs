@@ -117,8 +117,14 @@ fn setbit(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut e = cx.edit_string(&a[1], |_| (byte, byte + 1))?;
     let mask = 1u8 << (7 - (offset & 7));
     let at = (byte - e.lo()) as usize;
+    let unchanged_len = e.existed() && byte < e.len;
     let bit = &mut e.bytes()[at];
     let was = (*bit & mask != 0) as i64;
+    if unchanged_len && (was == 1) == on {
+        // As in Redis 7.0: a bit that already holds the value writes
+        // nothing, and so breaks no WATCH and sends no event.
+        return Ok(Reply::Int(was));
+    }
     if on {
         *bit |= mask;
     } else {
@@ -181,16 +187,22 @@ fn count_ones(v: &[u8], (first, last): (u64, u64)) -> i64 {
 }
 
 fn bitcount(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
+    // Redis 7.0 looks the key up before it reads the range: a missing key
+    // counts 0 and a wrong type is refused whatever follows.
+    let Some(m) = string(cx, &a[1])? else { return Ok(Reply::Int(0)) };
     let range = match a.len() {
         2 => None,
         4 | 5 => {
             let (start, end) = (int(&a[2])?, int(&a[3])?);
+            if start < 0 && end < 0 && start > end {
+                // Redis 7.0 answers this before it reads the unit.
+                return Ok(Reply::Int(0));
+            }
             let in_bits = if a.len() == 5 { unit_is_bit(&a[4])? } else { false };
             Some((start, end, in_bits))
         }
         _ => return Err(CmdError::syntax()),
     };
-    let Some(m) = string(cx, &a[1])? else { return Ok(Reply::Int(0)) };
     let v = m.value;
     let span = match range {
         None => clamp_range(0, -1, v.len() as i64).map(|r| bit_span(r, false)),
@@ -204,9 +216,9 @@ fn bitcount(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 }
 
 fn bitpos(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let want = match a[2].as_slice() {
-        b"0" => 0u8,
-        b"1" => 1u8,
+    let want = match int(&a[2])? {
+        0 => 0u8,
+        1 => 1u8,
         _ => return Err(CmdError::err("The bit argument must be 1 or 0.")),
     };
     let Some(m) = string(cx, &a[1])? else { return Ok(Reply::Int(if want == 1 { -1 } else { 0 })) };

@@ -220,16 +220,12 @@ fn lpos(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 ));
             }
         } else if is(&a[j], "count") && more {
-            let n = int(&a[j + 1])?;
-            if n < 0 {
-                return Err(CmdError::err("COUNT can't be negative"));
-            }
+            // Redis gives this one text for a negative number and for none.
+            let n = int(&a[j + 1]).ok().filter(|n| *n >= 0).ok_or_else(|| CmdError::err("COUNT can't be negative"))?;
             count = Some(n as u64);
         } else if is(&a[j], "maxlen") && more {
-            let n = int(&a[j + 1])?;
-            if n < 0 {
-                return Err(CmdError::err("MAXLEN can't be negative"));
-            }
+            // Redis gives this one text for a negative number and for none.
+            let n = int(&a[j + 1]).ok().filter(|n| *n >= 0).ok_or_else(|| CmdError::err("MAXLEN can't be negative"))?;
             maxlen = n as u64;
         } else {
             return Err(CmdError::syntax());

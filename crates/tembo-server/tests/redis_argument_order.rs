@@ -1,0 +1,101 @@
+//! Replies where Redis 7.0.15's answer depends on the order in which it
+//! looks a key up and checks its arguments, or on whether a write changed
+//! anything. Each case was found by the differential test
+//! (`tests/server/differential.py`) with redis-server 7.0.15 as the oracle;
+//! the expected replies here are redis-server's.
+
+use std::sync::Arc;
+
+use tembo_server::resp::Reply;
+use tembo_server::Session;
+use tembo_store::{Db, Options};
+
+fn session() -> Session {
+    Session::new(Arc::new(Db::in_memory(&Options::with_size(16 << 20)).unwrap())).unwrap()
+}
+
+fn err(text: &str) -> Reply {
+    Reply::Error(text.to_string())
+}
+
+#[test]
+fn bitcount_looks_the_key_up_before_reading_its_range() {
+    let mut s = session();
+    // A missing key counts 0 whatever follows it.
+    assert_eq!(s.call(&["BITCOUNT", "nokey", "-3", "-6", "FOO"]), Reply::Int(0));
+    assert_eq!(s.call(&["BITCOUNT", "nokey", "d"]), Reply::Int(0));
+    assert_eq!(s.call(&["BITCOUNT", "nokey", "", "4"]), Reply::Int(0));
+    // A key of another type is refused before the range is read.
+    assert_eq!(s.call(&["SADD", "set", "a"]), Reply::Int(1));
+    assert_eq!(
+        s.call(&["BITCOUNT", "set", "x"]),
+        err("WRONGTYPE Operation against a key holding the wrong kind of value")
+    );
+    // On a string: the range is checked, and an empty negative range
+    // answers 0 before the unit is read.
+    assert_eq!(s.call(&["SET", "s", "foobar"]), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["BITCOUNT", "s", "d"]), err("ERR syntax error"));
+    assert_eq!(s.call(&["BITCOUNT", "s", "-1", "-5", "FOO"]), Reply::Int(0));
+    assert_eq!(s.call(&["BITCOUNT", "s", "0", "-1", "FOO"]), err("ERR syntax error"));
+    assert_eq!(s.call(&["BITCOUNT", "s", "1", "1", "BYTE"]), Reply::Int(6));
+}
+
+#[test]
+fn bitpos_reads_its_bit_as_an_integer_first() {
+    let mut s = session();
+    assert_eq!(s.call(&["BITPOS", "nokey", "abc"]), err("ERR value is not an integer or out of range"));
+    assert_eq!(s.call(&["BITPOS", "nokey", "01"]), err("ERR value is not an integer or out of range"));
+    assert_eq!(s.call(&["BITPOS", "nokey", "2"]), err("ERR The bit argument must be 1 or 0."));
+    assert_eq!(s.call(&["BITPOS", "nokey", "1"]), Reply::Int(-1));
+    assert_eq!(s.call(&["BITPOS", "nokey", "0"]), Reply::Int(0));
+}
+
+#[test]
+fn lpos_names_the_option_whose_number_is_bad() {
+    let mut s = session();
+    assert_eq!(s.call(&["RPUSH", "l", "a", "b", "a"]), Reply::Int(3));
+    assert_eq!(s.call(&["LPOS", "l", "a", "COUNT", "abc"]), err("ERR COUNT can't be negative"));
+    assert_eq!(s.call(&["LPOS", "l", "a", "COUNT", "-1"]), err("ERR COUNT can't be negative"));
+    assert_eq!(s.call(&["LPOS", "l", "a", "MAXLEN", "abc"]), err("ERR MAXLEN can't be negative"));
+    assert_eq!(s.call(&["LPOS", "l", "a", "MAXLEN", "-1"]), err("ERR MAXLEN can't be negative"));
+    assert_eq!(s.call(&["LPOS", "l", "a", "RANK", "abc"]), err("ERR value is not an integer or out of range"));
+    assert_eq!(s.call(&["LPOS", "l", "a", "COUNT", "0"]), Reply::Array(vec![Reply::Int(0), Reply::Int(2)]));
+}
+
+#[test]
+fn geosearch_box_parses_both_sides_before_judging_signs() {
+    let mut s = session();
+    assert_eq!(s.call(&["GEOADD", "g", "1", "1", "a"]), Reply::Int(1));
+    let search =
+        |s: &mut Session, w: &str, h: &str| s.call(&["GEOSEARCH", "g", "FROMMEMBER", "a", "BYBOX", w, h, "km"]);
+    assert_eq!(search(&mut s, "-1", "x"), err("ERR need numeric height"));
+    assert_eq!(search(&mut s, "x", "-1"), err("ERR need numeric width"));
+    assert_eq!(search(&mut s, "-1", "1"), err("ERR height or width cannot be negative"));
+    assert_eq!(search(&mut s, "1", "-1"), err("ERR height or width cannot be negative"));
+    assert_eq!(search(&mut s, "1", "1"), Reply::Array(vec![Reply::Bulk(b"a".to_vec())]));
+}
+
+/// SETBIT of a bit that already holds the value changes nothing, so a
+/// WATCH on the key stays whole (Redis 7.0); one that flips a bit, or
+/// grows the string, breaks it.
+#[test]
+fn setbit_that_changes_nothing_breaks_no_watch() {
+    let mut s = session();
+    // "0.25": byte 2 is '2' (0x32), whose bit 18 (third from the top) is set.
+    assert_eq!(s.call(&["SET", "k", "0.25"]), Reply::Simple("OK".into()));
+    let exec_after = |s: &mut Session, write: &[&str]| {
+        assert_eq!(s.call(&["WATCH", "k"]), Reply::Simple("OK".into()));
+        s.call(write);
+        assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
+        assert_eq!(s.call(&["GET", "k"]), Reply::Simple("QUEUED".into()));
+        s.call(&["EXEC"])
+    };
+    assert_eq!(s.call(&["GETBIT", "k", "18"]), Reply::Int(1));
+    assert!(matches!(exec_after(&mut s, &["SETBIT", "k", "18", "1"]), Reply::Array(_)));
+    assert_eq!(s.call(&["GETBIT", "k", "17"]), Reply::Int(0));
+    assert!(matches!(exec_after(&mut s, &["SETBIT", "k", "17", "0"]), Reply::Array(_)));
+    assert_eq!(exec_after(&mut s, &["SETBIT", "k", "17", "1"]), Reply::NilArray);
+    // A clear bit past the end grows the string: a change.
+    assert_eq!(exec_after(&mut s, &["SETBIT", "k", "100", "0"]), Reply::NilArray);
+    assert_eq!(s.call(&["STRLEN", "k"]), Reply::Int(13));
+}
