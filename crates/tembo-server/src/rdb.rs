@@ -10,9 +10,9 @@
 //! type's encoding: of what 7.2 added it reads listpack sets (type 20) and
 //! streams with consumers' active time (type 21); 7.4's hashes with field
 //! expiry (types 22–25) are refused as a bad format, as unknown types are.
-//! Strings are written raw (always valid RDB); reading also accepts
-//! Redis's integer-encoded and LZF-compressed strings, which Redis writes
-//! whenever `rdbcompression` is on (its default).
+//! Strings are written LZF-compressed where that saves bytes (DUMP and RDB
+//! files, as Redis writes them while `rdbcompression` is on, its default),
+//! else raw; reading also accepts Redis's integer-encoded strings.
 
 /// The RDB version Tembo writes (Redis 7.0's).
 pub const RDB_VERSION: u16 = 10;

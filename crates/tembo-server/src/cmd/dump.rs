@@ -52,9 +52,14 @@ fn dump(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(Reply::Bulk(payload(cx, key, &m)?))
 }
 
-/// A key's value serialized as DUMP gives it (RESTORE's payload; MIGRATE sends it).
+/// A key's value serialized as DUMP gives it (RESTORE's payload; MIGRATE
+/// sends it). Its strings are LZF-compressed where that pays, as Redis's
+/// DUMP does under its default `rdbcompression yes`: besides smaller
+/// payloads, that keeps the DUMP of a string near the 512 MiB limit (a
+/// SETBIT far out) under `proto-max-bulk-len`, so that RESTORE, here or in
+/// Redis, can take it back.
 pub(super) fn payload(cx: &mut Ctx, key: &[u8], m: &Meta) -> Result<Vec<u8>, CmdError> {
-    Ok(rdb::seal(rdb_value::encode(&value_of(cx, key, m)?)))
+    Ok(rdb::seal(rdb_value::encode_compressed(&value_of(cx, key, m)?)))
 }
 
 /// A key's whole value (`m` as a lookup gives it).

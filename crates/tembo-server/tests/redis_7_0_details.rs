@@ -1,8 +1,9 @@
-//! Replies where Redis 7.0.15's answer depends on the order in which it
-//! looks a key up and checks its arguments, or on whether a write changed
-//! anything. Each case was found by the differential test
-//! (`tests/server/differential.py`) with redis-server 7.0.15 as the oracle;
-//! the expected replies here are redis-server's.
+//! Details of Redis 7.0.15's behaviour: replies that depend on the order in
+//! which it looks a key up and checks its arguments, on whether a write
+//! changed anything, and the compression of DUMP payloads. Each case was
+//! found by the differential test (`tests/server/differential.py`) with
+//! redis-server 7.0.15 as the oracle; the expected replies here are
+//! redis-server's.
 
 use std::sync::Arc;
 
@@ -98,4 +99,20 @@ fn setbit_that_changes_nothing_breaks_no_watch() {
     // A clear bit past the end grows the string: a change.
     assert_eq!(exec_after(&mut s, &["SETBIT", "k", "100", "0"]), Reply::NilArray);
     assert_eq!(s.call(&["STRLEN", "k"]), Reply::Int(13));
+}
+
+/// DUMP compresses strings as Redis does (`rdbcompression yes`): the
+/// payload of a long run of zeros is small, and restores to the same value.
+#[test]
+fn dump_compresses_strings() {
+    let mut s = session();
+    assert_eq!(s.call(&["SETBIT", "k", "8388607", "1"]), Reply::Int(0));
+    let Reply::Bulk(payload) = s.call(&["DUMP", "k"]) else { panic!("DUMP gave no payload") };
+    assert!(payload.len() < 20_000, "a 1 MiB string of zeros dumped to {} bytes", payload.len());
+    let mut args: Vec<Vec<u8>> = ["RESTORE", "k2", "0"].iter().map(|a| a.as_bytes().to_vec()).collect();
+    args.push(payload);
+    assert_eq!(s.call(&args), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["STRLEN", "k2"]), Reply::Int(1 << 20));
+    assert_eq!(s.call(&["GETBIT", "k2", "8388607"]), Reply::Int(1));
+    assert_eq!(s.call(&["BITCOUNT", "k2"]), Reply::Int(1));
 }
