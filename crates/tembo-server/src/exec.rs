@@ -167,6 +167,10 @@ pub struct State {
     pub slowlog: crate::cmd::slowlog::SlowLog,
     /// `notify-keyspace-events` as flags (`crate::notify`); 0 = off.
     pub notify_flags: u32,
+    /// Writes of the running command change only a value's encoding (as
+    /// PFDEBUG TODENSE does): like Redis, they break no WATCH, send no
+    /// event and invalidate no client's cache.
+    pub encoding_only: bool,
     /// Keys the running command touched, for its notifications.
     pub notes: Vec<crate::notify::Note>,
     /// The Lua interpreter, script cache and function libraries, made on
@@ -322,6 +326,7 @@ impl State {
             tracking: Default::default(),
             script_keys: None,
             notify_flags: 0,
+            encoding_only: false,
             slowlog: Default::default(),
             notes: Vec::new(),
             monitors: Vec::new(),
@@ -1177,6 +1182,9 @@ impl State {
     /// Marks every client watching `key` of `db`; `current` is the client
     /// running a command (not in `clients` meanwhile), if any.
     pub fn touch(&mut self, db: u8, key: &[u8], current: Option<&mut Client>) {
+        if self.encoding_only {
+            return;
+        }
         if self.notify_flags != 0 {
             crate::notify::note(self, db, key, false, false);
         }

@@ -116,3 +116,26 @@ fn dump_compresses_strings() {
     assert_eq!(s.call(&["GETBIT", "k2", "8388607"]), Reply::Int(1));
     assert_eq!(s.call(&["BITCOUNT", "k2"]), Reply::Int(1));
 }
+
+/// PFDEBUG GETREG and TODENSE make a sparse HyperLogLog dense without
+/// changing its registers: in Redis 7.0 that breaks no WATCH. PFADD that
+/// changes a register does.
+#[test]
+fn pfdebug_densifying_breaks_no_watch() {
+    let mut s = session();
+    let watched_exec = |s: &mut Session, write: &[&str]| {
+        assert_eq!(s.call(&["WATCH", "h"]), Reply::Simple("OK".into()));
+        s.call(write);
+        assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
+        assert_eq!(s.call(&["PFCOUNT", "h"]), Reply::Simple("QUEUED".into()));
+        s.call(&["EXEC"])
+    };
+    assert_eq!(s.call(&["PFADD", "h", "a", "b", "c"]), Reply::Int(1));
+    assert_eq!(s.call(&["PFDEBUG", "ENCODING", "h"]), Reply::Simple("sparse".into()));
+    assert_eq!(watched_exec(&mut s, &["PFDEBUG", "GETREG", "h"]), Reply::Array(vec![Reply::Int(3)]));
+    assert_eq!(s.call(&["PFDEBUG", "ENCODING", "h"]), Reply::Simple("dense".into()));
+    assert_eq!(s.call(&["DEL", "h"]), Reply::Int(1));
+    assert_eq!(s.call(&["PFADD", "h", "a"]), Reply::Int(1));
+    assert_eq!(watched_exec(&mut s, &["PFDEBUG", "TODENSE", "h"]), Reply::Array(vec![Reply::Int(1)]));
+    assert_eq!(watched_exec(&mut s, &["PFADD", "h", "z"]), Reply::NilArray);
+}

@@ -95,6 +95,15 @@ fn store(cx: &mut Ctx, key: &[u8], old: Option<&Meta>, v: Vec<u8>) -> Res<()> {
     put_string(cx, key, old, v, exp)
 }
 
+/// Stores a sparse HyperLogLog made dense: the same registers, so as in
+/// Redis 7.0 (PFDEBUG GETREG / TODENSE) no WATCH breaks and no event goes out.
+fn store_encoding(cx: &mut Ctx, key: &[u8], old: &Meta, v: Vec<u8>) -> Res<()> {
+    cx.st.encoding_only = true;
+    let stored = store(cx, key, Some(old), v);
+    cx.st.encoding_only = false;
+    stored
+}
+
 fn pfadd(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let max = sparse_max(cx);
     let old = lookup_hll(cx, &a[1])?;
@@ -183,7 +192,7 @@ fn pfdebug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         let mut v = m.value.clone();
         if sparse {
             hll::to_dense(&mut v).map_err(|_| invalid())?;
-            store(cx, &a[2], Some(&m), v.clone())?;
+            store_encoding(cx, &a[2], &m, v.clone())?;
         }
         let regs = &v[HDR..];
         Ok(Reply::Array((0..REGISTERS).map(|i| Reply::Int(hll::dense_get(regs, i) as i64)).collect()))
@@ -200,7 +209,7 @@ fn pfdebug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         let mut v = m.value.clone();
         hll::to_dense(&mut v).map_err(|_| invalid())?;
-        store(cx, &a[2], Some(&m), v)?;
+        store_encoding(cx, &a[2], &m, v)?;
         Ok(Reply::Int(1))
     } else {
         Err(CmdError::err(format!("Unknown PFDEBUG subcommand '{}'", String::from_utf8_lossy(sub))))
