@@ -139,3 +139,31 @@ fn pfdebug_densifying_breaks_no_watch() {
     assert_eq!(watched_exec(&mut s, &["PFDEBUG", "TODENSE", "h"]), Reply::Array(vec![Reply::Int(1)]));
     assert_eq!(watched_exec(&mut s, &["PFADD", "h", "z"]), Reply::NilArray);
 }
+
+/// RPOPLPUSH / LMOVE of a one-element list onto itself leaves the list as
+/// it was: Redis keeps the key and its TTL (Tembo dropped the key when the
+/// pop emptied it and made a new one without the TTL), and a WATCH on it
+/// breaks as for any write.
+#[test]
+fn rotating_a_one_element_list_keeps_its_ttl() {
+    let mut s = session();
+    assert_eq!(s.call(&["RPUSH", "l", "A"]), Reply::Int(1));
+    assert_eq!(s.call(&["PEXPIRE", "l", "25979416"]), Reply::Int(1));
+    assert_eq!(s.call(&["RPOPLPUSH", "l", "l"]), Reply::Bulk(b"A".to_vec()));
+    assert_eq!(s.call(&["LMOVE", "l", "l", "LEFT", "RIGHT"]), Reply::Bulk(b"A".to_vec()));
+    assert!(matches!(s.call(&["PTTL", "l"]), Reply::Int(t) if t > 25_000_000), "the TTL was lost");
+    assert_eq!(s.call(&["LRANGE", "l", "0", "-1"]), Reply::Array(vec![Reply::Bulk(b"A".to_vec())]));
+    assert_eq!(s.call(&["WATCH", "l"]), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["RPOPLPUSH", "l", "l"]), Reply::Bulk(b"A".to_vec()));
+    assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["LLEN", "l"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(s.call(&["EXEC"]), Reply::NilArray);
+    // Two elements rotate, and the TTL stays too.
+    assert_eq!(s.call(&["RPUSH", "l", "B"]), Reply::Int(2));
+    assert_eq!(s.call(&["RPOPLPUSH", "l", "l"]), Reply::Bulk(b"B".to_vec()));
+    assert_eq!(
+        s.call(&["LRANGE", "l", "0", "-1"]),
+        Reply::Array(vec![Reply::Bulk(b"B".to_vec()), Reply::Bulk(b"A".to_vec())])
+    );
+    assert!(matches!(s.call(&["PTTL", "l"]), Reply::Int(t) if t > 25_000_000), "the TTL was lost");
+}

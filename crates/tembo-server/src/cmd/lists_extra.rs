@@ -140,6 +140,14 @@ pub(super) fn move_one(
     to_left: bool,
 ) -> CmdResult {
     cx.lookup_kind(dst, Kind::List)?;
+    if src == dst && src_meta.size == 1 {
+        // Popping a list's only element and pushing it back leaves it as it
+        // was: Redis keeps the key, and its TTL, and signals the change.
+        let v = cx.sub_get(src, src_meta, &at(src_meta.head))?.ok_or_else(|| CmdError::corrupt(src))?;
+        let seen = cx.client.db;
+        cx.st.touch(seen, src, Some(&mut *cx.client));
+        return Ok(Reply::Bulk(v));
+    }
     let v = pop_n(cx, src, src_meta, from_left, 1)?.pop().ok_or_else(|| CmdError::corrupt(src))?;
     push_one(cx, dst, v.clone(), to_left)?;
     Ok(Reply::Bulk(v))
