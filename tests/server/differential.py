@@ -619,7 +619,7 @@ class Gen:
         """Bits, list searches and inserts, LCS, moves between databases,
         absolute expiry times, SUBSTR."""
         r = self.r
-        c = r.randint(0, 17)
+        c = r.randint(0, 18)
         k = self.key()
 
         def offset():
@@ -693,7 +693,40 @@ class Gen:
             return ["SWAPDB", self.pick(["0", "1", "0"]), self.pick(["1", "0", "1", "16", "abc"])]
         if c == 16:
             return [self.pick(["EXPIRETIME", "PEXPIRETIME"]), k]
+        if c == 17:
+            return self.sort(k)
         return ["SUBSTR", k, self.int(-12, 12), self.int(-12, 12)]
+
+    def sort(self, k):
+        """SORT / SORT_RO with BY and GET patterns over the key space
+        (members such as "1" name keys "k1"), LIMIT, ASC/DESC, ALPHA and
+        STORE. Never BY nosort, nor a BY pattern without `*` (the same):
+        a set's order would then be its hash table's. Nor ALPHA with BY:
+        Redis then leaves elements whose weights tie (or are missing) in
+        the order it loaded them, a set's or sorted set's hash-table order
+        (numeric sorting breaks ties by the elements themselves)."""
+        r = self.r
+        name = self.pick(["SORT", "SORT", "SORT_RO"])
+        cmd = [name, k]
+        for _ in range(r.randint(0, 4)):
+            o = r.random()
+            if o < 0.2:
+                if not any(str(x).upper() == "ALPHA" for x in cmd):
+                    cmd += ["BY", self.pick(["k*", "*", "w_*", "k*->a"])]
+            elif o < 0.4:
+                cmd += ["GET", self.pick(["#", "k*", "k*->a", "k*->", "w_*"])]
+            elif o < 0.55:
+                cmd += ["LIMIT", self.int(-2, 4), self.int(-2, 4)]
+            elif o < 0.7:
+                cmd.append(self.pick(["ASC", "DESC", "desc"]))
+            elif o < 0.85:
+                if not any(str(x).upper() == "BY" for x in cmd):
+                    cmd.append(self.pick(["ALPHA", "alpha"]))
+            elif o < 0.95 and name == "SORT":
+                cmd += ["STORE", self.key()]
+            else:
+                cmd.append(self.pick(["FOO", "LIMIT", "BY", "GET", "STORE"]))
+        return cmd
 
     def sets(self):
         r = self.r

@@ -167,3 +167,23 @@ fn rotating_a_one_element_list_keeps_its_ttl() {
     );
     assert!(matches!(s.call(&["PTTL", "l"]), Reply::Int(t) if t > 25_000_000), "the TTL was lost");
 }
+
+/// SORT's numeric mode reads weights with C's `strtod`, as Redis 7.0
+/// does: an empty string weighs 0, leading blanks and hex floats are
+/// numbers; a trailing blank, or a value that overflows, is an error.
+#[test]
+fn sort_reads_weights_as_strtod_does() {
+    let mut s = session();
+    assert_eq!(s.call(&["RPUSH", "l", "1.5", "", " 2", "0x10", "-1"]), Reply::Int(5));
+    let bulks = |xs: &[&str]| Reply::Array(xs.iter().map(|x| Reply::Bulk(x.as_bytes().to_vec())).collect());
+    assert_eq!(s.call(&["SORT", "l"]), bulks(&["-1", "", "1.5", " 2", "0x10"]));
+    assert_eq!(s.call(&["RPUSH", "l", "1 "]), Reply::Int(6));
+    let refused = err("ERR One or more scores can't be converted into double");
+    assert_eq!(s.call(&["SORT", "l"]), refused);
+    assert_eq!(s.call(&["DEL", "l"]), Reply::Int(1));
+    assert_eq!(s.call(&["RPUSH", "l", "1e400"]), Reply::Int(1));
+    assert_eq!(s.call(&["SORT", "l"]), refused);
+    // A missing BY weight is 0, and ties fall back to the elements.
+    assert_eq!(s.call(&["RPUSH", "m", "b", "a"]), Reply::Int(2));
+    assert_eq!(s.call(&["SORT", "m", "BY", "w_*"]), bulks(&["a", "b"]));
+}

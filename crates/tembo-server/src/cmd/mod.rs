@@ -53,6 +53,7 @@ mod stream_info;
 mod stream_pel;
 mod streams;
 mod strings;
+mod strtod;
 mod txn;
 mod zparse;
 mod zsets;

@@ -11,7 +11,7 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
-use super::args::{is, parse_float};
+use super::args::is;
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, LIST_MID, SUB, ZIDX};
 use crate::exec::Ctx;
@@ -219,8 +219,7 @@ fn order(cx: &mut Ctx, req: &Request, items: &mut Vec<Vec<u8>>) -> Res<()> {
             None => Some(elem.clone()),
         };
         let score = match (&by, req.alpha) {
-            (Some(v), false) => parse_float(v)
-                .filter(|s| !s.is_nan())
+            (Some(v), false) => super::strtod::sort_weight(v)
                 .ok_or_else(|| CmdError::err("One or more scores can't be converted into double"))?,
             _ => 0.0,
         };
