@@ -19,6 +19,16 @@ fn err(text: &str) -> Reply {
     Reply::Error(text.to_string())
 }
 
+/// WATCH `key`, run `write`, then EXEC a transaction of `queued`: EXEC's
+/// reply (a nil array when the write broke the WATCH).
+fn exec_after_watch(s: &mut Session, key: &str, write: &[&str], queued: &[&str]) -> Reply {
+    assert_eq!(s.call(&["WATCH", key]), Reply::Simple("OK".into()));
+    s.call(write);
+    assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
+    assert_eq!(s.call(queued), Reply::Simple("QUEUED".into()));
+    s.call(&["EXEC"])
+}
+
 #[test]
 fn bitcount_looks_the_key_up_before_reading_its_range() {
     let mut s = session();
@@ -84,13 +94,7 @@ fn setbit_that_changes_nothing_breaks_no_watch() {
     let mut s = session();
     // "0.25": byte 2 is '2' (0x32), whose bit 18 (third from the top) is set.
     assert_eq!(s.call(&["SET", "k", "0.25"]), Reply::Simple("OK".into()));
-    let exec_after = |s: &mut Session, write: &[&str]| {
-        assert_eq!(s.call(&["WATCH", "k"]), Reply::Simple("OK".into()));
-        s.call(write);
-        assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
-        assert_eq!(s.call(&["GET", "k"]), Reply::Simple("QUEUED".into()));
-        s.call(&["EXEC"])
-    };
+    let exec_after = |s: &mut Session, write: &[&str]| exec_after_watch(s, "k", write, &["GET", "k"]);
     assert_eq!(s.call(&["GETBIT", "k", "18"]), Reply::Int(1));
     assert!(matches!(exec_after(&mut s, &["SETBIT", "k", "18", "1"]), Reply::Array(_)));
     assert_eq!(s.call(&["GETBIT", "k", "17"]), Reply::Int(0));
@@ -123,13 +127,7 @@ fn dump_compresses_strings() {
 #[test]
 fn pfdebug_densifying_breaks_no_watch() {
     let mut s = session();
-    let watched_exec = |s: &mut Session, write: &[&str]| {
-        assert_eq!(s.call(&["WATCH", "h"]), Reply::Simple("OK".into()));
-        s.call(write);
-        assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
-        assert_eq!(s.call(&["PFCOUNT", "h"]), Reply::Simple("QUEUED".into()));
-        s.call(&["EXEC"])
-    };
+    let watched_exec = |s: &mut Session, write: &[&str]| exec_after_watch(s, "h", write, &["PFCOUNT", "h"]);
     assert_eq!(s.call(&["PFADD", "h", "a", "b", "c"]), Reply::Int(1));
     assert_eq!(s.call(&["PFDEBUG", "ENCODING", "h"]), Reply::Simple("sparse".into()));
     assert_eq!(watched_exec(&mut s, &["PFDEBUG", "GETREG", "h"]), Reply::Array(vec![Reply::Int(3)]));
@@ -153,11 +151,7 @@ fn rotating_a_one_element_list_keeps_its_ttl() {
     assert_eq!(s.call(&["LMOVE", "l", "l", "LEFT", "RIGHT"]), Reply::Bulk(b"A".to_vec()));
     assert!(matches!(s.call(&["PTTL", "l"]), Reply::Int(t) if t > 25_000_000), "the TTL was lost");
     assert_eq!(s.call(&["LRANGE", "l", "0", "-1"]), Reply::Array(vec![Reply::Bulk(b"A".to_vec())]));
-    assert_eq!(s.call(&["WATCH", "l"]), Reply::Simple("OK".into()));
-    assert_eq!(s.call(&["RPOPLPUSH", "l", "l"]), Reply::Bulk(b"A".to_vec()));
-    assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
-    assert_eq!(s.call(&["LLEN", "l"]), Reply::Simple("QUEUED".into()));
-    assert_eq!(s.call(&["EXEC"]), Reply::NilArray);
+    assert_eq!(exec_after_watch(&mut s, "l", &["RPOPLPUSH", "l", "l"], &["LLEN", "l"]), Reply::NilArray);
     // Two elements rotate, and the TTL stays too.
     assert_eq!(s.call(&["RPUSH", "l", "B"]), Reply::Int(2));
     assert_eq!(s.call(&["RPOPLPUSH", "l", "l"]), Reply::Bulk(b"B".to_vec()));
