@@ -1729,8 +1729,10 @@ class Runner:
                 if payload[0] != "$":
                     cmds.append(["DEL", key])
                     continue
-                pttl = r.call(["PTTL", key])[1]
-                cmds.append(["RESTORE", key, str(max(pttl, 0)), payload[1], "REPLACE"])
+                # The absolute expiry: a relative one would drift, and near
+                # the end of time overflow (Redis then drops the key).
+                at = r.call(["PEXPIRETIME", key])[1]
+                cmds.append(["RESTORE", key, str(max(at, 0)), payload[1], "REPLACE", "ABSTTL"])
             for cmd in cmds:
                 self.history.append(("check", cmd))
                 a, b = r.call(cmd), t.call(cmd)

@@ -181,3 +181,30 @@ fn sort_reads_weights_as_strtod_does() {
     assert_eq!(s.call(&["RPUSH", "m", "b", "a"]), Reply::Int(2));
     assert_eq!(s.call(&["SORT", "m", "BY", "w_*"]), bulks(&["a", "b"]));
 }
+
+/// Redis 7.0 arithmetic that overflows, reproduced: LPOS with RANK
+/// LONG_MIN returns every match whatever COUNT says; RESTORE with a TTL
+/// that overflows once the time is added counts the key as expired.
+#[test]
+fn overflowing_arithmetic_as_redis_does() {
+    let mut s = session();
+    assert_eq!(s.call(&["LPUSH", "l", "2", "a", "10", "a", ""]), Reply::Int(5));
+    let min = "-9223372036854775808";
+    assert_eq!(
+        s.call(&["LPOS", "l", "a", "COUNT", "1", "RANK", min]),
+        Reply::Array(vec![Reply::Int(3), Reply::Int(1)])
+    );
+    assert_eq!(s.call(&["LPOS", "l", "a", "RANK", min]), Reply::Int(3));
+    assert_eq!(s.call(&["SET", "k", "v"]), Reply::Simple("OK".into()));
+    let Reply::Bulk(payload) = s.call(&["DUMP", "k"]) else { panic!("DUMP gave no payload") };
+    let restore = |s: &mut Session, ttl: &str| {
+        let mut args: Vec<Vec<u8>> = ["RESTORE", "r", ttl].iter().map(|a| a.as_bytes().to_vec()).collect();
+        args.push(payload.clone());
+        args.push(b"REPLACE".to_vec());
+        s.call(&args)
+    };
+    assert_eq!(restore(&mut s, "9223372036854775000"), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["EXISTS", "r"]), Reply::Int(0));
+    assert_eq!(restore(&mut s, "100000"), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["EXISTS", "r"]), Reply::Int(1));
+}

@@ -122,7 +122,13 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let expire_at = match (ttl, absttl) {
         (0, _) => 0,
         (t, true) => t as u64,
-        (t, false) => now.saturating_add(t as u64),
+        // Redis adds the time to the TTL in a signed 64-bit integer with no
+        // overflow check: a TTL that overflows comes out negative, so the
+        // key counts as already expired.
+        (t, false) => match (now as i64).wrapping_add(t) {
+            at if at <= 0 => 1,
+            at => at as u64,
+        },
     };
     if expire_at != 0 && expire_at <= now {
         // Already expired: the key is not created (and a replaced one goes).

@@ -248,6 +248,9 @@ fn lpos(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     // negative and then matches at once, like -1.
     let mut skip = if rank == i64::MIN { 0 } else { rank.unsigned_abs() - 1 };
     let want = match count {
+        // With RANK LONG_MIN, Redis 7.0's `matches - rank + 1` overflows
+        // and never reaches COUNT: every match is returned.
+        Some(_) if rank == i64::MIN => u64::MAX,
         Some(0) => u64::MAX,
         Some(n) => n,
         None => 1,
