@@ -725,7 +725,8 @@ class Gen:
             elif o < 0.95 and name == "SORT":
                 cmd += ["STORE", self.key()]
             else:
-                cmd.append(self.pick(["FOO", "LIMIT", "BY", "GET", "STORE"]))
+                # (Not BY: the next word would be its pattern, likely without `*`.)
+                cmd.append(self.pick(["FOO", "LIMIT", "GET", "STORE"]))
         return cmd
 
     def sets(self):
@@ -1611,6 +1612,11 @@ class Runner:
                 p.db = int(q[1])
                 p.dbs_used.add(p.db)
                 visited.add(p.db)
+            elif q[0].lower() in ("swapdb", "move") and x[0] != "-":
+                # Keys (a popped set among them) moved between databases.
+                moved = {int(d) for d in q[1 + (q[0].lower() == "move"):] if d.isdigit() and int(d) < 16}
+                p.dbs_used |= moved
+                visited |= moved
             popped |= q[0].lower() == "spop" and x[0] != "-"
         if popped:
             self.resync(sorted(visited), KEYS)
@@ -1623,9 +1629,10 @@ class Runner:
         Inside MULTI every lex range counts as such (see below)."""
         name = args[0].lower()
         lex = name in ("zrangebylex", "zrevrangebylex", "zlexcount", "zremrangebylex") or (
-            name == "zrange" and any(a.upper() == "BYLEX" for a in args[2:])
+            name in ("zrange", "zrangestore") and any(str(a).upper() == "BYLEX" for a in args[2:])
         )
-        if not lex or len(args) < 2:
+        src = 2 if name == "zrangestore" else 1  # where the sorted set is named
+        if not lex or len(args) <= src:
             return False
         if which == "main" and self.pair.multi:
             # A probe would be queued too, and the commands queued before it
@@ -1633,14 +1640,15 @@ class Runner:
             # inside MULTI lex ranges are left out (outside, they run).
             return True
         c = self.pair.conns["r"][WHICH[which]]
-        n = c.call(["ZCARD", args[1]])
+        key = args[src]
+        n = c.call(["ZCARD", key])
         if n[0] != ":" or int(n[1]) <= 128:
             return False
-        ends = [items(c.call(["ZRANGE", args[1], i, i])) for i in ("0", "-1")]
+        ends = [items(c.call(["ZRANGE", key, i, i])) for i in ("0", "-1")]
         if not all(ends):
             return False
         first, last = (e[0][1] if isinstance(e[0], tuple) else e[0] for e in ends)
-        return c.call(["ZSCORE", args[1], first]) != c.call(["ZSCORE", args[1], last])
+        return c.call(["ZSCORE", key, first]) != c.call(["ZSCORE", key, last])
 
     def reference_contents(self, which, args):
         """What the reference holds at the key a random command reads."""
