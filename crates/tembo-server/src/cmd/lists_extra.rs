@@ -215,6 +215,12 @@ fn lmpop(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     Ok(mpop_first(cx, &keys, left, count)?.unwrap_or(Reply::NilArray))
 }
 
+/// LPOS's COUNT or MAXLEN number: Redis gives one text for a negative
+/// number and for none.
+fn non_negative(arg: &[u8], what: &str) -> Res<i64> {
+    int(arg).ok().filter(|n| *n >= 0).ok_or_else(|| CmdError::err(format!("{what} can't be negative")))
+}
+
 fn lpos(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let (mut rank, mut count, mut maxlen) = (1i64, None::<u64>, 0u64);
     let mut j = 3;
@@ -228,12 +234,10 @@ fn lpos(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 ));
             }
         } else if is(&a[j], "count") && more {
-            // Redis gives this one text for a negative number and for none.
-            let n = int(&a[j + 1]).ok().filter(|n| *n >= 0).ok_or_else(|| CmdError::err("COUNT can't be negative"))?;
+            let n = non_negative(&a[j + 1], "COUNT")?;
             count = Some(n as u64);
         } else if is(&a[j], "maxlen") && more {
-            // Redis gives this one text for a negative number and for none.
-            let n = int(&a[j + 1]).ok().filter(|n| *n >= 0).ok_or_else(|| CmdError::err("MAXLEN can't be negative"))?;
+            let n = non_negative(&a[j + 1], "MAXLEN")?;
             maxlen = n as u64;
         } else {
             return Err(CmdError::syntax());

@@ -109,28 +109,15 @@ fn number(s: &[u8]) -> Option<(f64, usize, bool)> {
 
 /// A hex float's digits after "0x": `h[.h][p[±]d]`.
 fn hex(s: &[u8]) -> Option<(f64, usize, bool)> {
-    let mut i = 0;
     let mut mantissa = 0f64;
     let mut exp: i64 = 0;
-    let mut saw = false;
     let mut nonzero = false;
-    while i < s.len() && s[i].is_ascii_hexdigit() {
-        mantissa = mantissa * 16.0 + hex_value(s[i]);
-        nonzero |= s[i] != b'0';
-        saw = true;
-        i += 1;
-    }
+    let mut i = hex_run(s, 0, &mut mantissa, &mut nonzero);
+    let mut saw = i > 0;
     if i < s.len() && s[i] == b'.' {
-        let mut j = i + 1;
-        let mut frac_saw = false;
-        while j < s.len() && s[j].is_ascii_hexdigit() {
-            mantissa = mantissa * 16.0 + hex_value(s[j]);
-            nonzero |= s[j] != b'0';
-            exp -= 4;
-            frac_saw = true;
-            j += 1;
-        }
-        if saw || frac_saw {
+        let j = hex_run(s, i + 1, &mut mantissa, &mut nonzero);
+        exp -= 4 * (j - i - 1) as i64;
+        if saw || j > i + 1 {
             saw = true;
             i = j;
         }
@@ -163,6 +150,17 @@ fn hex(s: &[u8]) -> Option<(f64, usize, bool)> {
     }
     let v = mantissa * 2f64.powi(exp.clamp(-4000, 4000) as i32);
     Some((v, i, !nonzero))
+}
+
+/// Folds the hex digits of `s` from `i` on into `mantissa`; the index
+/// after them.
+fn hex_run(s: &[u8], mut i: usize, mantissa: &mut f64, nonzero: &mut bool) -> usize {
+    while i < s.len() && s[i].is_ascii_hexdigit() {
+        *mantissa = *mantissa * 16.0 + hex_value(s[i]);
+        *nonzero |= s[i] != b'0';
+        i += 1;
+    }
+    i
 }
 
 fn hex_value(b: u8) -> f64 {
