@@ -10,15 +10,15 @@
 #   REDIS_SUITE_LANES  how many units run at once, each on its own server (default 3)
 #   REDIS_SUITE_LOGS   a directory to keep each unit's whole log in
 #   REDIS_SUITE_TAGS   the --tags filter (default: leave out needs:repl, needs:debug,
-#                      needs:save, needs:config-maxmemory and needs:pfdebug)
+#                      needs:save and needs:pfdebug)
 #
 # What is left out, and why, is in tests/server/redis-suite-skips.txt (one
 # test name or /regexp per line, with a comment above each group): tests of
 # Redis internals Tembo does not have (encodings, DEBUG RELOAD, replication,
-# RDB, maxmemory eviction, ACL users) and of commands it does not implement.
+# RDB, ACL users) and of commands it does not implement.
 # The suite runs with --ignore-encoding and --ignore-digest (its own options
 # for servers with other encodings) and without the tags needs:repl,
-# needs:debug, needs:save and needs:config-maxmemory.
+# needs:debug and needs:save.
 # Exits non-zero if any test that runs fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -166,7 +166,7 @@ run_lane() { # lane number
     t0=$(date +%s)
     (cd "$SRC" && ./runtest --host 127.0.0.1 --port "$port" --single "$unit" --clients 1 --timeout 300 \
       --ignore-encoding --ignore-digest --skipfile "$SKIPS" \
-      --tags "${REDIS_SUITE_TAGS:--needs:repl -needs:debug -needs:save -needs:config-maxmemory -needs:pfdebug}" \
+      --tags "${REDIS_SUITE_TAGS:--needs:repl -needs:debug -needs:save -needs:pfdebug}" \
       --baseport $((10000 + lane * 1000)) --portcount 900) 2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$out" || true
     ok=$(grep -c '^\[ok\]' "$out" || true)
     echo "$ok" >>"$WORK/passed"

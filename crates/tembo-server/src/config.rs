@@ -60,6 +60,14 @@ pub struct Config {
     /// Where BGSAVE writes its backup (a pool file; empty: beside the pool,
     /// `<pool stem>-backup.pool`).
     pub backup_path: PathBuf,
+    /// Most pool bytes the data may take (Redis's `maxmemory`; 0: no limit
+    /// but the pool's maximum size).
+    #[serde(deserialize_with = "bytes")]
+    pub maxmemory: u64,
+    /// What to do over `maxmemory`: noeviction (refuse writes that add
+    /// data), allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
+    /// volatile-lfu, volatile-random or volatile-ttl.
+    pub maxmemory_policy: String,
 }
 
 impl Default for Config {
@@ -84,6 +92,8 @@ impl Default for Config {
             acl_pubsub_default: "resetchannels".into(),
             acllog_max_len: 128,
             backup_path: PathBuf::new(),
+            maxmemory: 0,
+            maxmemory_policy: "noeviction".into(),
         }
     }
 }
@@ -164,6 +174,13 @@ impl Config {
         self.engine()?;
         if self.maxclients == 0 {
             return Err(ConfigError::Invalid("maxclients must be at least 1".into()));
+        }
+        if crate::maxmemory::Policy::parse(&self.maxmemory_policy).is_none() {
+            return Err(ConfigError::Invalid(format!(
+                "maxmemory_policy {:?}: {}",
+                self.maxmemory_policy,
+                crate::maxmemory::Policy::choices()
+            )));
         }
         if !["error", "warn", "warning", "info", "notice", "debug", "verbose"].contains(&self.loglevel.as_str()) {
             return Err(ConfigError::Invalid(format!(

@@ -223,8 +223,16 @@ pub struct State {
     expire_left: bool,
     /// How long the last command `cmd::run` ran took (SLOWLOG reads it).
     pub last_call: Duration,
-    /// When each key was last used (OBJECT IDLETIME).
+    /// When each key was last used (OBJECT IDLETIME) and how often (OBJECT FREQ).
     pub access: crate::access::AccessClock,
+    /// `maxmemory` and its policy, and the eviction's state.
+    pub maxmemory: crate::maxmemory::MaxMemory,
+    /// The pool was over `maxmemory` when the running EVAL, FCALL or EXEC
+    /// started (Redis's `pre_command_oom_state`): a script's first write
+    /// of a `denyoom` command is then refused.
+    pub oom_at_start: bool,
+    /// The running script declared `allow-oom` (or `no-writes`).
+    pub script_allow_oom: bool,
     /// CLIENT PAUSE in force (see `pause`).
     pub pause: Option<crate::pause::Pause>,
     /// Order in which paused clients were held.
@@ -349,6 +357,9 @@ impl State {
             lazyfree_pending: 0,
             last_call: Duration::ZERO,
             access: Default::default(),
+            maxmemory: Default::default(),
+            oom_at_start: false,
+            script_allow_oom: false,
             pause: None,
             pause_seq: 0,
             pause_before: None,
@@ -362,6 +373,11 @@ impl State {
             serving_busy: false,
             runtime: None,
         };
+        st.maxmemory.limit = st.cfg.maxmemory;
+        // Config::validate has checked the name.
+        st.set_maxmemory_policy(
+            crate::maxmemory::Policy::parse(&st.cfg.maxmemory_policy).unwrap_or(crate::maxmemory::Policy::NoEviction),
+        );
         st.acl = crate::acl::Acl::from_config(&st.cfg).map_err(OpenError::Acl)?;
         st.shared.set_default_auth_required(!st.acl.default_authenticates());
         st.check_layout()?;
@@ -528,7 +544,10 @@ impl State {
             let idle = idle_at.is_some_and(|t| t <= Instant::now());
             let expire_now = self.expire_left && !self.cron_paused && (idle || expire_spent < EXPIRE_BUDGET);
             let reclaim_now = self.reclaim_left && (idle || reclaim_spent < RECLAIM_BUDGET);
-            let first = if expire_now || reclaim_now {
+            // Evicting over maxmemory goes on a step (at most the time the
+            // tenacity allows) between groups until the pool fits.
+            let evict_now = self.maxmemory.left;
+            let first = if expire_now || reclaim_now || evict_now {
                 // Let the connections write their replies and read first.
                 rt.block_on(async {
                     self.flush_outbox();
@@ -539,7 +558,9 @@ impl State {
                     Err(tokio::sync::mpsc::error::TryRecvError::Empty) => None,
                     Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
                 };
-                if first.is_none() || !idle {
+                if evict_now {
+                    self.evict_step();
+                } else if first.is_none() || !idle {
                     let began = Instant::now();
                     let spent = if expire_now {
                         self.expire_due(EXPIRE_STEP);
@@ -1169,6 +1190,15 @@ impl State {
         }
     }
 
+    /// Sets `maxmemory-policy` (LFU policies count keys' uses).
+    pub fn set_maxmemory_policy(&mut self, policy: crate::maxmemory::Policy) {
+        if policy != self.maxmemory.policy {
+            self.maxmemory.reset();
+        }
+        self.maxmemory.policy = policy;
+        self.access.lfu_on = policy.lfu();
+    }
+
     /// Committed plus pending key count of `db`.
     pub fn key_count(&self, db: usize) -> i64 {
         self.keys[db] + self.pending_counts[db].0
@@ -1304,6 +1334,9 @@ impl State {
     /// steps spread over each window instead (`run`).
     pub fn cron(&mut self) {
         self.cron_tasks();
+        if self.maxmemory.left {
+            self.evict_step();
+        }
         if self.expire_due(CRON_EXPIRE_LIMIT) {
             // More were due than one cycle takes (INFO expired_time_cap_reached_count).
             self.stats.expire_cap_reached += 1;
@@ -1326,6 +1359,18 @@ impl State {
         self.stats.rates.sample(Instant::now(), totals);
         self.cursors.expire_old();
         self.notes.clear();
+    }
+
+    /// A step of eviction while the pool stays over `maxmemory` after the
+    /// last one ran out of time (Redis's eviction time proc); the evicted
+    /// keys' events go out once the step is committed.
+    fn evict_step(&mut self) {
+        crate::maxmemory::perform(self, None, now_ms());
+        if self.background_commit() {
+            self.flush_outbox();
+        } else {
+            self.maxmemory.left = false;
+        }
     }
 
     /// A step of the active expire cycle: deletes up to `limit` keys whose

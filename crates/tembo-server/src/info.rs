@@ -150,9 +150,12 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
                     kv("pool_huge_page_bytes", &huge);
                 }
             }
-            kv("maxmemory", &pool.max_size());
-            kv("maxmemory_human", &human(pool.max_size()));
-            kv("maxmemory_policy", &"noeviction");
+            // Redis leaves replication and AOF buffers out of the count it
+            // evicts by; Tembo counts the pool alone.
+            kv("mem_not_counted_for_evict", &0);
+            kv("maxmemory", &st.maxmemory.limit);
+            kv("maxmemory_human", &human(st.maxmemory.limit));
+            kv("maxmemory_policy", &st.maxmemory.policy.name());
             kv("mem_allocator", &"tembo-pmem");
             kv("active_defrag_running", &0);
             kv("lazyfree_pending_objects", &st.lazyfree_pending);
@@ -216,7 +219,7 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("expired_keys", &st.stats.expired_keys);
             kv("expired_time_cap_reached_count", &st.stats.expire_cap_reached);
             kv("expire_cycle_cpu_milliseconds", &(st.stats.expire_cycle_us / 1000));
-            kv("evicted_keys", &0);
+            kv("evicted_keys", &st.stats.evicted_keys);
             kv("evicted_clients", &0);
             kv("keyspace_hits", &st.stats.hits);
             kv("keyspace_misses", &st.stats.misses);

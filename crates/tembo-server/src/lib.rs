@@ -65,6 +65,7 @@ mod hll;
 mod info;
 mod keyspace;
 mod latency;
+mod maxmemory;
 mod net;
 mod notify;
 mod pause;

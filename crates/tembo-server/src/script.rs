@@ -788,6 +788,9 @@ fn refusal(cx: &mut Ctx, spec: &cmd::Spec, argv: &[Vec<u8>], read_only: bool) ->
         };
         return Some(format!("ERR The user executing the script can't {what}"));
     }
+    if crate::maxmemory::script_call_refused(cx.st, spec, argv) {
+        return Some(crate::maxmemory::OOM_ERROR.into());
+    }
     None
 }
 

@@ -58,6 +58,8 @@ pub struct Stats {
     pub committed_writes: u64,
     /// Keys expired (lazily or by the active cycle).
     pub expired_keys: u64,
+    /// Keys evicted under `maxmemory`.
+    pub evicted_keys: u64,
     /// Stale collection elements deleted by the reclaimer.
     pub reclaimed: u64,
     /// Reads that found their key.
@@ -143,6 +145,7 @@ impl Stats {
             commits: 0,
             committed_writes: 0,
             expired_keys: 0,
+            evicted_keys: 0,
             reclaimed: 0,
             hits: 0,
             misses: 0,

@@ -163,6 +163,44 @@ pub fn modified(st: &mut State, key: &[u8], current: Option<&Client>) {
     }
 }
 
+/// `key` was evicted before a command runs: as Redis, its readers are told
+/// at once, so a client whose command made room reads the invalidation
+/// before that command's reply (`current`: that client, which is not among
+/// the executor's clients meanwhile). BCAST prefixes are told with the
+/// group's other changes.
+pub fn evicted(st: &mut State, key: &[u8], mut current: Option<&mut Client>) {
+    if st.tracking.keys.contains_key(key) {
+        let mut ids: Vec<u64> = st.tracking.keys.remove(key).into_iter().flatten().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let Some(c) = current.as_deref_mut().filter(|c| c.id == id) else {
+                if st.clients.get(&id).is_some_and(|c| c.tracking.on && !c.tracking.bcast) {
+                    send(st, id, Some(&[key.to_vec()]));
+                }
+                continue;
+            };
+            if !c.tracking.on || c.tracking.bcast {
+                continue;
+            }
+            if c.tracking.redirect == 0 && c.proto >= 3 {
+                let list = Reply::Array(vec![Reply::bulk(key)]);
+                Reply::Push(vec![Reply::bulk("invalidate"), list]).encode(c.proto, &mut c.pushbuf);
+            } else if c.tracking.redirect != 0 {
+                // Told through its redirect target with the group's changes.
+                st.tracking.keys.entry(key.to_vec()).or_default().insert(id);
+                st.tracking.changed.note(key, None);
+            }
+        }
+    }
+    if !st.tracking.prefixes.is_empty() {
+        let t = &mut st.tracking;
+        let matching: Vec<Vec<u8>> = t.prefixes.keys().filter(|p| key.starts_with(p)).cloned().collect();
+        for p in matching {
+            t.pending.entry(p).or_default().note(key, None);
+        }
+    }
+}
+
 /// FLUSHDB / FLUSHALL: every tracking client is to be told to drop
 /// everything (a null key list), and the table of read keys emptied.
 pub fn flushed(st: &mut State) {

@@ -12,7 +12,8 @@ use tembo_server::Config;
 pub struct ServeArgs {
     /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, mode, engine, requirepass,
     /// maxclients, databases, loglevel, allow_unprotected, proto_max_bulk_len,
-    /// client_query_buffer_limit, users, aclfile, acl_pubsub_default, acllog_max_len, backup_path)
+    /// client_query_buffer_limit, users, aclfile, acl_pubsub_default, acllog_max_len, backup_path,
+    /// maxmemory, maxmemory_policy)
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// Address to listen on [default: 127.0.0.1]
@@ -55,6 +56,16 @@ pub struct ServeArgs {
     /// serve [default: <pool stem>-backup.pool beside the pool]
     #[arg(long)]
     backup_path: Option<PathBuf>,
+    /// Most pool bytes the data may take, e.g. 512M; past it the policy applies
+    /// (0: no limit but the pool's maximum size) [default: 0]
+    #[arg(long, value_parser = crate::size::parse_size)]
+    maxmemory: Option<u64>,
+    /// What to do past --maxmemory: noeviction (refuse commands that add data),
+    /// allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru, volatile-lfu,
+    /// volatile-random or volatile-ttl (evict keys, those with a TTL for volatile-*)
+    /// [default: noeviction]
+    #[arg(long)]
+    maxmemory_policy: Option<String>,
     /// Most simultaneous clients [default: 10000]
     #[arg(long)]
     maxclients: Option<usize>,
@@ -107,6 +118,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if let Some(v) = args.backup_path {
         cfg.backup_path = v;
+    }
+    if let Some(v) = args.maxmemory {
+        cfg.maxmemory = v;
+    }
+    if let Some(v) = args.maxmemory_policy {
+        cfg.maxmemory_policy = v;
     }
     if let Some(v) = args.maxclients {
         cfg.maxclients = v;

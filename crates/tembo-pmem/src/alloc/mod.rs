@@ -225,6 +225,10 @@ pub(crate) struct AllocState {
     /// Pages in free runs (the sum over `free_runs`), for the reserve.
     free_pages: u64,
     used_bytes: u64,
+    /// Bytes of every block freed since the pool was opened (only grows):
+    /// what a caller that deleted data can watch for the pool giving it
+    /// back, whatever is allocated meanwhile.
+    freed_bytes: u64,
     blocks: u64,
     /// While a concurrent leak sweep runs (see `sweep`): the blocks marked
     /// so far, every block allocated since it began included.
@@ -878,6 +882,7 @@ impl AllocState {
     /// is `how`'s.
     fn free_located_with(&mut self, pool: &Pool, at: BlockAt, how: FreeFlush) -> Result<()> {
         self.used_bytes -= at.usable;
+        self.freed_bytes += at.usable;
         self.blocks -= 1;
         let Some((class, word_off, bit)) = at.slot else {
             return self.release_run(pool, at.page);
@@ -1347,6 +1352,13 @@ impl Pool {
     /// server's time).
     pub fn used_bytes(&self) -> u64 {
         self.alloc.lock().used_bytes
+    }
+
+    /// [`Pool::used_bytes`], and the bytes of every block freed since the
+    /// pool was opened (a counter that only grows), read together.
+    pub fn used_and_freed_bytes(&self) -> (u64, u64) {
+        let st = self.alloc.lock();
+        (st.used_bytes, st.freed_bytes)
     }
 
     /// Grows the pool to `new_size` bytes now (it also grows by itself when

@@ -83,23 +83,24 @@ pub(crate) fn value_of(cx: &impl SubRange, key: &[u8], m: &Meta) -> Result<Value
 
 fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let key = &a[1];
-    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, None, false);
+    let (mut replace, mut absttl, mut idle, mut freq) = (false, false, None, None);
     let mut j = 4;
     while j < a.len() {
         if is(&a[j], "replace") {
             replace = true;
         } else if is(&a[j], "absttl") {
             absttl = true;
-        } else if is(&a[j], "idletime") && j + 1 < a.len() && !freq {
+        } else if is(&a[j], "idletime") && j + 1 < a.len() && freq.is_none() {
             j += 1;
             let secs = u64::try_from(int(&a[j])?).map_err(|_| CmdError::err("Invalid IDLETIME value, must be >= 0"))?;
             idle = Some(secs);
         } else if is(&a[j], "freq") && j + 1 < a.len() && idle.is_none() {
             j += 1;
-            if !(0..=255).contains(&int(&a[j])?) {
+            let f = int(&a[j])?;
+            if !(0..=255).contains(&f) {
                 return Err(CmdError::err("Invalid FREQ value, must be >= 0 and <= 255"));
             }
-            freq = true;
+            freq = Some(f as u8);
         } else {
             return Err(CmdError::syntax());
         }
@@ -147,9 +148,13 @@ fn restore(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     };
     meta.expire_at = expire_at;
     cx.write_meta(key, old.as_ref(), &meta)?;
-    if let Some(secs) = idle {
-        let db = cx.db();
-        cx.st.access.set_idle(db, key, secs, cx.now);
+    // As Redis's objectSetLRUOrLFU: FREQ counts under an LFU policy,
+    // IDLETIME under any other.
+    let db = cx.db();
+    match (idle, freq) {
+        (_, Some(f)) if cx.st.maxmemory.policy.lfu() => cx.st.access.set_freq(db, key, f, cx.now),
+        (Some(secs), _) if !cx.st.maxmemory.policy.lfu() => cx.st.access.set_idle(db, key, secs, cx.now),
+        _ => {}
     }
     Ok(Reply::ok())
 }

@@ -504,7 +504,11 @@ fn object(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     match sub.as_str() {
         "encoding" => Ok(Reply::bulk(encoding_of(cx, &a[2], &m)?)),
         "refcount" => Ok(Reply::Int(1)),
+        "idletime" if cx.st.maxmemory.policy.lfu() => Err(CmdError::err(
+            "An LFU maxmemory policy is selected, idle time not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        )),
         "idletime" => Ok(Reply::Int(cx.st.access.idle_secs(cx.db(), &a[2], cx.now) as i64)),
+        "freq" if cx.st.maxmemory.policy.lfu() => Ok(Reply::Int(i64::from(cx.st.access.freq(cx.db(), &a[2], cx.now)))),
         "freq" => Err(CmdError::err(
             "An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when switching between policies at runtime LRU and LFU data will take some time to adjust.",
         )),

@@ -10,9 +10,9 @@ use std::ops::Bound;
 
 use super::args::{int, is};
 use super::{CmdError, CmdResult, Spec};
-use crate::encoding::{meta_key, Kind, SUB};
-use crate::exec::Ctx;
-use crate::keyspace::SubRange;
+use crate::encoding::{meta_key, Kind, Meta, SUB};
+use crate::exec::{Ctx, State};
+use crate::keyspace::{fields, sub_bounds};
 use crate::resp::Reply;
 
 /// Bytes the engine spends per stored key beyond the key and value bytes:
@@ -88,13 +88,26 @@ fn memory(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 fn usage(cx: &mut Ctx, key: &[u8], samples: usize) -> CmdResult {
     let Some(m) = cx.lookup(key)? else { return Ok(Reply::Nil) };
-    let meta_bytes = meta_key(cx.db(), 0, key).len() as u64 + m.encode().len() as u64 + ENTRY_OVERHEAD;
-    if m.kind == Kind::String || m.size == 0 {
-        return Ok(Reply::Int(meta_bytes as i64));
+    Ok(Reply::Int(key_bytes(cx.st, cx.db(), key, &m, samples)? as i64))
+}
+
+/// The pool bytes `key` of physical database `db` (metadata `m`) takes,
+/// estimated from `samples` of its elements (`usize::MAX`: all): what
+/// MEMORY USAGE reports and what an eviction counts as freed.
+pub fn key_bytes(st: &State, db: u8, key: &[u8], m: &Meta, samples: usize) -> Result<u64, CmdError> {
+    let meta_bytes = meta_key(db, 0, key).len() as u64 + m.encode().len() as u64 + ENTRY_OVERHEAD;
+    if m.kind == Kind::String && m.is_chunked() {
+        // A big string's bytes are in chunks beside its metadata.
+        return Ok(meta_bytes + m.size);
     }
-    let sample = cx.sub_range(SUB, key, &m, Bound::Unbounded, Bound::Unbounded, false, samples)?;
-    let prefix = crate::encoding::sub_prefix(SUB, cx.db(), key, m.version).len() as u64;
-    let sampled: u64 = sample.iter().map(|(f, v)| prefix + f.len() as u64 + v.len() as u64 + ENTRY_OVERHEAD).sum();
+    if m.kind == Kind::String || m.size == 0 {
+        return Ok(meta_bytes);
+    }
+    let prefix = crate::encoding::sub_prefix(SUB, db, key, m.version);
+    let (lo, hi) = sub_bounds(&prefix, Bound::Unbounded, Bound::Unbounded);
+    let sample = fields(st.store.scan(lo, hi, false), prefix.len(), samples)?;
+    let sampled: u64 =
+        sample.iter().map(|(f, v)| prefix.len() as u64 + f.len() as u64 + v.len() as u64 + ENTRY_OVERHEAD).sum();
     let n = sample.len().max(1) as u64;
     // A sorted-set member is stored twice: by member and in the score index
     // (8 score bytes in its key, an empty value).
@@ -102,5 +115,5 @@ fn usage(cx: &mut Ctx, key: &[u8], samples: usize) -> CmdResult {
         Kind::ZSet => sampled / n * 2,
         _ => sampled / n,
     };
-    Ok(Reply::Int((meta_bytes + per_element * m.size) as i64))
+    Ok(meta_bytes + per_element.saturating_mul(m.size))
 }

@@ -38,7 +38,7 @@ mod lcs;
 mod lists;
 mod lists_extra;
 mod longdouble;
-mod memory;
+pub(crate) mod memory;
 mod migrate;
 pub mod pubsub;
 mod replication;
@@ -313,6 +313,29 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         }
         return Reply::Error(e.0);
     }
+    // Over `maxmemory`: evict, or refuse what could add data (as Redis's
+    // processCommand, not while a script is busy).
+    if st.maxmemory.limit != 0 && crate::busy::refusal(st).is_none() {
+        let now = st.wall.ms_at(std::time::Instant::now());
+        let oom = crate::maxmemory::perform(st, Some(&mut *client), now) == crate::maxmemory::Outcome::Fail;
+        let queued = client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
+        if oom && (queued || crate::maxmemory::denies_on_oom(st, client, spec, args)) {
+            let msg = crate::maxmemory::OOM_ERROR;
+            st.stats.rejected(full_name(spec, args), msg);
+            if spec.name == "exec" {
+                return exec_abort(st, client, msg);
+            }
+            if client.multi.is_some() {
+                client.multi_error = true;
+            }
+            return Reply::Error(msg.into());
+        }
+        if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec") {
+            st.oom_at_start = oom;
+        }
+    } else {
+        st.oom_at_start = false;
+    }
     if client.proto == 2 && client.subscribed() && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name) {
         if client.multi.is_some() {
             client.multi_error = true;
@@ -381,8 +404,14 @@ fn exec_abort(st: &mut State, client: &mut Client, error: &str) -> Reply {
 /// Whether a call may run while a script is busy (Redis's `allow-busy`
 /// flag, on the command or on its subcommand).
 fn allows_busy(spec: &Spec, args: &[Vec<u8>]) -> bool {
-    spec.flags.contains(&"allow_busy")
-        || key_spec::subcommand_info(full_name(spec, args)).is_some_and(|(_, _, flags)| flags.contains(&"allow_busy"))
+    has_flag(spec, args, "allow_busy")
+}
+
+/// Whether the call has Redis's command flag `flag`, on the command or on
+/// its subcommand.
+pub fn has_flag(spec: &Spec, args: &[Vec<u8>], flag: &str) -> bool {
+    spec.flags.contains(&flag)
+        || key_spec::subcommand_info(full_name(spec, args)).is_some_and(|(_, _, flags)| flags.contains(&flag))
 }
 
 /// Checks `client`'s ACL permissions for a call (AUTH, HELLO and the

@@ -116,9 +116,19 @@ pub(super) fn keys_and_args<'a>(a: &'a [Vec<u8>], bad_number: &str) -> Result<Ke
     Ok(a[3..].split_at(numkeys as usize))
 }
 
-/// Whether a script's shebang line asks for no writes; errors name a bad one.
-pub(crate) fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
-    let Some(rest) = source.strip_prefix(b"#!") else { return Ok(false) };
+/// The flags a script's shebang line declares (Redis's `#!lua flags=…`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ScriptFlags {
+    /// `no-writes`: the script may only read.
+    pub no_writes: bool,
+    /// `allow-oom`: the script may write over `maxmemory`.
+    pub allow_oom: bool,
+}
+
+/// The flags of a script's shebang line (`None`: it has none, and runs as
+/// a Redis 6 script); errors name a bad one.
+pub(crate) fn shebang_flags(source: &[u8]) -> Result<Option<ScriptFlags>, CmdError> {
+    let Some(rest) = source.strip_prefix(b"#!") else { return Ok(None) };
     let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
     let line = String::from_utf8_lossy(line);
     let mut words = line.split_whitespace();
@@ -126,20 +136,26 @@ pub(crate) fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
     if engine != "lua" {
         return Err(CmdError::err(format!("Unexpected engine in script shebang: {engine}")));
     }
-    let mut read_only = false;
+    let mut flags = ScriptFlags::default();
     for w in words {
-        let Some(flags) = w.strip_prefix("flags=") else {
+        let Some(list) = w.strip_prefix("flags=") else {
             return Err(CmdError::err(format!("Unknown lua shebang option: {w}")));
         };
-        for f in flags.split(',').filter(|f| !f.is_empty()) {
+        for f in list.split(',').filter(|f| !f.is_empty()) {
             match f {
-                "no-writes" => read_only = true,
-                "allow-oom" | "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
+                "no-writes" => flags.no_writes = true,
+                "allow-oom" => flags.allow_oom = true,
+                "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
                 other => return Err(CmdError::err(format!("Unexpected flag in script shebang: {other}"))),
             }
         }
     }
-    Ok(read_only)
+    Ok(Some(flags))
+}
+
+/// Whether a script's shebang line asks for no writes; errors name a bad one.
+pub(crate) fn shebang_read_only(source: &[u8]) -> Result<bool, CmdError> {
+    Ok(shebang_flags(source)?.is_some_and(|f| f.no_writes))
 }
 
 /// Runs `sha` (or compiles `source` first) with the command's keys and args.
@@ -148,10 +164,13 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult 
     cx.st.script_keys = Some(keys.to_vec());
     with_engine(cx, a, |eng, cx, limit| {
         let sha = if by_sha { String::from_utf8_lossy(&a[1]).to_ascii_lowercase() } else { eng.load(&a[1])? };
-        let source_read_only = match eng.source(&sha) {
-            Some(src) => shebang_read_only(src)?,
-            None => false,
+        let flags = match eng.source(&sha) {
+            Some(src) => shebang_flags(src)?,
+            None => None,
         };
+        let source_read_only = flags.is_some_and(|f| f.no_writes);
+        // No-writes implies allow-oom, as in Redis.
+        cx.st.script_allow_oom = flags.is_some_and(|f| f.allow_oom || f.no_writes);
         eng.run(cx, &sha, keys, argv, read_only || source_read_only, limit)
     })
 }

@@ -518,6 +518,12 @@ fn params(cx: &Ctx) -> Vec<(String, String)> {
         ("acllog-max-len".into(), c.acllog_max_len.to_string()),
         ("acl-pubsub-default".into(), c.acl_pubsub_default.clone()),
         ("maxclients".into(), cx.st.shared.maxclients().to_string()),
+        ("maxmemory".into(), cx.st.maxmemory.limit.to_string()),
+        ("maxmemory-policy".into(), cx.st.maxmemory.policy.name().into()),
+        ("maxmemory-samples".into(), cx.st.maxmemory.samples.to_string()),
+        ("maxmemory-eviction-tenacity".into(), cx.st.maxmemory.tenacity.to_string()),
+        ("lfu-log-factor".into(), cx.st.access.lfu_log_factor.to_string()),
+        ("lfu-decay-time".into(), cx.st.access.lfu_decay_minutes.to_string()),
         ("databases".into(), c.databases.to_string()),
         ("loglevel".into(), c.loglevel.clone()),
         ("proto-max-bulk-len".into(), cx.st.shared.max_bulk().to_string()),
@@ -544,8 +550,6 @@ pub const INERT: &[(&str, &str)] = &[
     ("save", ""),
     ("appendonly", "no"),
     ("appendfsync", "always"),
-    ("maxmemory", "0"),
-    ("maxmemory-policy", "noeviction"),
     ("timeout", "0"),
     ("tcp-keepalive", "300"),
     ("hz", "10"),
@@ -563,10 +567,7 @@ pub const INERT: &[(&str, &str)] = &[
     ("latency-tracking-info-percentiles", "50 99 99.9"),
     // INFO replication shows it; there is no backlog without replicas.
     ("repl-backlog-size", "1048576"),
-    // Eviction: Tembo evicts nothing (maxmemory-policy noeviction).
     ("maxmemory-clients", "0"),
-    ("maxmemory-samples", "5"),
-    ("maxmemory-eviction-tenacity", "10"),
     ("latency-monitor-threshold", "0"),
     ("busy-reply-threshold", "5000"),
     // Read by CLIENT TRACKING: the most read keys remembered (0: no limit).
@@ -674,6 +675,11 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                     return Err(e);
                 }
             }
+            if names.iter().any(|n| n.starts_with("maxmemory")) {
+                // A lower limit, or a policy that may evict, applies at once
+                // (Redis starts evicting as the setting changes).
+                crate::maxmemory::perform(cx.st, Some(&mut *cx.client), cx.now);
+            }
             Ok(Reply::ok())
         }
         "resetstat" if a.len() == 2 => {
@@ -697,6 +703,8 @@ struct ConfigSnapshot {
     acl: (bool, usize),
     latency_ms: u64,
     output_limits: super::OutputLimits,
+    maxmemory: (u64, crate::maxmemory::Policy, usize, u32),
+    lfu: (u32, u32),
 }
 
 impl ConfigSnapshot {
@@ -711,6 +719,8 @@ impl ConfigSnapshot {
             acl: (st.acl.pubsub_all, st.acl.log.max_len),
             latency_ms: st.latency.threshold_ms,
             output_limits: st.output_limits,
+            maxmemory: (st.maxmemory.limit, st.maxmemory.policy, st.maxmemory.samples, st.maxmemory.tenacity),
+            lfu: (st.access.lfu_log_factor, st.access.lfu_decay_minutes),
         }
     }
 
@@ -730,6 +740,10 @@ impl ConfigSnapshot {
         (st.acl.pubsub_all, st.acl.log.max_len) = self.acl;
         st.latency.threshold_ms = self.latency_ms;
         st.output_limits = self.output_limits;
+        let (limit, policy, samples, tenacity) = self.maxmemory;
+        (st.maxmemory.limit, st.maxmemory.samples, st.maxmemory.tenacity) = (limit, samples, tenacity);
+        st.set_maxmemory_policy(policy);
+        (st.access.lfu_log_factor, st.access.lfu_decay_minutes) = self.lfu;
         st.latency.tracking_off =
             inert_value(&st.inert, "latency-tracking").is_some_and(|v| v.eq_ignore_ascii_case("no"));
     }
@@ -812,6 +826,45 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
             }
             if let Some((_, v)) = cx.st.inert.iter_mut().find(|(k, _)| k == name) {
                 *v = value;
+            }
+        }
+        "maxmemory" => {
+            cx.st.maxmemory.limit = num(value)?;
+            if cx.st.maxmemory.limit != 0 {
+                let used = cx.st.store.db().pool().used_bytes();
+                if used > cx.st.maxmemory.limit {
+                    log::warn!(
+                        "maxmemory set to {} bytes, below the {used} bytes the pool holds: {}",
+                        cx.st.maxmemory.limit,
+                        if cx.st.maxmemory.policy == crate::maxmemory::Policy::NoEviction {
+                            "commands that may add data are refused (maxmemory-policy noeviction)"
+                        } else {
+                            "keys are evicted"
+                        }
+                    );
+                }
+            }
+        }
+        "maxmemory-policy" => {
+            let policy =
+                crate::maxmemory::Policy::parse(value).ok_or_else(|| bad(&crate::maxmemory::Policy::choices()))?;
+            cx.st.set_maxmemory_policy(policy);
+        }
+        "maxmemory-samples" | "maxmemory-eviction-tenacity" | "lfu-log-factor" | "lfu-decay-time" => {
+            let (lo, hi) = match name {
+                "maxmemory-samples" => (1, 64),
+                "maxmemory-eviction-tenacity" => (0, 100),
+                _ => (0, i64::from(i32::MAX)),
+            };
+            let n: i64 = value.parse().map_err(|_| bad("argument couldn't be parsed into an integer"))?;
+            if !(lo..=hi).contains(&n) {
+                return Err(bad(&format!("argument must be between {lo} and {hi} inclusive")));
+            }
+            match name {
+                "maxmemory-samples" => cx.st.maxmemory.samples = n as usize,
+                "maxmemory-eviction-tenacity" => cx.st.maxmemory.tenacity = n as u32,
+                "lfu-log-factor" => cx.st.access.lfu_log_factor = n as u32,
+                _ => cx.st.access.lfu_decay_minutes = n as u32,
             }
         }
         "maxmemory-clients" => {

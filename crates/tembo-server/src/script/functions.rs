@@ -61,6 +61,7 @@ struct Callable {
     name: String,
     callback: Function,
     no_writes: bool,
+    allow_oom: bool,
 }
 
 /// The loaded libraries and their functions, by lower-case name.
@@ -246,7 +247,9 @@ impl Engine {
         for (c, lower) in compiled.into_iter().zip(incoming) {
             for (f, callback) in c.library.functions.iter().zip(c.callbacks) {
                 let no_writes = f.flags.iter().any(|fl| fl == "no-writes");
-                let callable = Callable { library: lower.clone(), name: f.name.clone(), callback, no_writes };
+                let allow_oom = f.flags.iter().any(|fl| fl == "allow-oom");
+                let callable =
+                    Callable { library: lower.clone(), name: f.name.clone(), callback, no_writes, allow_oom };
                 self.libs.functions.insert(f.name.to_ascii_lowercase(), callable);
             }
             names.push(c.library.name.clone());
@@ -273,8 +276,17 @@ impl Engine {
     /// Whether function `name` may write (it was not registered with
     /// `no-writes`); `None` if there is no such function.
     pub fn function_writes(&self, name: &[u8]) -> Option<bool> {
+        self.function_flags(name).map(|f| !f.no_writes)
+    }
+
+    /// The `no-writes` and `allow-oom` flags function `name` was
+    /// registered with; `None` if there is no such function.
+    pub fn function_flags(&self, name: &[u8]) -> Option<crate::cmd::scripting::ScriptFlags> {
         let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
-        self.libs.functions.get(&lower).map(|f| !f.no_writes)
+        self.libs
+            .functions
+            .get(&lower)
+            .map(|f| crate::cmd::scripting::ScriptFlags { no_writes: f.no_writes, allow_oom: f.allow_oom })
     }
 
     /// FCALL / FCALL_RO: runs function `name` with `keys` and `args`;
@@ -300,6 +312,8 @@ impl Engine {
             return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
         }
         let (callee, no_writes, label) = (f.callback.clone(), f.no_writes, f.name.clone());
+        // No-writes implies allow-oom, as in Redis.
+        cx.st.script_allow_oom = f.allow_oom || no_writes;
         let wrapper = self.fcall.clone();
         let read_only = ro_command || no_writes;
         self.execute(
