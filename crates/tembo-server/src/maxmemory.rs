@@ -367,9 +367,11 @@ fn live_meta(st: &State, db: u8, key: &[u8], now_ms: u64) -> Result<Option<Meta>
     Ok(Meta::decode(&raw).filter(|m| !m.expired(now_ms)))
 }
 
-/// Up to `n` keys per database that the policy may evict, each database's
-/// from a random point (keys are ordered by their hash, so a random point
-/// is a random key); volatile policies draw from the expiry index instead.
+/// Up to `n` keys per database that the policy may evict, each the first
+/// key at or after a random point of the database's keys (ordered by their
+/// hash; one point per key, because similar keys hash near each other and
+/// neighbours would be a correlated sample); volatile policies draw from
+/// the expiry index instead.
 fn sample_keys(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec<u8>, Meta)>, StoreError> {
     if st.maxmemory.policy.volatile() {
         return sample_expiring(st, n, now_ms);
@@ -383,24 +385,21 @@ fn sample_keys(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec<u8>
         }
         let db = db as u8;
         let prefix = meta_prefix(db, st.gen(db));
-        let mut probe = prefix.clone();
-        probe.extend_from_slice(&rand::random::<u32>().to_be_bytes());
         let end = encoding::prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
         let before = out.len();
-        // From the probe to the end, then from the start if that was short.
-        for (lo, hi) in [(probe.clone(), end), (prefix, Bound::Excluded(probe))] {
-            for kv in st.store.scan(Bound::Included(lo), hi, false) {
-                let (k, v) = kv?;
-                let (Some(key), Some(meta)) = (encoding::meta_user_key(&k), Meta::decode(&v)) else { continue };
-                if !meta.expired(now_ms) {
-                    out.push((db, key.to_vec(), meta));
+        for _ in 0..n {
+            let mut probe = prefix.clone();
+            probe.extend_from_slice(&rand::random::<u32>().to_be_bytes());
+            // The first live key from the point, wrapping around to the start.
+            'probe: for (lo, hi) in [(probe.clone(), end.clone()), (prefix.clone(), Bound::Excluded(probe))] {
+                for kv in st.store.scan(Bound::Included(lo), hi, false) {
+                    let (k, v) = kv?;
+                    let (Some(key), Some(meta)) = (encoding::meta_user_key(&k), Meta::decode(&v)) else { continue };
+                    if !meta.expired(now_ms) {
+                        out.push((db, key.to_vec(), meta));
+                        break 'probe;
+                    }
                 }
-                if out.len() - before >= n {
-                    break;
-                }
-            }
-            if out.len() - before >= n {
-                break;
             }
         }
         if n == 1 && out.len() > before {
@@ -439,8 +438,8 @@ fn first_expiring(st: &mut State) -> Result<Option<(u8, Vec<u8>, Meta)>, StoreEr
     Ok(None)
 }
 
-/// `n` keys with a TTL from a random point of the expiry index (between its
-/// first and last expiry), wrapping around.
+/// `n` keys with a TTL, each the first live one at or after a random
+/// expiry between the index's first and last (wrapping around).
 fn sample_expiring(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec<u8>, Meta)>, StoreError> {
     let start = vec![EXPIRES];
     let end = encoding::prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
@@ -451,17 +450,16 @@ fn sample_expiring(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec
         }
     };
     let (Some(first), Some(last)) = (edge(false)?, edge(true)?) else { return Ok(Vec::new()) };
-    let at = first + rand::random::<u64>() % (last - first + 1);
-    let mut probe = start.clone();
-    probe.extend_from_slice(&at.to_be_bytes());
     let mut out = Vec::new();
-    for (lo, hi) in [(probe.clone(), end.clone()), (start.clone(), Bound::Excluded(probe))] {
-        for kv in st.store.scan(Bound::Included(lo), hi, false) {
-            let (k, _) = kv?;
-            if let Some(found) = indexed(st, &k, now_ms)? {
-                out.push(found);
-                if out.len() >= n {
-                    return Ok(out);
+    for _ in 0..n {
+        let at = first + rand::random::<u64>() % (last - first + 1);
+        let mut probe = start.clone();
+        probe.extend_from_slice(&at.to_be_bytes());
+        'probe: for (lo, hi) in [(probe.clone(), end.clone()), (start.clone(), Bound::Excluded(probe))] {
+            for kv in st.store.scan(Bound::Included(lo), hi, false) {
+                if let Some(found) = indexed(st, &kv?.0, now_ms)? {
+                    out.push(found);
+                    break 'probe;
                 }
             }
         }
