@@ -466,6 +466,12 @@ impl GcThread {
         GcThread { stop, handle }
     }
 
+    /// Ends the thread's pause now: it takes its next step at once (a
+    /// caller that just deleted much wants the space back soon).
+    pub(crate) fn wake(&self) {
+        self.stop.1.notify_all();
+    }
+
     pub(crate) fn stop(self) {
         *self.stop.0.lock() = true;
         self.stop.1.notify_all();
@@ -513,9 +519,13 @@ fn step(core: &TreeCore, nodes: usize, last_version: &mut Option<u64>) -> Result
         return Ok(false);
     }
     let v = core.current_version()?;
-    let thorough = *last_version == Some(v);
+    let asked = core.gc_thorough.load(std::sync::atomic::Ordering::Relaxed);
+    let thorough = asked || *last_version == Some(v);
     *last_version = Some(v);
-    core.gc_step_with(nodes, thorough, true)?;
+    let done = core.gc_step_with(nodes, thorough, true)?;
+    if asked && done.pass_complete {
+        core.gc_thorough.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
     Ok(true)
 }
 

@@ -95,6 +95,10 @@ pub struct TreeCore {
     /// stored only after the persist (`commit_version`). Outside a commit
     /// it equals the commit word.
     pub(crate) durable_version: AtomicU64,
+    /// A caller asked for space back ([`Tree::wake_gc`]): the GC thread's
+    /// steps compact every node they visit, busy writers or not, until a
+    /// pass completes.
+    pub(crate) gc_thorough: std::sync::atomic::AtomicBool,
 }
 
 impl Tree {
@@ -156,6 +160,17 @@ impl Tree {
         self.gc = Some(crate::gc::GcThread::start(self.core.clone(), cfg));
     }
 
+    /// Has the background GC thread, if one runs, take its next step now
+    /// rather than after its pause, and compact every node it visits until
+    /// its pass completes (while writers are busy it otherwise compacts only
+    /// nearly full nodes, and the records of dead entries elsewhere wait).
+    pub fn wake_gc(&self) {
+        self.core.gc_thorough.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(g) = &self.gc {
+            g.wake();
+        }
+    }
+
     /// Stops the background GC thread, if one runs (waiting for its step).
     pub fn stop_gc(&mut self) {
         if let Some(g) = self.gc.take() {
@@ -204,6 +219,7 @@ impl TreeCore {
             leaf_ends: Default::default(),
             finger_descents: Default::default(),
             durable_version: AtomicU64::new(durable),
+            gc_thorough: Default::default(),
         };
         // Named snapshots first: repair keeps what they see (see `recover`).
         let opened = tree.load_named_snapshots().and_then(|of_empty_tree| {

@@ -619,6 +619,10 @@ impl State {
                         self.stats.expire_cap_reached += 1;
                     }
                     self.cron_tasks();
+                    if self.maxmemory.limit != 0 {
+                        // Over the limit with no command to make room first.
+                        self.evict_step();
+                    }
                     // A new window: fresh budgets, and a look for work that no
                     // commit announced (keys whose time has come since, a
                     // collection dropped by a failed group's rerun).
@@ -1172,6 +1176,10 @@ impl State {
         if let Some(map) = self.pending_db_map.take() {
             self.db_map = map;
         }
+        if std::mem::take(&mut self.maxmemory.wake_gc) {
+            // Evictions make room only once the GC has freed what they deleted.
+            self.store.db().wake_gc();
+        }
         self.stats.commits += 1;
         self.stats.committed_writes += n as u64;
         self.functions_changed = false;
@@ -1334,7 +1342,7 @@ impl State {
     /// steps spread over each window instead (`run`).
     pub fn cron(&mut self) {
         self.cron_tasks();
-        if self.maxmemory.left {
+        if self.maxmemory.limit != 0 {
             self.evict_step();
         }
         if self.expire_due(CRON_EXPIRE_LIMIT) {

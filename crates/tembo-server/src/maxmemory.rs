@@ -55,6 +55,10 @@ pub const OOM_ERROR: &str = "OOM command not allowed when used memory > 'maxmemo
 /// has given them back.
 pub const PENDING_FOR: Duration = Duration::from_secs(5);
 
+/// How long after a step that evicted keys the next one waits for the
+/// pool to free them (the GC is woken as the step commits).
+pub const SETTLE: Duration = Duration::from_millis(50);
+
 /// Redis's eviction pool size: the best candidates kept across steps.
 const CANDIDATES: usize = 16;
 
@@ -159,6 +163,10 @@ pub struct MaxMemory {
     pub left: bool,
     /// Where the next allkeys step starts looking (Redis's `next_db`).
     next_db: usize,
+    /// When a step last evicted keys.
+    last_step: Option<Instant>,
+    /// Keys were evicted since the last commit: the commit wakes the GC.
+    pub wake_gc: bool,
 }
 
 impl Default for MaxMemory {
@@ -173,6 +181,8 @@ impl Default for MaxMemory {
             candidates: Vec::new(),
             left: false,
             next_db: 0,
+            last_step: None,
+            wake_gc: false,
         }
     }
 }
@@ -197,6 +207,15 @@ impl MaxMemory {
             }
         }
         used.saturating_sub(self.pending.iter().map(|(_, b)| b).sum())
+    }
+
+    /// Whether a step evicted keys less than [`SETTLE`] ago, the pool has
+    /// not freed as much as they hold yet, and the `excess` over the limit
+    /// is no more than that (more is not the last step's garbage: a lower
+    /// limit, or writes that outran it).
+    fn settling(&self, now: Instant, excess: u64) -> bool {
+        let pending: u64 = self.pending.iter().map(|(_, b)| b).sum();
+        pending > 0 && excess <= pending && self.last_step.is_some_and(|t| now.duration_since(t) < SETTLE)
     }
 
     fn credit(&mut self, bytes: u64, now: Instant) {
@@ -258,6 +277,14 @@ pub fn perform(st: &mut State, mut current: Option<&mut Client>, now_ms: u64) ->
     if st.maxmemory.policy == Policy::NoEviction {
         return Outcome::Fail;
     }
+    if st.maxmemory.settling(started, effective - limit) {
+        // The last step's deletions are not collected yet, and collecting
+        // them is what makes room: deleting more now would count their
+        // transient garbage (the tree's replaced nodes) as data and evict
+        // far more than needed. The cron looks again.
+        st.maxmemory.left = false;
+        return Outcome::Running;
+    }
     let to_free = effective - limit;
     let deadline = st.maxmemory.time_limit().map(|d| started + d);
     let mut freed = 0u64;
@@ -282,6 +309,11 @@ pub fn perform(st: &mut State, mut current: Option<&mut Client>, now_ms: u64) ->
         }
     };
     st.maxmemory.credit(freed, Instant::now());
+    if evicted > 0 {
+        // A step that found nothing more to evict has nothing to wait for.
+        st.maxmemory.last_step = (outcome != Outcome::Fail).then(Instant::now);
+        st.maxmemory.wake_gc = true;
+    }
     st.maxmemory.left = outcome == Outcome::Running;
     let ms = started.elapsed().as_millis() as u64;
     st.latency.add("eviction-cycle", ms, now_ms / 1000);

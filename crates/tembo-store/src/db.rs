@@ -568,6 +568,16 @@ impl Db {
         })
     }
 
+    /// Has the CDDS engine's background GC take its next step now instead
+    /// of after its pause (for a caller that just deleted much and wants
+    /// the space back soon). The in-place engines free at commit: nothing
+    /// to do.
+    pub fn wake_gc(&self) {
+        if let Backend::Cdds(t) = self.backend() {
+            t.wake_gc();
+        }
+    }
+
     /// Runs the CDDS engine's incremental GC over the whole tree now (the
     /// background thread does the same a step at a time): removes every
     /// entry no retained version can see and frees what only it owned.
