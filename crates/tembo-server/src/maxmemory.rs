@@ -155,6 +155,8 @@ pub struct MaxMemory {
     pub tenacity: u32,
     /// Estimated bytes of evicted keys the pool has not given back yet, oldest first.
     pending: VecDeque<(Instant, u64)>,
+    /// The sum of `pending`'s bytes.
+    pending_total: u64,
     /// The pool's count of freed bytes when last looked at.
     seen_freed: u64,
     /// The best victims found so far, best last.
@@ -177,6 +179,7 @@ impl Default for MaxMemory {
             samples: 5,
             tenacity: 10,
             pending: VecDeque::new(),
+            pending_total: 0,
             seen_freed: 0,
             candidates: Vec::new(),
             left: false,
@@ -192,8 +195,12 @@ impl MaxMemory {
     /// has not given back yet; `freed` is the pool's count of bytes freed
     /// since it opened (see the module docs).
     pub fn effective_used(&mut self, used: u64, freed: u64, now: Instant) -> u64 {
-        while self.pending.front().is_some_and(|(at, _)| now.duration_since(*at) > PENDING_FOR) {
+        while let Some(&(at, bytes)) = self.pending.front() {
+            if now.duration_since(at) <= PENDING_FOR {
+                break;
+            }
             self.pending.pop_front();
+            self.pending_total -= bytes;
         }
         let mut given_back = freed.saturating_sub(self.seen_freed);
         self.seen_freed = freed;
@@ -202,11 +209,12 @@ impl MaxMemory {
             let paid = front.1.min(given_back);
             front.1 -= paid;
             given_back -= paid;
+            self.pending_total -= paid;
             if front.1 == 0 {
                 self.pending.pop_front();
             }
         }
-        used.saturating_sub(self.pending.iter().map(|(_, b)| b).sum())
+        used.saturating_sub(self.pending_total)
     }
 
     /// Whether a step evicted keys less than [`SETTLE`] ago, the pool has
@@ -214,13 +222,14 @@ impl MaxMemory {
     /// is no more than that (more is not the last step's garbage: a lower
     /// limit, or writes that outran it).
     fn settling(&self, now: Instant, excess: u64) -> bool {
-        let pending: u64 = self.pending.iter().map(|(_, b)| b).sum();
+        let pending = self.pending_total;
         pending > 0 && excess <= pending && self.last_step.is_some_and(|t| now.duration_since(t) < SETTLE)
     }
 
     fn credit(&mut self, bytes: u64, now: Instant) {
         if bytes > 0 {
             self.pending.push_back((now, bytes));
+            self.pending_total += bytes;
         }
     }
 
@@ -229,6 +238,7 @@ impl MaxMemory {
     pub fn reset(&mut self) {
         self.candidates.clear();
         self.pending.clear();
+        self.pending_total = 0;
         self.left = false;
     }
 
