@@ -34,9 +34,21 @@
 //! off for longer). Frees of other garbage (overwritten values) pay the
 //! credit off too, which errs toward evicting a little more, never less.
 //!
+//! Deleting also makes garbage of its own: nodes the tree replaces (merges)
+//! hold their bytes until the GC frees them, and with small values that can
+//! outweigh what the deletions free. Counted as data, it would make each
+//! step evict more, and the next more again, until no key is left (seen at
+//! a limit 100 KiB above an empty pool). So a commit that evicted wakes the
+//! GC and has it compact every node until its pass ends (busy writers
+//! otherwise keep it to nearly full nodes), and for [`SETTLE`] after a step
+//! the next one evicts only if the pool is over the limit by more than the
+//! bytes still credited (a lower limit, or writes that outran it).
+//!
 //! One step evicts for at most the time `maxmemory-eviction-tenacity`
 //! allows (500 µs at its default of 10, as in Redis); if the pool is still
-//! over, the command runs and the cron goes on evicting in the background.
+//! over, the command runs and the executor goes on evicting between
+//! requests. Nothing is evicted (or refused) while CLIENT PAUSE holds
+//! clients, as in Redis 7.0.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -161,7 +173,7 @@ pub struct MaxMemory {
     seen_freed: u64,
     /// The best victims found so far, best last.
     candidates: Vec<Candidate>,
-    /// A step ran out of time with the pool still over: the cron goes on.
+    /// A step ran out of time with the pool still over: the executor goes on.
     pub left: bool,
     /// Where the next allkeys step starts looking (Redis's `next_db`).
     next_db: usize,
@@ -272,7 +284,10 @@ impl MaxMemory {
 /// client whose command is about to run (it is not among the executor's
 /// clients meanwhile), for the WATCHes and events of evicted keys.
 pub fn perform(st: &mut State, mut current: Option<&mut Client>, now_ms: u64) -> Outcome {
-    if st.maxmemory.limit == 0 {
+    // While clients are paused the dataset stays as it is, evictions
+    // included, and nothing is refused for it (Redis 7.0's
+    // `isSafeToPerformEvictions`).
+    if st.maxmemory.limit == 0 || st.expiry_paused() {
         st.maxmemory.left = false;
         return Outcome::Fits;
     }
