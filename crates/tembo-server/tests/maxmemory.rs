@@ -59,6 +59,12 @@ fn gone(left: &[String], prefix: &str, n: usize) -> usize {
     (0..n).filter(|i| !left.contains(&format!("{prefix}:{i}"))).count()
 }
 
+/// RESTORE `key` from `payload` with `option` (IDLETIME or FREQ) `value`.
+fn restore(s: &mut Session, key: &str, payload: &[u8], option: &str, value: &str) {
+    let args = [b"RESTORE", key.as_bytes(), b"0", payload, option.as_bytes(), value.as_bytes()];
+    assert_eq!(s.call(&args), ok());
+}
+
 fn exists(s: &mut Session, key: &str) -> bool {
     s.call(&["EXISTS", key]) == Reply::Int(1)
 }
@@ -206,9 +212,7 @@ fn allkeys_lru_evicts_the_longest_unused_keys() {
             if prefix == "hot" && i >= 100 {
                 continue;
             }
-            let key = format!("{prefix}:{i}").into_bytes();
-            let args = [b"RESTORE".to_vec(), key, b"0".to_vec(), payload.clone(), b"IDLETIME".to_vec(), idle.into()];
-            assert_eq!(s.call(&args), ok());
+            restore(&mut s, &format!("{prefix}:{i}"), &payload, "IDLETIME", idle);
         }
     }
     let Reply::Int(per_key) = s.call(&["MEMORY", "USAGE", "old:0"]) else { panic!("a size") };
@@ -241,9 +245,7 @@ fn allkeys_lfu_evicts_the_least_used_keys_and_object_freq_reads_the_counter() {
             if prefix == "warm" && i >= 100 {
                 continue;
             }
-            let key = format!("{prefix}:{i}").into_bytes();
-            let args = [b"RESTORE".to_vec(), key, b"0".to_vec(), payload.clone(), b"FREQ".to_vec(), freq.into()];
-            assert_eq!(s.call(&args), ok());
+            restore(&mut s, &format!("{prefix}:{i}"), &payload, "FREQ", freq);
         }
     }
     assert_eq!(s.call(&["OBJECT", "FREQ", "warm:7"]), Reply::Int(200));

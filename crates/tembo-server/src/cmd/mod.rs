@@ -320,15 +320,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         let oom = crate::maxmemory::perform(st, Some(&mut *client), now) == crate::maxmemory::Outcome::Fail;
         let queued = client.multi.is_some() && !matches!(spec.name, "exec" | "discard" | "quit" | "reset");
         if oom && (queued || crate::maxmemory::denies_on_oom(st, client, spec, args)) {
-            let msg = crate::maxmemory::OOM_ERROR;
-            st.stats.rejected(full_name(spec, args), msg);
-            if spec.name == "exec" {
-                return exec_abort(st, client, msg);
-            }
-            if client.multi.is_some() {
-                client.multi_error = true;
-            }
-            return Reply::Error(msg.into());
+            return reject(st, client, spec, args, crate::maxmemory::OOM_ERROR);
         }
         if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec") {
             st.oom_at_start = oom;
@@ -349,14 +341,7 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     }
     // While a script is busy, only what Redis allows then runs.
     if let Some(busy) = crate::busy::refusal(st).filter(|_| !allows_busy(spec, args)) {
-        st.stats.rejected(full_name(spec, args), busy);
-        if spec.name == "exec" {
-            return exec_abort(st, client, busy);
-        }
-        if client.multi.is_some() {
-            client.multi_error = true;
-        }
-        return Reply::Error(busy.into());
+        return reject(st, client, spec, args, busy);
     }
     // CLIENT PAUSE holds the call (before MULTI would queue it, as in
     // Redis); the executor keeps the client waiting (`pause`).
@@ -389,6 +374,20 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         client.tracking.caching = None;
     }
     reply
+}
+
+/// Refuses a call for the server's state (`msg`), as Redis's
+/// `rejectCommand`: counted as rejected; an EXEC discards its transaction,
+/// a call inside MULTI makes the EXEC to come fail.
+fn reject(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>], msg: &str) -> Reply {
+    st.stats.rejected(full_name(spec, args), msg);
+    if spec.name == "exec" {
+        return exec_abort(st, client, msg);
+    }
+    if client.multi.is_some() {
+        client.multi_error = true;
+    }
+    Reply::Error(msg.into())
 }
 
 /// Redis rejects EXEC by discarding the transaction, whether or not one
