@@ -71,6 +71,12 @@ pub const PENDING_FOR: Duration = Duration::from_secs(5);
 /// pool to free them (the GC is woken as the step commits).
 pub const SETTLE: Duration = Duration::from_millis(50);
 
+/// Most index or key entries one probe reads before it gives up: stale
+/// expiry-index entries (a flushed generation's keys wait in the index
+/// until they fall due) and expired keys not yet collected must not make
+/// every command walk them all.
+const PROBE_LIMIT: usize = 64;
+
 /// Redis's eviction pool size: the best candidates kept across steps.
 const CANDIDATES: usize = 16;
 
@@ -95,15 +101,16 @@ pub enum Policy {
     VolatileTtl,
 }
 
+/// In Redis's order (its CONFIG SET error lists them so).
 const NAMES: [(Policy, &str); 8] = [
-    (Policy::NoEviction, "noeviction"),
-    (Policy::AllKeysLru, "allkeys-lru"),
-    (Policy::AllKeysLfu, "allkeys-lfu"),
-    (Policy::AllKeysRandom, "allkeys-random"),
     (Policy::VolatileLru, "volatile-lru"),
     (Policy::VolatileLfu, "volatile-lfu"),
     (Policy::VolatileRandom, "volatile-random"),
     (Policy::VolatileTtl, "volatile-ttl"),
+    (Policy::AllKeysLru, "allkeys-lru"),
+    (Policy::AllKeysLfu, "allkeys-lfu"),
+    (Policy::AllKeysRandom, "allkeys-random"),
+    (Policy::NoEviction, "noeviction"),
 ];
 
 impl Policy {
@@ -245,13 +252,11 @@ impl MaxMemory {
         }
     }
 
-    /// Forgets candidates and credits (the policy changed, or a flush
-    /// emptied databases).
+    /// Forgets the candidates (the policy changed: their scores mean
+    /// something else now). The credits stay: what was evicted is still
+    /// to be freed.
     pub fn reset(&mut self) {
         self.candidates.clear();
-        self.pending.clear();
-        self.pending_total = 0;
-        self.left = false;
     }
 
     /// How long one step may evict (Redis's `evictionTimeLimitUs`): None
@@ -370,6 +375,18 @@ pub fn denies_on_oom(st: &State, client: &Client, spec: &Spec, args: &[Vec<u8>])
     }
 }
 
+/// Redis's refusal of a script or function with declared flags that may
+/// write without `allow-oom`, when the pool was over the limit as its
+/// command started (`scriptPrepareForRun`): what the check before the
+/// command cannot see (a function library loaded only as it runs).
+pub fn script_start_refused(st: &State, no_writes: bool, allow_oom: bool) -> Option<crate::cmd::CmdError> {
+    (st.maxmemory.limit != 0 && st.oom_at_start && !no_writes && !allow_oom).then(|| {
+        crate::cmd::CmdError(
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into(),
+        )
+    })
+}
+
 /// Whether a script's call of `spec` is refused (Redis's `scriptVerifyOOM`):
 /// only before its first write, when the pool was over the limit as the
 /// script started and the script did not declare `allow-oom`.
@@ -449,7 +466,7 @@ fn sample_keys(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec<u8>
             probe.extend_from_slice(&rand::random::<u32>().to_be_bytes());
             // The first live key from the point, wrapping around to the start.
             'probe: for (lo, hi) in [(probe.clone(), end.clone()), (prefix.clone(), Bound::Excluded(probe))] {
-                for kv in st.store.scan(Bound::Included(lo), hi, false) {
+                for kv in st.store.scan(Bound::Included(lo), hi, false).take(PROBE_LIMIT) {
                     let (k, v) = kv?;
                     let (Some(key), Some(meta)) = (encoding::meta_user_key(&k), Meta::decode(&v)) else { continue };
                     if !meta.expired(now_ms) {
@@ -484,7 +501,7 @@ fn indexed(st: &State, k: &[u8], now_ms: u64) -> Result<Option<(u8, Vec<u8>, Met
 
 fn first_expiring(st: &mut State) -> Result<Option<(u8, Vec<u8>, Meta)>, StoreError> {
     let hi = encoding::prefix_end(&[EXPIRES]).map_or(Bound::Unbounded, Bound::Excluded);
-    for kv in st.store.scan(Bound::Included(vec![EXPIRES]), hi, false) {
+    for kv in st.store.scan(Bound::Included(vec![EXPIRES]), hi, false).take(PROBE_LIMIT) {
         let (k, _) = kv?;
         // Past entries are keys the active expire cycle has yet to delete:
         // evicting one frees as much as any.
@@ -513,7 +530,7 @@ fn sample_expiring(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec
         let mut probe = start.clone();
         probe.extend_from_slice(&at.to_be_bytes());
         'probe: for (lo, hi) in [(probe.clone(), end.clone()), (start.clone(), Bound::Excluded(probe))] {
-            for kv in st.store.scan(Bound::Included(lo), hi, false) {
+            for kv in st.store.scan(Bound::Included(lo), hi, false).take(PROBE_LIMIT) {
                 if let Some(found) = indexed(st, &kv?.0, now_ms)? {
                     out.push(found);
                     break 'probe;

@@ -179,7 +179,9 @@ pub fn evicted(st: &mut State, key: &[u8], mut current: Option<&mut Client>) {
                 }
                 continue;
             };
-            if !c.tracking.on || c.tracking.bcast {
+            // As Redis: a NOLOOP client is not told of what its own
+            // command's eviction removed.
+            if !c.tracking.on || c.tracking.bcast || c.tracking.noloop {
                 continue;
             }
             if c.tracking.redirect == 0 && c.proto >= 3 {

@@ -332,3 +332,25 @@ fn an_eviction_breaks_watches_and_a_big_collection_counts_its_elements() {
     assert!(!exists(&mut s, "big"));
     assert!((1..=2).contains(&evicted(&mut s)));
 }
+
+#[test]
+fn a_function_loaded_only_as_it_runs_is_still_refused_over_the_limit() {
+    let db = Arc::new(Db::in_memory(&Options::with_size(32 << 20)).unwrap());
+    {
+        let mut s = Session::new(db.clone()).unwrap();
+        let lib = "#!lua name=lib\nredis.register_function('w', function() return redis.call('del', 'x') end)";
+        assert_eq!(s.call(&["FUNCTION", "LOAD", lib]), bulk("lib"));
+    }
+    // A new server on the same data: the libraries load with the first
+    // script, after the check before the command.
+    let mut s = Session::new(db).unwrap();
+    assert_eq!(s.call(&["CONFIG", "SET", "maxmemory", "1"]), ok());
+    assert_eq!(
+        s.call(&["FCALL", "w", "0"]),
+        Reply::Error(
+            "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into()
+        )
+    );
+    assert_eq!(s.call(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+    assert_eq!(s.call(&["FCALL", "w", "0"]), Reply::Int(0));
+}

@@ -325,7 +325,8 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
         if matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "exec") {
             st.oom_at_start = oom;
         }
-    } else {
+    } else if st.maxmemory.limit == 0 {
+        // (While a script is busy its own state at start stays.)
         st.oom_at_start = false;
     }
     if client.proto == 2 && client.subscribed() && !pubsub::ALLOWED_SUBSCRIBED.contains(&spec.name) {

@@ -168,6 +168,11 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult 
             Some(src) => shebang_flags(src)?,
             None => None,
         };
+        if let Some(f) = flags {
+            if let Some(refused) = crate::maxmemory::script_start_refused(cx.st, f.no_writes, f.allow_oom) {
+                return Err(refused);
+            }
+        }
         let source_read_only = flags.is_some_and(|f| f.no_writes);
         // No-writes implies allow-oom, as in Redis.
         cx.st.script_allow_oom = flags.is_some_and(|f| f.allow_oom || f.no_writes);

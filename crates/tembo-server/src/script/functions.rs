@@ -311,6 +311,9 @@ impl Engine {
         if ro_command && !f.no_writes {
             return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
         }
+        if let Some(refused) = crate::maxmemory::script_start_refused(cx.st, f.no_writes, f.allow_oom) {
+            return Err(refused);
+        }
         let (callee, no_writes, label) = (f.callback.clone(), f.no_writes, f.name.clone());
         // No-writes implies allow-oom, as in Redis.
         cx.st.script_allow_oom = f.allow_oom || no_writes;
