@@ -1207,6 +1207,24 @@ impl State {
         self.access.lfu_on = policy.lfu();
     }
 
+    /// Stages the deletion of `key` of physical database `db` (metadata
+    /// `old`): its metadata, its expiry-index entry and its counts; a
+    /// collection's elements are left to the background reclaimer (O(1)
+    /// whatever its size). Watchers, events and blocked clients are the
+    /// caller's.
+    pub fn drop_key(&mut self, db: u8, key: &[u8], old: &Meta) {
+        self.store.delete(encoding::meta_key(db, self.gen(db), key));
+        if old.expire_at != 0 {
+            self.store.delete(encoding::expire_key(old.expire_at, db, key));
+            self.pending_counts[db as usize].1 -= 1;
+        }
+        self.pending_counts[db as usize].0 -= 1;
+        if old.version != 0 {
+            // Cannot fail: the record is no longer than the collection's element keys.
+            let _ = self.store.put(encoding::sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
+        }
+    }
+
     /// Committed plus pending key count of `db`.
     pub fn key_count(&self, db: usize) -> i64 {
         self.keys[db] + self.pending_counts[db].0

@@ -315,16 +315,7 @@ impl Ctx<'_> {
     /// a collection's elements are left to the background reclaimer.
     pub fn remove(&mut self, key: &[u8], old: &Meta) {
         let db = self.db();
-        self.st.store.delete(meta_key(db, self.st.gen(db), key));
-        if old.expire_at != 0 {
-            self.st.store.delete(expire_key(old.expire_at, db, key));
-            self.st.pending_counts[db as usize].1 -= 1;
-        }
-        self.st.pending_counts[db as usize].0 -= 1;
-        if old.version != 0 {
-            // Cannot fail: the record is no longer than the collection's element keys.
-            let _ = self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());
-        }
+        self.st.drop_key(db, key, old);
         let seen = self.client.db;
         // XREADGROUP clients blocked on a deleted stream get an error.
         self.st.blocking.signal(seen, key);

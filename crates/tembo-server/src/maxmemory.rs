@@ -55,8 +55,9 @@ use std::ops::Bound;
 use std::time::{Duration, Instant};
 
 use crate::client::Client;
+use crate::cmd::scripting::ScriptFlags;
 use crate::cmd::Spec;
-use crate::encoding::{self, expire_key, meta_key, meta_prefix, Meta, EXPIRES};
+use crate::encoding::{self, meta_key, meta_prefix, Meta, EXPIRES};
 use crate::exec::State;
 use crate::store::StoreError;
 
@@ -355,7 +356,8 @@ pub fn perform(st: &mut State, mut current: Option<&mut Client>, now_ms: u64) ->
 /// declare `allow-oom` (a script without a shebang is checked at its
 /// first write instead), and an EXEC holding any of those.
 pub fn denies_on_oom(st: &State, client: &Client, spec: &Spec, args: &[Vec<u8>]) -> bool {
-    let script_denies = |source: &[u8]| matches!(crate::cmd::scripting::shebang_flags(source), Ok(Some(f)) if !f.no_writes && !f.allow_oom);
+    let script_denies =
+        |source: &[u8]| matches!(crate::cmd::scripting::shebang_flags(source), Ok(Some(f)) if f.denies_oom());
     let engine = st.scripts.as_ref();
     match spec.name {
         "eval" | "eval_ro" => script_denies(&args[1]),
@@ -363,9 +365,7 @@ pub fn denies_on_oom(st: &State, client: &Client, spec: &Spec, args: &[Vec<u8>])
             let sha = String::from_utf8_lossy(&args[1]).to_ascii_lowercase();
             engine.and_then(|e| e.source(&sha)).is_some_and(script_denies)
         }
-        "fcall" | "fcall_ro" => {
-            engine.and_then(|e| e.function_flags(&args[1])).is_some_and(|f| !f.no_writes && !f.allow_oom)
-        }
+        "fcall" | "fcall_ro" => engine.and_then(|e| e.function_flags(&args[1])).is_some_and(|f| f.denies_oom()),
         "exec" => client
             .multi
             .iter()
@@ -379,8 +379,8 @@ pub fn denies_on_oom(st: &State, client: &Client, spec: &Spec, args: &[Vec<u8>])
 /// write without `allow-oom`, when the pool was over the limit as its
 /// command started (`scriptPrepareForRun`): what the check before the
 /// command cannot see (a function library loaded only as it runs).
-pub fn script_start_refused(st: &State, no_writes: bool, allow_oom: bool) -> Option<crate::cmd::CmdError> {
-    (st.maxmemory.limit != 0 && st.oom_at_start && !no_writes && !allow_oom).then(|| {
+pub fn script_start_refused(st: &State, flags: ScriptFlags) -> Option<crate::cmd::CmdError> {
+    (st.maxmemory.limit != 0 && st.oom_at_start && flags.denies_oom()).then(|| {
         crate::cmd::CmdError(
             "OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'".into(),
         )
@@ -411,8 +411,8 @@ fn pick(st: &mut State, now_ms: u64) -> Result<Option<(u8, Vec<u8>, Meta)>, Stor
         return Ok(sample.into_iter().next());
     }
     let samples = st.maxmemory.samples.max(1);
-    for (db, key, meta) in sample_keys(st, samples, now_ms)? {
-        let score = score(st, policy, db, &key, &meta, now_ms);
+    for (db, key, _) in sample_keys(st, samples, now_ms)? {
+        let score = score(st, policy, db, &key, now_ms);
         st.maxmemory.offer(Candidate { score, db, key });
     }
     while let Some(c) = st.maxmemory.candidates.pop() {
@@ -427,7 +427,7 @@ fn pick(st: &mut State, now_ms: u64) -> Result<Option<(u8, Vec<u8>, Meta)>, Stor
 
 /// A candidate's score: idle seconds (LRU), 255 less its use counter
 /// (LFU). Higher is a better victim.
-fn score(st: &State, policy: Policy, db: u8, key: &[u8], _meta: &Meta, now_ms: u64) -> u64 {
+fn score(st: &State, policy: Policy, db: u8, key: &[u8], now_ms: u64) -> u64 {
     if policy.lfu() {
         255 - u64::from(st.access.freq(db, key, now_ms))
     } else {
@@ -545,16 +545,7 @@ fn sample_expiring(st: &mut State, n: usize, now_ms: u64) -> Result<Vec<(u8, Vec
 /// bytes it is estimated to free.
 fn evict(st: &mut State, mut current: Option<&mut Client>, (db, key, meta): (u8, Vec<u8>, Meta)) -> u64 {
     let bytes = crate::cmd::memory::key_bytes(st, db, &key, &meta, 5).unwrap_or(0);
-    st.store.delete(meta_key(db, st.gen(db), &key));
-    if meta.expire_at != 0 {
-        st.store.delete(expire_key(meta.expire_at, db, &key));
-        st.pending_counts[db as usize].1 -= 1;
-    }
-    st.pending_counts[db as usize].0 -= 1;
-    if meta.version != 0 {
-        // Cannot fail: the record is no longer than the collection's element keys.
-        let _ = st.store.put(encoding::sub_prefix(encoding::GARBAGE, db, &key, meta.version), Vec::new());
-    }
+    st.drop_key(db, &key, &meta);
     let seen = st.logical(db);
     st.blocking.signal(seen, &key);
     // As Redis's `signalModifiedKey(NULL, …)`: no client made the change,

@@ -125,6 +125,14 @@ pub(crate) struct ScriptFlags {
     pub allow_oom: bool,
 }
 
+impl ScriptFlags {
+    /// Whether the script is refused over `maxmemory`: it may write and
+    /// did not declare `allow-oom` (no-writes implies it, as in Redis).
+    pub fn denies_oom(self) -> bool {
+        !self.no_writes && !self.allow_oom
+    }
+}
+
 /// The flags of a script's shebang line (`None`: it has none, and runs as
 /// a Redis 6 script); errors name a bad one.
 pub(crate) fn shebang_flags(source: &[u8]) -> Result<Option<ScriptFlags>, CmdError> {
@@ -169,13 +177,13 @@ fn run(cx: &mut Ctx, a: &[Vec<u8>], by_sha: bool, read_only: bool) -> CmdResult 
             None => None,
         };
         if let Some(f) = flags {
-            if let Some(refused) = crate::maxmemory::script_start_refused(cx.st, f.no_writes, f.allow_oom) {
+            if let Some(refused) = crate::maxmemory::script_start_refused(cx.st, f) {
                 return Err(refused);
             }
         }
         let source_read_only = flags.is_some_and(|f| f.no_writes);
         // No-writes implies allow-oom, as in Redis.
-        cx.st.script_allow_oom = flags.is_some_and(|f| f.allow_oom || f.no_writes);
+        cx.st.script_allow_oom = flags.is_some_and(|f| !f.denies_oom());
         eng.run(cx, &sha, keys, argv, read_only || source_read_only, limit)
     })
 }

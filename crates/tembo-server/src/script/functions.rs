@@ -311,12 +311,13 @@ impl Engine {
         if ro_command && !f.no_writes {
             return Err(CmdError::err("Can not execute a script with write flag using *_ro command."));
         }
-        if let Some(refused) = crate::maxmemory::script_start_refused(cx.st, f.no_writes, f.allow_oom) {
+        let flags = crate::cmd::scripting::ScriptFlags { no_writes: f.no_writes, allow_oom: f.allow_oom };
+        if let Some(refused) = crate::maxmemory::script_start_refused(cx.st, flags) {
             return Err(refused);
         }
         let (callee, no_writes, label) = (f.callback.clone(), f.no_writes, f.name.clone());
         // No-writes implies allow-oom, as in Redis.
-        cx.st.script_allow_oom = f.allow_oom || no_writes;
+        cx.st.script_allow_oom = !flags.denies_oom();
         let wrapper = self.fcall.clone();
         let read_only = ro_command || no_writes;
         self.execute(
