@@ -44,6 +44,11 @@ pub struct Iter<'t> {
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     reverse: bool,
+    /// The original value of the bound the scan moves as it goes (`lo`
+    /// forward, `hi` in reverse): every pair is checked against the whole
+    /// range, so a damaged leaf's misplaced key is an error, not a key
+    /// outside what the caller asked for.
+    start: Bound<Vec<u8>>,
     /// Records of the matching entries of the last leaf visited, in order.
     buf: VecDeque<u64>,
     done: bool,
@@ -86,23 +91,26 @@ impl TreeCore {
     /// Iterates `range` at the current version (pinned while the iterator lives).
     pub fn scan(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Result<Iter<'_>> {
         let pin = self.pin()?;
-        let version = pin.version;
-        Ok(Iter {
-            tree: self,
-            version,
-            _pin: Some(pin),
-            lo,
-            hi,
-            reverse,
-            buf: VecDeque::new(),
-            done: false,
-            parent: None,
-        })
+        let mut it = self.scan_at(pin.version, lo, hi, reverse);
+        it._pin = Some(pin);
+        Ok(it)
     }
 
     /// Iterates `range` at version `v`, which the caller keeps retained.
     pub fn scan_at(&self, v: u64, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, reverse: bool) -> Iter<'_> {
-        Iter { tree: self, version: v, _pin: None, lo, hi, reverse, buf: VecDeque::new(), done: false, parent: None }
+        let start = if reverse { hi.clone() } else { lo.clone() };
+        Iter {
+            tree: self,
+            version: v,
+            _pin: None,
+            lo,
+            hi,
+            reverse,
+            start,
+            buf: VecDeque::new(),
+            done: false,
+            parent: None,
+        }
     }
 }
 
@@ -409,6 +417,13 @@ impl Iter<'_> {
         let got = record::header(pool, rec).and_then(|h| {
             key.clear();
             key.extend_from_slice(record::key(pool, rec, &h)?);
+            let (lo, hi) = if self.reverse { (&self.lo, &self.start) } else { (&self.start, &self.hi) };
+            if !above_lo(key, lo) || !below_hi(key, hi) {
+                return Err(CddsError::invariant(
+                    "a scan met a key outside its range (a leaf's keys out of order)",
+                    rec,
+                ));
+            }
             record::value_into(pool, rec, &h, value)
         });
         if got.is_err() {
