@@ -170,6 +170,10 @@ pub fn flush_gen_key(db: u8) -> Vec<u8> {
 /// The list index of a new list's first element: lists grow both ways.
 pub const LIST_MID: u64 = 1 << 63;
 
+/// More elements (or string bytes) than a record may count: 2^48, beyond
+/// any pool's size. A record counting more is damaged.
+pub const MAX_ELEMENTS: u64 = 1 << 48;
+
 /// A Redis key's metadata record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Meta {
@@ -260,7 +264,7 @@ impl Meta {
     pub fn decode_head(b: &[u8]) -> Option<Meta> {
         if *b.first()? == STRING_CHUNKED {
             let (expire_at, version, size) = (be64(b.get(1..9)?), be64(b.get(9..17)?), be64(b.get(17..25)?));
-            if version == 0 {
+            if version == 0 || size > MAX_ELEMENTS {
                 return None;
             }
             return Some(Meta { kind: Kind::String, expire_at, version, size, head: 0, value: Vec::new() });
@@ -274,6 +278,13 @@ impl Meta {
         }
         if kind == Kind::List {
             m.head = be64(b.get(25..33)?);
+        }
+        // Counts no pool can hold, a list whose last index overflows and
+        // an empty collection (deleted with its last element; only a
+        // stream may be empty) are damage: commands do arithmetic on them.
+        let empty = m.size == 0 && !matches!(kind, Kind::String | Kind::Stream);
+        if empty || m.size > MAX_ELEMENTS || m.head.checked_add(m.size).is_none() {
+            return None;
         }
         Some(m)
     }
@@ -468,8 +479,9 @@ mod tests {
         }
 
         #[test]
-        fn meta_round_trips(kind in 1u8..=6, exp in any::<u64>(), ver in any::<u64>(), size in any::<u64>(), head in any::<u64>(), value in proptest::collection::vec(any::<u8>(), 0..64)) {
+        fn meta_round_trips(kind in 1u8..=6, exp in any::<u64>(), ver in any::<u64>(), size in 1..=MAX_ELEMENTS, head in any::<u64>(), value in proptest::collection::vec(any::<u8>(), 0..64)) {
             let kind = Kind::from_byte(kind).unwrap();
+            let head = head.min(u64::MAX - size);
             let m = match kind {
                 Kind::String => Meta { expire_at: exp, ..Meta::string(value) },
                 Kind::List => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
@@ -480,7 +492,19 @@ mod tests {
         }
 
         #[test]
-        fn chunked_string_heads_round_trip(exp in any::<u64>(), ver in 1u64.., len in any::<u64>()) {
+        fn damaged_counts_do_not_decode(kind in 2u8..=5, ver in any::<u64>(), size in any::<u64>(), head in any::<u64>()) {
+            // Hashes, lists, sets and sorted sets: empty, beyond any pool, or
+            // (lists) a last index that overflows.
+            let kind = Kind::from_byte(kind).unwrap();
+            let head = if kind == Kind::List { head } else { 0 };
+            let m = Meta { size, head, ..Meta::collection(kind, ver) };
+            let sane = size != 0 && size <= MAX_ELEMENTS && head.checked_add(size).is_some();
+            prop_assert_eq!(Meta::decode(&m.encode()).is_some(), sane);
+            prop_assert_eq!(Meta::decode(&Meta::encode_chunked(0, 1, size)).is_some(), size <= MAX_ELEMENTS);
+        }
+
+        #[test]
+        fn chunked_string_heads_round_trip(exp in any::<u64>(), ver in 1u64.., len in 0..=MAX_ELEMENTS) {
             let m = Meta::decode(&Meta::encode_chunked(exp, ver, len)).unwrap();
             prop_assert!(m.is_chunked());
             prop_assert_eq!(m, Meta { kind: Kind::String, expire_at: exp, version: ver, size: len, head: 0, value: Vec::new() });

@@ -376,11 +376,13 @@ pub fn trim(cx: &mut Ctx, key: &[u8], s: &mut Stream, how: Trim, approx: bool, l
                 break;
             }
         }
-        if limit != 0 && deleted + n.live > limit {
+        // A node counting more entries than its stream holds is damage.
+        let rest = s.meta.size.checked_sub(n.live).ok_or_else(|| CmdError::corrupt(key))?;
+        if limit != 0 && deleted.saturating_add(n.live) > limit {
             break;
         }
         let remove_node = match how {
-            Trim::MaxLen(max) => s.meta.size - n.live >= max,
+            Trim::MaxLen(max) => rest >= max,
             Trim::MinId(min) => n.last < min,
         };
         let entries = range(cx, key, s, n.first, n.last, false, 0)?;
@@ -389,7 +391,7 @@ pub fn trim(cx: &mut Ctx, key: &[u8], s: &mut Stream, how: Trim, approx: bool, l
                 cx.sub_del(key, &s.meta, &id.bytes());
             }
             aux_del(cx, key, s, &node_field(n.first));
-            s.meta.size -= n.live;
+            s.meta.size = rest;
             deleted += n.live;
             continue;
         }

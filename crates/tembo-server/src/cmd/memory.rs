@@ -98,7 +98,7 @@ pub fn key_bytes(st: &State, db: u8, key: &[u8], m: &Meta, samples: usize) -> Re
     let meta_bytes = meta_key(db, 0, key).len() as u64 + m.encode().len() as u64 + ENTRY_OVERHEAD;
     if m.kind == Kind::String && m.is_chunked() {
         // A big string's bytes are in chunks beside its metadata.
-        return Ok(meta_bytes + m.size);
+        return Ok(meta_bytes.saturating_add(m.size));
     }
     if m.kind == Kind::String || m.size == 0 {
         return Ok(meta_bytes);
@@ -115,5 +115,5 @@ pub fn key_bytes(st: &State, db: u8, key: &[u8], m: &Meta, samples: usize) -> Re
         Kind::ZSet => sampled / n * 2,
         _ => sampled / n,
     };
-    Ok(meta_bytes + per_element.saturating_mul(m.size))
+    Ok(meta_bytes.saturating_add(per_element.saturating_mul(m.size)))
 }
