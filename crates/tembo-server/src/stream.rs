@@ -263,13 +263,17 @@ fn node_field(id: StreamId) -> Vec<u8> {
 
 fn node_decode(first: &[u8], v: &[u8]) -> Option<Node> {
     let u = |i: usize| Some(u64::from_be_bytes(v.get(i..i + 8)?.try_into().ok()?));
-    Some(Node {
+    let n = Node {
         first: StreamId::from_bytes(first)?,
         live: u(0)?,
         total: u(8)?,
         bytes: u(16)?,
         last: StreamId::from_bytes(v.get(24..40)?)?,
-    })
+    };
+    // Counts no pool can hold, or entries past the node's last ID, are
+    // damage (appends add to them).
+    let max = crate::encoding::MAX_ELEMENTS;
+    (n.live <= n.total && n.total <= max && n.bytes <= max && n.first <= n.last).then_some(n)
 }
 
 fn node_put(cx: &mut Ctx, key: &[u8], s: &Stream, n: &Node) -> Res<()> {
