@@ -41,6 +41,13 @@ fn setups() -> Vec<(&'static str, Vec<Vec<String>>)> {
         ("geo", vec![s(&["GEOADD", "k", "13.36", "38.11", "a", "15.08", "37.50", "b"])]),
         ("hll", vec![s(&["PFADD", "k", "a", "b", "c", "d"])]),
         (
+            "function",
+            vec![
+                s(&["FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('f', function(keys, args) return redis.call('GET', keys[1]) end)"]),
+                s(&["SET", "k", "v"]),
+            ],
+        ),
+        (
             "stream",
             vec![
                 s(&["XADD", "k", "1-1", "f", "v"]),
@@ -115,6 +122,9 @@ fn battery() -> Vec<Vec<&'static str>> {
         vec!["ZUNIONSTORE", "k6", "1", "k"],
         vec!["ZRANGESTORE", "k7", "k", "0", "-1"],
         vec!["OBJECT", "IDLETIME", "k"],
+        vec!["FCALL", "f", "1", "k"],
+        vec!["FUNCTION", "LIST", "WITHCODE"],
+        vec!["FUNCTION", "DUMP"],
         vec!["SCAN", "0", "COUNT", "100"],
         vec!["KEYS", "*"],
         vec!["RANDOMKEY"],
