@@ -1,34 +1,27 @@
-//! A key whose records are damaged (a flipped bit, a word set to an
-//! extreme, a record cut short or lengthened) is bad input like any other:
-//! every command on it must answer — a value, nil or an error reply — and
-//! never panic (the server answers a panicking command with an "internal
-//! error … Tembo bug" reply), loop for ever or allocate without bound.
-//!
-//! For each type (strings small and chunked, hashes, lists, sets, sorted
-//! sets, streams with a consumer group), the key's metadata record, or
-//! another of its records (an element, a score, a string chunk, a stream
-//! node or group), is replaced, in the pool itself, by a damaged copy; a
-//! fresh session (as a
-//! restarted server would) then runs a battery of reads and writes on it
-//! and on the whole keyspace. `TEMBO_SEED` picks the damage; CI fixes it.
-//! Debug builds check arithmetic overflow, so a length or index that
-//! overflows shows here as a panic too.
+// The logic of the `damaged_record` fuzz target, shared with
+// `crates/tembo-server/tests/damaged_meta.rs` (both `include!` this file
+// into a module of their own, so it holds items only and no inner
+// attributes).
+//
+// The input damages one record of a keyspace holding one key of a type
+// (strings small and chunked, hashes, lists, sets, sorted sets, GEO,
+// HyperLogLog, streams with a consumer group, a function library beside a
+// string): the first byte picks the type, the second the record (its
+// metadata first, then its other records in key order), the rest is what
+// the record holds instead. A fresh session (as a restarted server would)
+// then runs a battery of reads and writes on the key and the keyspace:
+// every command must answer — a value, nil or an error reply — and never
+// panic (the server answers a panicking command with an "internal error …
+// Tembo bug" reply).
 
-use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use tembo_server::resp::Reply;
 use tembo_server::Session;
 use tembo_store::{Db, Options};
 
-/// Damaged copies tried per type.
-const DAMAGES: usize = 60;
-
 /// How each type's key `k` is made.
-fn setups() -> Vec<(&'static str, Vec<Vec<String>>)> {
+pub fn setups() -> Vec<(&'static str, Vec<Vec<String>>)> {
     let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     vec![
         ("string", vec![s(&["SET", "k", "hello world"]), s(&["EXPIRE", "k", "1000"])]),
@@ -60,7 +53,7 @@ fn setups() -> Vec<(&'static str, Vec<Vec<String>>)> {
 }
 
 /// Commands run on the damaged key, then on the keyspace.
-fn battery() -> Vec<Vec<&'static str>> {
+pub fn battery() -> Vec<Vec<&'static str>> {
     vec![
         vec!["TYPE", "k"],
         vec!["EXISTS", "k"],
@@ -172,61 +165,35 @@ fn battery() -> Vec<Vec<&'static str>> {
     ]
 }
 
-/// The one metadata record of a keyspace holding one key.
-fn meta_record(db: &Db) -> (Vec<u8>, Vec<u8>) {
-    let metas: Vec<_> = db.scan_prefix(&[tembo_server::encoding::META]).map(|kv| kv.expect("scan")).collect();
-    assert_eq!(metas.len(), 1, "one key's metadata");
-    metas.into_iter().next().expect("one")
+/// A database holding setup `i`'s key.
+pub fn prepared(i: usize) -> Arc<Db> {
+    let setups = setups();
+    let (name, cmds) = &setups[i % setups.len()];
+    let db = Arc::new(Db::in_memory(&Options::with_size(16 << 20)).expect("db"));
+    let mut s = Session::new(db.clone()).expect("session");
+    for cmd in cmds {
+        let r = s.call(cmd);
+        assert!(!matches!(r, Reply::Error(_)), "{name} setup {cmd:?}: {r:?}");
+    }
+    db
 }
 
-/// A record of the keyspace other than its metadata (the metadata when
-/// there is none).
-fn other_record(db: &Db, rng: &mut StdRng) -> (Vec<u8>, Vec<u8>) {
-    let others: Vec<_> = db
-        .iter()
-        .map(|kv| kv.expect("scan"))
-        .filter(|(k, _)| {
-            k.first() != Some(&tembo_server::encoding::META) && k.first() != Some(&tembo_server::encoding::GLOBAL)
-        })
-        .collect();
-    if others.is_empty() {
-        return meta_record(db);
-    }
-    others[rng.gen_range(0..others.len())].clone()
-}
-
-/// A damaged copy of `rec`.
-fn damage(rec: &[u8], rng: &mut StdRng) -> Vec<u8> {
-    let mut d = rec.to_vec();
-    match rng.gen_range(0..5) {
-        0 => {
-            let bit = rng.gen_range(0..d.len() * 8);
-            d[bit / 8] ^= 1 << (bit % 8);
-        }
-        1 => {
-            for _ in 0..rng.gen_range(1..4) {
-                let at = rng.gen_range(0..d.len());
-                d[at] = rng.gen();
-            }
-        }
-        2 => d.truncate(rng.gen_range(0..d.len())),
-        3 => d.extend((0..rng.gen_range(1..24)).map(|_| rng.gen::<u8>())),
-        _ => {
-            // An 8-byte word at any offset set to an extreme.
-            let extremes = [0u64, 1, u64::MAX, u64::MAX - 1, 1 << 63, 1 << 32, u32::MAX as u64];
-            let w = extremes[rng.gen_range(0..extremes.len())].to_be_bytes();
-            if d.len() >= 8 {
-                let at = rng.gen_range(0..=d.len() - 8);
-                d[at..at + 8].copy_from_slice(&w);
-            }
-        }
-    }
-    d
+/// The keyspace's records: the metadata first, then the others (elements,
+/// scores, chunks, stream nodes and groups, expiry entries, libraries) in
+/// key order; the layout record is left out.
+pub fn records(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let all: Vec<_> = db.iter().map(|kv| kv.expect("scan")).collect();
+    let is_meta = |k: &Vec<u8>| k.first() == Some(&tembo_server::encoding::META);
+    let mut out: Vec<_> = all.iter().filter(|(k, _)| is_meta(k)).cloned().collect();
+    out.extend(
+        all.iter().filter(|(k, _)| !is_meta(k) && k.first() != Some(&tembo_server::encoding::GLOBAL)).cloned(),
+    );
+    out
 }
 
 /// Runs the battery on a fresh session over `db`; returns the first reply
 /// that reports a panic, if any.
-fn run_battery(db: Arc<Db>) -> Option<String> {
+pub fn run_battery(db: Arc<Db>) -> Option<String> {
     let mut s = match Session::new(db) {
         Ok(s) => s,
         // Refusing to open a keyspace it cannot read is a clear answer.
@@ -243,45 +210,12 @@ fn run_battery(db: Arc<Db>) -> Option<String> {
     None
 }
 
-#[test]
-fn damaged_metadata_gets_replies_not_panics() {
-    let seed = std::env::var("TEMBO_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6d65_7461u64);
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut failures = Vec::new();
-    for (name, setup) in setups() {
-        for i in 0..DAMAGES {
-            let db = Arc::new(Db::in_memory(&Options::with_size(16 << 20)).expect("db"));
-            {
-                let mut s = Session::new(db.clone()).expect("session");
-                for cmd in &setup {
-                    let r = s.call(cmd);
-                    assert!(!matches!(r, Reply::Error(_)), "{name} setup {cmd:?}: {r:?}");
-                }
-            }
-            // The metadata record, or (every other time) another record
-            // of the key: an element, a score, a stream entry or node.
-            let (mk, rec) = if i % 2 == 0 { meta_record(&db) } else { other_record(&db, &mut rng) };
-            let damaged = if rec.is_empty() { vec![rng.gen()] } else { damage(&rec, &mut rng) };
-            db.put(&mk, &damaged).expect("put the damaged record");
-            // A watchdog: a command that loops for ever fails the test.
-            let (tx, rx) = mpsc::channel();
-            let worker = db.clone();
-            std::thread::spawn(move || {
-                let _ = tx.send(run_battery(worker));
-            });
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(None) => {}
-                Ok(Some(f)) => failures.push(format!("{name} #{i} (record {damaged:02x?}): {f}")),
-                Err(_) => {
-                    panic!("{name} #{i}: the battery did not finish in 60 s (record {damaged:02x?}, seed {seed})")
-                }
-            }
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "seed {seed}: {} damaged records made commands panic:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+/// The fuzz input's damage applied and the battery run: the failure, if any.
+pub fn damaged_record(data: &[u8]) -> Option<String> {
+    let [setup, which, record @ ..] = data else { return None };
+    let db = prepared(*setup as usize);
+    let recs = records(&db);
+    let (key, _) = &recs[*which as usize % recs.len()];
+    db.put(key, record).expect("put the damaged record");
+    run_battery(db)
 }

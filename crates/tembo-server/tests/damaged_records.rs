@@ -1,0 +1,103 @@
+//! The `damaged_record` fuzz target's logic (see
+//! `fuzz/fuzz_targets/damaged_record_logic.rs`), run over seeded damage
+//! without cargo-fuzz. A key whose records are damaged (a flipped bit, a
+//! word set to an extreme, a record cut short or lengthened) is bad input
+//! like any other: every command on it must answer — a value, nil or an
+//! error reply — and never panic, loop for ever or allocate without bound.
+//!
+//! For each type, the key's metadata record, or (every other time) another
+//! of its records (an element, a score, a string chunk, a stream node or
+//! group, an expiry entry, a library), is replaced in the pool itself by a
+//! damaged copy, and a fresh session runs the battery. `TEMBO_SEED` picks
+//! the damage; CI fixes it. Debug builds check arithmetic overflow, so a
+//! length or index that overflows shows here as a panic too.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+#[allow(dead_code)]
+mod logic {
+    include!("../../../fuzz/fuzz_targets/damaged_record_logic.rs");
+}
+
+/// Damaged copies tried per type.
+const DAMAGES: usize = 60;
+
+/// A damaged copy of `rec`.
+fn damage(rec: &[u8], rng: &mut StdRng) -> Vec<u8> {
+    if rec.is_empty() {
+        return vec![rng.gen()];
+    }
+    let mut d = rec.to_vec();
+    match rng.gen_range(0..5) {
+        0 => {
+            let bit = rng.gen_range(0..d.len() * 8);
+            d[bit / 8] ^= 1 << (bit % 8);
+        }
+        1 => {
+            for _ in 0..rng.gen_range(1..4) {
+                let at = rng.gen_range(0..d.len());
+                d[at] = rng.gen();
+            }
+        }
+        2 => d.truncate(rng.gen_range(0..d.len())),
+        3 => d.extend((0..rng.gen_range(1..24)).map(|_| rng.gen::<u8>())),
+        _ => {
+            // An 8-byte word at any offset set to an extreme.
+            let extremes = [0u64, 1, u64::MAX, u64::MAX - 1, 1 << 63, 1 << 32, u32::MAX as u64];
+            let w = extremes[rng.gen_range(0..extremes.len())].to_be_bytes();
+            if d.len() >= 8 {
+                let at = rng.gen_range(0..=d.len() - 8);
+                d[at..at + 8].copy_from_slice(&w);
+            }
+        }
+    }
+    d
+}
+
+#[test]
+fn damaged_records_get_replies_not_panics() {
+    let seed = std::env::var("TEMBO_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x6d65_7461u64);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut failures = Vec::new();
+    for (t, (name, _)) in logic::setups().into_iter().enumerate() {
+        for i in 0..DAMAGES {
+            let db = logic::prepared(t);
+            let recs = logic::records(&db);
+            let which = if i % 2 == 0 { 0 } else { rng.gen_range(0..recs.len()) };
+            let (key, rec) = &recs[which];
+            let damaged = damage(rec, &mut rng);
+            db.put(key, &damaged).expect("put the damaged record");
+            // A watchdog: a command that loops for ever fails the test.
+            let (tx, rx) = mpsc::channel();
+            let worker = db.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(logic::run_battery(worker));
+            });
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(None) => {}
+                Ok(Some(f)) => failures.push(format!("{name} #{i} (record {key:02x?} = {damaged:02x?}): {f}")),
+                Err(_) => panic!(
+                    "{name} #{i}: the battery did not finish in 60 s (record {key:02x?} = {damaged:02x?}, seed {seed})"
+                ),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "seed {seed}: {} damaged records made commands panic:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The fuzz entry point itself, over a few inputs of every shape.
+#[test]
+fn fuzz_entry_takes_any_input() {
+    for input in [&b""[..], b"\x00", b"\x03\x00", b"\x03\x00\x03", b"\x09\x05\xff\xff\xff\xff"] {
+        assert_eq!(logic::damaged_record(input), None, "{input:?}");
+    }
+}
