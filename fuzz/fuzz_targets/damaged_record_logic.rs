@@ -34,6 +34,16 @@ pub fn setups() -> Vec<(&'static str, Vec<Vec<String>>)> {
         ("geo", vec![s(&["GEOADD", "k", "13.36", "38.11", "a", "15.08", "37.50", "b"])]),
         ("hll", vec![s(&["PFADD", "k", "a", "b", "c", "d"])]),
         (
+            // A collection deleted (its elements left to the reclaimer)
+            // beside a string with an expiry.
+            "garbage",
+            vec![
+                s(&["HSET", "gone", "a", "1", "b", "2", "c", "3"]),
+                s(&["DEL", "gone"]),
+                s(&["SET", "k", "v", "PX", "1"]),
+            ],
+        ),
+        (
             "function",
             vec![
                 s(&["FUNCTION", "LOAD", "#!lua name=lib\nredis.register_function('f', function(keys, args) return redis.call('GET', keys[1]) end)"]),
@@ -199,14 +209,21 @@ pub fn run_battery(db: Arc<Db>) -> Option<String> {
         // Refusing to open a keyspace it cannot read is a clear answer.
         Err(_) => return None,
     };
-    for cmd in battery() {
+    // The background work (the expire cycle, the reclaimer of deleted
+    // collections) meets the damage too: first, half way and at the end.
+    s.background();
+    for (i, cmd) in battery().into_iter().enumerate() {
         let reply = s.call(&cmd);
         if let Reply::Error(e) = &reply {
             if e.contains("Tembo bug") {
                 return Some(format!("{cmd:?}: {e}"));
             }
         }
+        if i == 40 {
+            s.background();
+        }
     }
+    s.background();
     None
 }
 

@@ -7,8 +7,10 @@
 //!
 //! For each type, the key's metadata record, or (every other time) another
 //! of its records (an element, a score, a string chunk, a stream node or
-//! group, an expiry entry, a library), is replaced in the pool itself by a
-//! damaged copy, and a fresh session runs the battery. `TEMBO_SEED` picks
+//! group, an expiry entry, a deleted collection's reclaim entry, a
+//! library), is replaced in the pool itself by a damaged copy (or, one
+//! time in four, moved to a damaged key), and a fresh session runs the
+//! battery and its background work. `TEMBO_SEED` picks
 //! the damage; CI fixes it. Debug builds check arithmetic overflow, so a
 //! length or index that overflows shows here as a panic too.
 
@@ -67,10 +69,24 @@ fn damaged_records_get_replies_not_panics() {
         for i in 0..DAMAGES {
             let db = logic::prepared(t);
             let recs = logic::records(&db);
+            if name == "garbage" {
+                let reclaim = recs.iter().filter(|(k, _)| k.first() == Some(&tembo_server::encoding::GARBAGE));
+                assert_eq!(reclaim.count(), 1, "the deleted hash waits for the reclaimer");
+            }
             let which = if i % 2 == 0 { 0 } else { rng.gen_range(0..recs.len()) };
             let (key, rec) = &recs[which];
             let damaged = damage(rec, &mut rng);
-            db.put(key, &damaged).expect("put the damaged record");
+            if i % 4 == 3 {
+                // The damage moves the record: its key is damaged instead.
+                let mut moved = damage(key, &mut rng);
+                if moved.is_empty() {
+                    moved.push(rng.gen()); // the store takes no empty key
+                }
+                db.delete(key).expect("delete the record");
+                db.put(&moved, rec).expect("put the moved record");
+            } else {
+                db.put(key, &damaged).expect("put the damaged record");
+            }
             // A watchdog: a command that loops for ever fails the test.
             let (tx, rx) = mpsc::channel();
             let worker = db.clone();
@@ -80,7 +96,9 @@ fn damaged_records_get_replies_not_panics() {
             match rx.recv_timeout(Duration::from_secs(60)) {
                 Ok(None) => {}
                 Ok(Some(f)) => failures.push(format!("{name} #{i} (record {key:02x?} = {damaged:02x?}): {f}")),
-                Err(_) => panic!(
+                Err(mpsc::RecvTimeoutError::Disconnected) => failures
+                    .push(format!("{name} #{i} (record {key:02x?} = {damaged:02x?}): the background work panicked")),
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!(
                     "{name} #{i}: the battery did not finish in 60 s (record {key:02x?} = {damaged:02x?}, seed {seed})"
                 ),
             }
