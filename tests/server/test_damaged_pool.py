@@ -234,6 +234,7 @@ def test_damaged_pool_gets_clear_errors(pools, engine, seed):
     offsets = damage(src, pool, rnd)
     check_copy = pool + ".check"
     shutil.copy(pool, check_copy)  # as damaged, before any recovery
+    s = None
     try:
         s = Server(pool, os.path.join(pools, f"damaged-{seed}.log"), engine)
         refused = s.port is None
@@ -274,6 +275,9 @@ def test_damaged_pool_gets_clear_errors(pools, engine, seed):
         assert r.returncode in (0, 1), (r.returncode, r.stdout[-2000:], r.stderr[-2000:])
         assert "panicked" not in r.stdout + r.stderr, r.stderr[-2000:]
     finally:
+        if s is not None and s.proc.poll() is None:
+            s.proc.kill()  # a failed check leaves no server behind
+            s.proc.wait(10)
         for f in (pool, check_copy):
             if os.path.exists(f):
                 os.remove(f)
