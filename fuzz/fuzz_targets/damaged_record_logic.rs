@@ -1,5 +1,5 @@
 // The logic of the `damaged_record` fuzz target, shared with
-// `crates/tembo-server/tests/damaged_meta.rs` (both `include!` this file
+// `crates/tembo-server/tests/damaged_records.rs` (both `include!` this file
 // into a module of their own, so it holds items only and no inner
 // attributes).
 //

@@ -16,7 +16,10 @@ use, and served again. Bad input of this kind must get a clear answer:
   a panic.
 
 Half the seeds damage a pool closed cleanly, half one whose server was
-killed (SIGKILL) under writes, so that the damage meets the lazy recovery.
+killed (SIGKILL) right after a burst of writes, without a clean shutdown,
+so that the damage meets the lazy recovery. A server that listens, then
+finds the pool damaged and exits with a `tembo: error:` line (it listens
+before it opens the pool) counts as a refusal.
 Session 50 found, this way, LRANGE panicking on a leaf whose damaged key
 had left its place in key order (a scan returned a key outside its range;
 the engine now checks every key a scan returns).
@@ -75,6 +78,7 @@ class Server:
             except OSError:
                 time.sleep(0.05)
         self.proc.kill()
+        self.proc.wait(10)
         raise AssertionError(f"tembo serve neither answered nor exited on {pool}")
 
     def client(self):
@@ -150,6 +154,9 @@ def pools():
 
     def of(engine):
         if engine not in made:
+            # The cases come engine by engine: the last one's pools can go.
+            for e in list(made):
+                shutil.rmtree(made.pop(e), ignore_errors=True)
             made[engine] = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
             make_pools(made[engine], engine)
         return made[engine]

@@ -270,10 +270,12 @@ fn node_decode(first: &[u8], v: &[u8]) -> Option<Node> {
         bytes: u(16)?,
         last: StreamId::from_bytes(v.get(24..40)?)?,
     };
-    // Counts no pool can hold, or entries past the node's last ID, are
-    // damage (appends add to them).
+    // More live entries than entries, or counts no pool can hold, are
+    // damage (appends add to them). A node's first ID may exceed its last:
+    // an exact trim can leave a node with no live entry, and an XADD after
+    // XSETID lowered the stream's top ID appends below its first.
     let max = crate::encoding::MAX_ELEMENTS;
-    (n.live <= n.total && n.total <= max && n.bytes <= max && n.first <= n.last).then_some(n)
+    (n.live <= n.total && n.total <= max && n.bytes <= max).then_some(n)
 }
 
 fn node_put(cx: &mut Ctx, key: &[u8], s: &Stream, n: &Node) -> Res<()> {

@@ -119,3 +119,37 @@ fn fuzz_entry_takes_any_input() {
         assert_eq!(logic::damaged_record(input), None, "{input:?}");
     }
 }
+
+/// The decoder's checks must not refuse what commands legitimately leave:
+/// an exact trim can leave a stream node with no live entry, and an XADD
+/// after XSETID lowered the empty stream's top ID appends to it below its
+/// first ID (a node whose first ID is past its last).
+#[test]
+fn a_stream_node_below_a_lowered_top_id_still_reads() {
+    use std::sync::Arc;
+    use tembo_server::resp::Reply;
+    let db = Arc::new(tembo_store::Db::in_memory(&tembo_store::Options::with_size(16 << 20)).expect("db"));
+    let mut s = tembo_server::Session::new(db.clone()).expect("session");
+    for cmd in [
+        &["XADD", "k", "1-0", "f", "v"][..],
+        &["XADD", "k", "2-0", "f", "v"],
+        &["XADD", "k", "3-0", "f", "v"],
+        &["XDEL", "k", "3-0"],
+        &["XTRIM", "k", "MINID", "3-0"],
+        &["XSETID", "k", "0-5"],
+        &["XADD", "k", "0-6", "f", "v"],
+        &["XADD", "k", "0-7", "g", "w"],
+        &["XTRIM", "k", "MAXLEN", "5"],
+    ] {
+        let r = s.call(cmd);
+        assert!(!matches!(r, Reply::Error(_)), "{cmd:?}: {r:?}");
+    }
+    drop(s);
+    // As a restarted server reads it.
+    let mut s = tembo_server::Session::new(db).expect("session");
+    assert_eq!(s.call(&["XLEN", "k"]), Reply::Int(2));
+    let r = s.call(&["XINFO", "STREAM", "k", "FULL"]);
+    assert!(!matches!(r, Reply::Error(_)), "XINFO STREAM FULL: {r:?}");
+    let r = s.call(&["XRANGE", "k", "-", "+"]);
+    assert!(matches!(&r, Reply::Array(a) if a.len() == 2), "XRANGE: {r:?}");
+}
