@@ -43,17 +43,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from crash_kill9 import free_port
+
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 BINARY = os.environ.get("TEMBO_BIN")
 SEEDS = int(os.environ.get("TEMBO_DAMAGE_SEEDS", "60"))
 ENGINES = os.environ.get("TEMBO_DAMAGE_ENGINES", "cdds,kamino,kamino-dynamic,undo").split(",")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
