@@ -54,13 +54,19 @@ fn exercise(tree: &Tree) {
     if let Ok(it) = tree.scan(Bound::Unbounded, Bound::Included(b"key00200".to_vec()), true) {
         let _ = it.take(1000).count();
     }
-    // A scan yields keys of its range only, whatever a damaged leaf holds
-    // (callers strip a range's prefix from every key they get).
+    // A scan yields keys of its range only, in order, whatever a damaged
+    // leaf holds (callers strip a range's prefix from every key they get,
+    // and resume a scan after the last key they got).
     let (lo, hi) = (b"key00100".to_vec(), b"key00300".to_vec());
     for reverse in [false, true] {
         if let Ok(it) = tree.scan(Bound::Included(lo.clone()), Bound::Excluded(hi.clone()), reverse) {
+            let mut prev: Option<Vec<u8>> = None;
             for (k, _) in it.take(1000).map_while(Result::ok) {
                 assert!(k >= lo && k < hi, "a scan of [key00100, key00300) gave {k:?}");
+                if let Some(p) = &prev {
+                    assert!(if reverse { k < *p } else { k > *p }, "a scan gave {k:?} after {p:?}");
+                }
+                prev = Some(k);
             }
         }
     }

@@ -49,6 +49,13 @@ pub struct Iter<'t> {
     /// range, so a damaged leaf's misplaced key is an error, not a key
     /// outside what the caller asked for.
     start: Bound<Vec<u8>>,
+    /// The key last returned (see `returned`): each next one must
+    /// follow it, so that a damaged leaf's keys out of order are an error
+    /// rather than a scan that goes back (a caller resuming after the last
+    /// key it got would loop for ever).
+    prev: Vec<u8>,
+    /// Whether a key was returned (`prev` holds it).
+    returned: bool,
     /// Records of the matching entries of the last leaf visited, in order.
     buf: VecDeque<u64>,
     done: bool,
@@ -107,6 +114,8 @@ impl TreeCore {
             hi,
             reverse,
             start,
+            prev: Vec::new(),
+            returned: false,
             buf: VecDeque::new(),
             done: false,
             parent: None,
@@ -424,6 +433,13 @@ impl Iter<'_> {
                     rec,
                 ));
             }
+            let follows = if self.reverse { key.as_slice() < self.prev.as_slice() } else { **key > *self.prev };
+            if !follows && self.returned {
+                return Err(CddsError::invariant("a scan met keys out of order (a damaged leaf)", rec));
+            }
+            self.prev.clear();
+            self.prev.extend_from_slice(key);
+            self.returned = true;
             record::value_into(pool, rec, &h, value)
         });
         if got.is_err() {

@@ -24,3 +24,15 @@ fn damaged_pools_never_panic() {
     eprintln!("{opened} opened, {refused} refused (seed {seed})");
     assert!(opened > 0);
 }
+
+/// Seeds whose damage leaves a leaf's keys out of order inside the range
+/// scanned: before the iterator checked each key against the last one, its
+/// scans went back (a caller resuming after the last key it got, as SCAN
+/// does, looped for ever).
+#[test]
+fn scans_of_leaves_out_of_order_never_go_back() {
+    for seed in [4u64, 5, 8] {
+        let (opened, _) = logic::smoke(seed, 400, 2, logic::base_image().len(), logic::cdds_open);
+        assert!(opened > 0, "seed {seed}");
+    }
+}

@@ -42,21 +42,26 @@ pub fn expire_cycle(st: &mut State, now: u64, limit: usize) -> Result<(u64, bool
         let Some(raw) = st.store.get(&mk)? else { continue };
         // The index entry may be stale (the expiry changed in a group not yet
         // reflected here); only a matching expiry deletes the key.
-        let Some(m) = Meta::decode(&raw) else { continue };
-        if m.expire_at == at {
-            st.store.delete(mk);
-            if m.version != 0 {
-                // Cannot fail: the record is no longer than the collection's element keys.
-                let _ = st.store.put(sub_prefix(GARBAGE, db, key, m.version), Vec::new());
+        match Meta::decode_head(&raw) {
+            Some(m) if m.expire_at == at => {
+                st.store.delete(mk);
+                if m.version != 0 {
+                    // Cannot fail: the record is no longer than the collection's element keys.
+                    let _ = st.store.put(sub_prefix(GARBAGE, db, key, m.version), Vec::new());
+                }
+                st.pending_counts[db as usize].0 -= 1;
+                st.pending_counts[db as usize].1 -= 1;
             }
-            st.pending_counts[db as usize].0 -= 1;
-            st.pending_counts[db as usize].1 -= 1;
-            let seen = st.logical(db);
-            st.touch(seen, key, None);
-            st.notes.clear();
-            crate::notify::send_from(st, None, crate::notify::EXPIRED, "expired", seen, key);
-            n += 1;
+            // A record that does not decode but still holds this expiry
+            // time expires as it would have.
+            None if raw.get(1..9).map(be64) == Some(at) => st.drop_damaged(db, key, &raw)?,
+            _ => continue,
         }
+        let seen = st.logical(db);
+        st.touch(seen, key, None);
+        st.notes.clear();
+        crate::notify::send_from(st, None, crate::notify::EXPIRED, "expired", seen, key);
+        n += 1;
     }
     Ok((n, more))
 }
@@ -95,10 +100,14 @@ pub fn drop_metas(
     let more = doomed.len() > limit;
     let mut n = 0;
     for (k, v) in doomed.into_iter().take(limit) {
-        if let (Some(m), Some(user_key)) = (Meta::decode(&v), meta_user_key(&k)) {
-            if m.version != 0 {
+        if let Some(user_key) = meta_user_key(&k) {
+            let version = match Meta::decode_head(&v) {
+                Some(m) => Some(m.version).filter(|&v| v != 0),
+                None => st.salvaged_version(db, user_key, &k, &v)?,
+            };
+            if let Some(version) = version {
                 // Cannot fail: the record is no longer than the collection's element keys.
-                let _ = st.store.put(sub_prefix(GARBAGE, db, user_key, m.version), Vec::new());
+                let _ = st.store.put(sub_prefix(GARBAGE, db, user_key, version), Vec::new());
             }
         }
         st.store.delete(k);

@@ -1225,6 +1225,58 @@ impl State {
         }
     }
 
+    /// Drops `key` of `db` whose metadata record (`head`: its first bytes)
+    /// does not decode: the record goes, and so do its expiry entry and
+    /// its elements where the words that would say where they are still
+    /// read as such ([`salvaged_version`](Self::salvaged_version)). Key
+    /// counts as [`count_keys`](Self::count_keys) made them: every record
+    /// is a key, a record that does not decode has no expiry.
+    pub fn drop_damaged(&mut self, db: u8, key: &[u8], head: &[u8]) -> Result<(), DbError> {
+        let mk = encoding::meta_key(db, self.gen(db), key);
+        let version = self.salvaged_version(db, key, &mk, head)?;
+        self.store.delete(mk);
+        self.pending_counts[db as usize].0 -= 1;
+        let expire_at = head.get(1..9).map_or(0, encoding::be64);
+        if expire_at != 0 {
+            let ek = encoding::expire_key(expire_at, db, key);
+            if self.store.get(&ek)?.is_some() {
+                self.store.delete(ek);
+            }
+        }
+        if let Some(version) = version {
+            // Cannot fail: the record is no longer than the collection's element keys.
+            let _ = self.store.put(encoding::sub_prefix(encoding::GARBAGE, db, key, version), Vec::new());
+        }
+        log::warn!(
+            "deleted key {:?} of database {db}, whose metadata did not decode{}",
+            String::from_utf8_lossy(key),
+            if version.is_some() { "" } else { " (its elements, if any, stay as leaked space)" }
+        );
+        Ok(())
+    }
+
+    /// The version word of `key`'s metadata record `head` (stored under
+    /// `mk`), which does not decode, where reclaiming the elements it
+    /// names is safe: a version already handed out, and not that of the
+    /// key's live record if `mk` is an older generation's. Element keys
+    /// carry the user key and a key has one live record, so such a version
+    /// names no live key's elements — at worst none at all. `None`: the
+    /// elements, if any, stay as leaked space.
+    pub fn salvaged_version(&self, db: u8, key: &[u8], mk: &[u8], head: &[u8]) -> Result<Option<u64>, DbError> {
+        let version = head.get(9..17).map_or(0, encoding::be64);
+        if version == 0 || !self.store.handed_out(version) {
+            return Ok(None);
+        }
+        let live = encoding::meta_key(db, self.gen(db), key);
+        if live != mk {
+            let live_version = self.store.get_range(&live, 0, 17)?.and_then(|(h, _)| h.get(9..17).map(encoding::be64));
+            if live_version == Some(version) {
+                return Ok(None);
+            }
+        }
+        Ok(Some(version))
+    }
+
     /// Committed plus pending key count of `db`.
     pub fn key_count(&self, db: usize) -> i64 {
         self.keys[db] + self.pending_counts[db].0

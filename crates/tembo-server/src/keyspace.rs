@@ -325,6 +325,24 @@ impl Ctx<'_> {
         }
     }
 
+    /// Removes `key`, whose metadata record does not decode (see
+    /// [`State::drop_damaged`](crate::exec::State::drop_damaged)): DEL's and
+    /// UNLINK's way out of damage that `tembo pool check` reported.
+    /// Whether there was a record.
+    pub fn remove_damaged(&mut self, key: &[u8]) -> Res<bool> {
+        let mk = self.meta_key_of(key);
+        let Some((head, _)) = self.st.store.get_range(&mk, 0, encoding::META_HEADER_MAX)? else { return Ok(false) };
+        let db = self.db();
+        self.st.drop_damaged(db, key, &head)?;
+        let seen = self.client.db;
+        self.st.blocking.signal(seen, key);
+        self.st.touch(seen, key, Some(&mut *self.client));
+        if self.st.notify_flags != 0 {
+            crate::notify::note(self.st, seen, key, false, true);
+        }
+        Ok(true)
+    }
+
     /// Writes `meta` back, or removes the key if the collection became empty.
     pub fn save_collection(&mut self, key: &[u8], old: Option<&Meta>, meta: &Meta) -> Res<()> {
         if meta.size == 0 {

@@ -52,6 +52,8 @@ pub struct Store {
     depth: u32,
     /// A put was refused since the running command began.
     refused: bool,
+    /// Writes staged so far (ever): a command staged some when this moved.
+    staged: u64,
 }
 
 /// A journaled write: the key, and what the overlay held for it before
@@ -64,6 +66,7 @@ pub struct Savepoint {
     journal_len: usize,
     version_limit: u64,
     refused: bool,
+    staged: u64,
 }
 
 /// A write refused before it reached the engine.
@@ -106,6 +109,7 @@ impl Store {
             journal: Vec::new(),
             depth: 0,
             refused: false,
+            staged: 0,
         })
     }
 
@@ -201,6 +205,7 @@ impl Store {
     }
 
     fn stage(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) {
+        self.staged += 1;
         if self.depth < 2 {
             self.overlay.insert(key, value);
         } else {
@@ -213,8 +218,12 @@ impl Store {
     /// journaled until the matching [`end_command`](Self::end_command).
     pub fn begin_command(&mut self) -> Savepoint {
         self.depth += 1;
-        let sp =
-            Savepoint { journal_len: self.journal.len(), version_limit: self.version_limit, refused: self.refused };
+        let sp = Savepoint {
+            journal_len: self.journal.len(),
+            version_limit: self.version_limit,
+            refused: self.refused,
+            staged: self.staged,
+        };
         self.refused = false;
         sp
     }
@@ -223,6 +232,11 @@ impl Store {
     /// since the running command began (not counting commands it ran).
     pub fn refused(&self) -> bool {
         self.refused
+    }
+
+    /// Whether the command of `sp` (and those it ran) staged any write.
+    pub fn staged_since(&self, sp: &Savepoint) -> bool {
+        self.staged != sp.staged
     }
 
     /// Whether the command running now runs inside another one (EXEC's,
@@ -273,6 +287,12 @@ impl Store {
         }
         self.next_version += 1;
         self.next_version - 1
+    }
+
+    /// Whether `version` may have been handed out to a collection, now or
+    /// in an earlier run (every version at or past this bound is fresh).
+    pub fn handed_out(&self, version: u64) -> bool {
+        version < self.next_version
     }
 
     /// Whether writes are pending.

@@ -349,7 +349,7 @@ pub fn delete(cx: &mut Ctx, key: &[u8], s: &mut Stream, id: StreamId) -> Res<boo
         return Ok(false);
     }
     cx.sub_del(key, &s.meta, &id.bytes());
-    s.meta.size -= 1;
+    s.meta.size = CmdError::shrink(key, s.meta.size, 1)?;
     if let Some(mut n) = node_of(cx, key, s, id)? {
         n.live = n.live.saturating_sub(1);
         if n.live == 0 {
@@ -383,7 +383,7 @@ pub fn trim(cx: &mut Ctx, key: &[u8], s: &mut Stream, how: Trim, approx: bool, l
             }
         }
         // A node counting more entries than its stream holds is damage.
-        let rest = s.meta.size.checked_sub(n.live).ok_or_else(|| CmdError::corrupt(key))?;
+        let rest = CmdError::shrink(key, s.meta.size, n.live)?;
         if limit != 0 && deleted.saturating_add(n.live) > limit {
             break;
         }
@@ -413,8 +413,8 @@ pub fn trim(cx: &mut Ctx, key: &[u8], s: &mut Stream, how: Trim, approx: bool, l
                 break;
             }
             cx.sub_del(key, &s.meta, &id.bytes());
-            s.meta.size -= 1;
-            n.live -= 1;
+            s.meta.size = CmdError::shrink(key, s.meta.size, 1)?;
+            n.live = CmdError::shrink(key, n.live, 1)?;
             deleted += 1;
         }
         node_put(cx, key, s, &n)?;

@@ -153,3 +153,159 @@ fn a_stream_node_below_a_lowered_top_id_still_reads() {
     let r = s.call(&["XRANGE", "k", "-", "+"]);
     assert!(matches!(&r, Reply::Array(a) if a.len() == 2), "XRANGE: {r:?}");
 }
+
+/// Sets the element count in the metadata record of `key` (database 0).
+fn set_count(db: &tembo_store::Db, key: &[u8], size: u64) {
+    use tembo_server::encoding::{meta_user_key, Meta, META};
+    let recs = logic::records(db);
+    let (k, v) = recs
+        .iter()
+        .find(|(k, _)| k.first() == Some(&META) && meta_user_key(k) == Some(key))
+        .expect("the key's metadata record");
+    let mut m = Meta::decode(v).expect("a metadata record that decodes");
+    m.size = size;
+    db.put(k, &m.encode()).expect("put the damaged record");
+}
+
+/// A metadata record counting fewer elements than the key holds: a command
+/// removing more than the count answers that the key is damaged and
+/// applies nothing, on its own and inside MULTI (where the commands around
+/// it stand).
+#[test]
+fn a_count_below_the_elements_refuses_removals_and_applies_nothing() {
+    use std::sync::Arc;
+    use tembo_server::resp::Reply;
+    let cases: [(&[&str], &[&str], &[&str]); 6] = [
+        (&["HSET", "k", "a", "1", "b", "2", "c", "3"], &["HDEL", "k", "a", "b", "c"], &["HGETALL", "k"]),
+        (
+            &["ZADD", "k", "1", "a", "2", "b", "3", "c"],
+            &["ZREM", "k", "a", "b"],
+            &["ZRANGEBYSCORE", "k", "-inf", "+inf"],
+        ),
+        (&["SADD", "k", "a", "b", "c"], &["SREM", "k", "a", "b", "c"], &["SMEMBERS", "k"]),
+        (
+            &["ZADD", "k", "1", "a", "2", "b", "3", "c"],
+            &["ZREMRANGEBYSCORE", "k", "-inf", "+inf"],
+            &["ZRANGE", "k", "0", "-1"],
+        ),
+        (&["XADD", "k", "1-0", "f", "v"], &["XDEL", "k", "1-0"], &["XRANGE", "k", "-", "+"]),
+        (&["XADD", "k", "1-0", "f", "v"], &["XTRIM", "k", "MINID", "5"], &["XRANGE", "k", "-", "+"]),
+    ];
+    for (fill, remove, read) in cases {
+        let db = Arc::new(tembo_store::Db::in_memory(&tembo_store::Options::with_size(16 << 20)).expect("db"));
+        let mut s = tembo_server::Session::new(db.clone()).expect("session");
+        assert!(!matches!(s.call(fill), Reply::Error(_)), "{fill:?}");
+        if fill[0] == "XADD" {
+            assert!(!matches!(s.call(&["XADD", "k", "2-0", "f", "v"]), Reply::Error(_)));
+        }
+        drop(s);
+        // Streams may be empty; other collections count at least one.
+        set_count(&db, b"k", if fill[0] == "XADD" { 0 } else { 1 });
+        let mut s = tembo_server::Session::new(db).expect("session");
+        let before = s.call(read);
+        let r = s.call(remove);
+        assert!(matches!(&r, Reply::Error(e) if e.contains("counts fewer elements")), "{remove:?}: {r:?}");
+        assert_eq!(s.call(read), before, "{remove:?} removed some elements");
+        // Inside MULTI: the refused command alone applies nothing.
+        assert_eq!(s.call(&["MULTI"]), Reply::Simple("OK".into()));
+        for cmd in [&["SET", "other", "1"][..], remove, &["SET", "after", "2"]] {
+            assert_eq!(s.call(cmd), Reply::Simple("QUEUED".into()), "{cmd:?}");
+        }
+        let r = s.call(&["EXEC"]);
+        let Reply::Array(replies) = &r else { panic!("EXEC: {r:?}") };
+        assert!(matches!(&replies[1], Reply::Error(e) if e.contains("counts fewer")), "{remove:?} in EXEC: {r:?}");
+        assert_eq!(s.call(read), before, "{remove:?} in EXEC removed some elements");
+        assert_eq!(
+            s.call(&["MGET", "other", "after"]),
+            Reply::Array(vec![Reply::Bulk(b"1".to_vec()), Reply::Bulk(b"2".to_vec())])
+        );
+    }
+}
+
+/// A key whose metadata does not decode can still be deleted (by DEL,
+/// UNLINK or a flush): the user's way out of damage that `tembo pool
+/// check` reported. Where the record's version word survived, the key's
+/// elements are reclaimed too.
+#[test]
+fn a_key_whose_metadata_does_not_decode_can_be_deleted() {
+    use std::sync::Arc;
+    use tembo_server::encoding::{meta_user_key, split_sub, EXPIRES, META, SUB, ZIDX};
+    use tembo_server::resp::Reply;
+    for (fill, remove) in [
+        (&["HSET", "k", "a", "1", "b", "2"][..], &["DEL", "k", "other"][..]),
+        (&["RPUSH", "k", "a", "b"], &["UNLINK", "k"]),
+        (&["SET", "k", "v"], &["DEL", "k"]),
+        (&["ZADD", "k", "1", "a"], &["FLUSHDB"]),
+    ] {
+        let db = Arc::new(tembo_store::Db::in_memory(&tembo_store::Options::with_size(16 << 20)).expect("db"));
+        let mut s = tembo_server::Session::new(db.clone()).expect("session");
+        assert!(!matches!(s.call(fill), Reply::Error(_)), "{fill:?}");
+        assert!(!matches!(s.call(&["PEXPIRE", "k", "100000000"]), Reply::Error(_)));
+        drop(s);
+        let recs = logic::records(&db);
+        let (k, v) =
+            recs.iter().find(|(k, _)| k.first() == Some(&META) && meta_user_key(k) == Some(b"k")).expect("meta");
+        // The type byte damaged; the expiry and version words intact.
+        let mut damaged = v.clone();
+        damaged[0] = 0xee;
+        db.put(k, &damaged).expect("put the damaged record");
+        let mut s = tembo_server::Session::new(db.clone()).expect("session");
+        let r = s.call(&["TYPE", "k"]);
+        assert!(matches!(&r, Reply::Error(e) if e.contains("does not decode") && e.contains("DEL")), "TYPE: {r:?}");
+        let r = s.call(&["SET", "k", "w"]);
+        assert!(matches!(&r, Reply::Error(e) if e.contains("does not decode")), "SET over it: {r:?}");
+        let r = s.call(remove);
+        assert!(!matches!(r, Reply::Error(_)), "{remove:?}: {r:?}");
+        if remove[0] != "FLUSHDB" {
+            assert_eq!(r, Reply::Int(1), "{remove:?}");
+        }
+        assert_eq!(s.call(&["EXISTS", "k"]), Reply::Int(0), "{remove:?}");
+        assert_eq!(s.call(&["DBSIZE"]), Reply::Int(0), "{remove:?}");
+        assert_eq!(s.call(&["SET", "k", "w"]), Reply::Simple("OK".into()), "{remove:?}");
+        for _ in 0..10 {
+            s.background();
+        }
+        drop(s);
+        let left: Vec<_> = logic::records(&db)
+            .into_iter()
+            .filter(|(k, _)| match k.first() {
+                Some(&SUB) | Some(&ZIDX) => split_sub(k).is_some_and(|(_, key, _, _)| key == b"k"),
+                // A flush leaves expiry entries for the expire cycle to drop when due.
+                Some(&EXPIRES) => remove[0] != "FLUSHDB" && k.len() == 11 && k.ends_with(b"k"),
+                _ => false,
+            })
+            .collect();
+        assert!(left.is_empty(), "{remove:?} left records of the key: {left:02x?}");
+    }
+}
+
+/// A key whose metadata does not decode but still holds its expiry time
+/// expires when due, its elements reclaimed.
+#[test]
+fn a_key_whose_metadata_does_not_decode_still_expires() {
+    use std::sync::Arc;
+    use tembo_server::encoding::{meta_user_key, split_sub, META, SUB};
+    use tembo_server::resp::Reply;
+    let db = Arc::new(tembo_store::Db::in_memory(&tembo_store::Options::with_size(16 << 20)).expect("db"));
+    let mut s = tembo_server::Session::new(db.clone()).expect("session");
+    assert_eq!(s.call(&["HSET", "k", "a", "1", "b", "2"]), Reply::Int(2));
+    assert_eq!(s.call(&["PEXPIRE", "k", "50"]), Reply::Int(1));
+    drop(s);
+    let recs = logic::records(&db);
+    let (k, v) = recs.iter().find(|(k, _)| k.first() == Some(&META) && meta_user_key(k) == Some(b"k")).expect("meta");
+    let mut damaged = v.clone();
+    damaged[0] = 0xee;
+    db.put(k, &damaged).expect("put the damaged record");
+    let mut s = tembo_server::Session::new(db.clone()).expect("session");
+    std::thread::sleep(Duration::from_millis(120));
+    for _ in 0..10 {
+        s.background();
+    }
+    drop(s);
+    let left: Vec<_> = logic::records(&db)
+        .into_iter()
+        .filter(|(k, _)| k.first() == Some(&META) || (k.first() == Some(&SUB) && split_sub(k).is_some()))
+        .filter(|(k, _)| meta_user_key(k) == Some(b"k") || split_sub(k).is_some_and(|(_, key, _, _)| key == b"k"))
+        .collect();
+    assert!(left.is_empty(), "the expired key left records: {left:02x?}");
+}

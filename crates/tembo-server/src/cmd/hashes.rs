@@ -280,7 +280,7 @@ fn hdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             removed += 1;
         }
     }
-    m.size -= removed as u64;
+    m.size = CmdError::shrink(&a[1], m.size, removed as u64)?;
     save(cx, &a[1], Some(&old), &m)?;
     Ok(Reply::Int(removed))
 }

@@ -184,10 +184,17 @@ pub const COMMANDS: &[Spec] = &[
 fn del(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut n = 0;
     for key in &a[1..] {
-        if let Some(m) = cx.lookup_head(key)? {
-            cx.remove(key, &m);
-            n += 1;
+        match cx.lookup_head(key) {
+            Ok(Some(m)) => cx.remove(key, &m),
+            Ok(None) => continue,
+            Err(e) if e.is_undecodable() => {
+                if !cx.remove_damaged(key)? {
+                    continue;
+                }
+            }
+            Err(e) => return Err(e),
         }
+        n += 1;
     }
     Ok(Reply::Int(n))
 }
@@ -223,7 +230,7 @@ pub(super) fn walk_keys(
     let mut last = None;
     for kv in cx.st.store.scan(lo, hi, false) {
         let (k, v) = kv?;
-        let user_key = encoding::meta_user_key(&k).ok_or_else(|| CmdError::corrupt(&k))?;
+        let user_key = encoding::meta_user_key(&k).ok_or_else(|| CmdError::unnamed_record(&k))?;
         let meta = Meta::decode(&v).ok_or_else(|| CmdError::corrupt(user_key))?;
         let go_on = meta.expired(now) || f(user_key, &meta);
         last = Some(k);

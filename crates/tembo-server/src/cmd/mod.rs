@@ -94,10 +94,31 @@ impl CmdError {
     }
     /// A metadata record this server cannot read: a bug report, not a crash.
     pub fn corrupt(key: &[u8]) -> CmdError {
-        CmdError::err(format!(
-            "internal: the metadata of key {:?} does not decode; run `tembo pool check`",
-            String::from_utf8_lossy(key)
-        ))
+        CmdError::damaged(key, UNDECODABLE)
+    }
+    /// A metadata record whose engine key `k` names no user key.
+    pub fn unnamed_record(k: &[u8]) -> CmdError {
+        CmdError(format!("{DAMAGE}a metadata record's engine key {k:02x?} is too short; run `tembo pool check`"))
+    }
+    /// Whether this is [`CmdError::corrupt`]'s error.
+    pub fn is_undecodable(&self) -> bool {
+        self.0.starts_with(DAMAGE) && self.0.ends_with(&format!("{UNDECODABLE}{AFTER_DAMAGE}"))
+    }
+    /// The records of `key` contradict each other (`what` says how): the
+    /// pool is damaged. The command applies nothing ([`CmdError::is_damage`]).
+    pub fn damaged(key: &[u8], what: &str) -> CmdError {
+        CmdError(format!("{DAMAGE}the metadata of key {:?} {what}{AFTER_DAMAGE}", String::from_utf8_lossy(key)))
+    }
+    /// `size - n`, for a collection at `key` found to hold `n` elements
+    /// that it is losing; a `size` below `n` means its metadata is damaged.
+    pub fn shrink(key: &[u8], size: u64, n: u64) -> Result<u64, CmdError> {
+        size.checked_sub(n).ok_or_else(|| CmdError::damaged(key, "counts fewer elements than the key holds"))
+    }
+    /// Whether this error reports damaged records or a storage failure found
+    /// while the command ran: whatever the command staged before it is
+    /// undone, so that a damaged pool is never made worse.
+    pub fn is_damage(&self) -> bool {
+        self.0.starts_with(DAMAGE) || self.0.starts_with(STORAGE)
     }
     /// A failed group commit, as the affected command's reply.
     pub fn from_commit(e: &DbError) -> CmdError {
@@ -110,9 +131,18 @@ impl CmdError {
     }
 }
 
+/// How an error about damaged records starts.
+const DAMAGE: &str = "ERR internal: ";
+/// What [`CmdError::corrupt`] says of the record.
+const UNDECODABLE: &str = "does not decode";
+/// How an error about damaged records ends.
+const AFTER_DAMAGE: &str = "; run `tembo pool check` (DEL removes the key)";
+/// How an error the engine returned to a read starts.
+const STORAGE: &str = "ERR storage: ";
+
 impl From<DbError> for CmdError {
     fn from(e: DbError) -> Self {
-        CmdError::err(format!("storage: {e}"))
+        CmdError(format!("{STORAGE}{e}"))
     }
 }
 
@@ -770,10 +800,13 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
             }
         }
     };
-    if st.store.refused() {
-        // A key or value over the engine's limits, found after some of the
-        // command's writes may have been staged: it applies nothing (its
-        // error says why).
+    let damaged = matches!(&reply, Err(e) if e.is_damage()) && st.store.staged_since(&savepoint);
+    if st.store.refused() || damaged {
+        // A key or value over the engine's limits, or a damaged record,
+        // found after some of the command's writes were staged: it applies
+        // nothing (its error says why). A read that met damage is left
+        // alone: rerunning its group would repeat what it did outside the
+        // store (a SCAN takes its cursor).
         match counts_before {
             Some(counts) => {
                 // Run by EXEC or a script: only this command is undone.

@@ -388,7 +388,7 @@ fn srem(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             removed += 1;
         }
     }
-    m.size -= removed as u64;
+    m.size = CmdError::shrink(&a[1], m.size, removed as u64)?;
     save(cx, &a[1], Some(&old), &m)?;
     Ok(Reply::Int(removed))
 }

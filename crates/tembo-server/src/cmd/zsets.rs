@@ -590,11 +590,10 @@ fn zrem(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     for member in &a[2..] {
         if let Some(score) = score_of(cx, key, &m, member)? {
             del_member(cx, key, &m, member, score);
-            m.size -= 1;
+            // Past the last member, none is found: a count that reaches
+            // zero first is damage, refused rather than the rest dropped.
+            m.size = CmdError::shrink(key, m.size, 1)?;
             deleted += 1;
-            if m.size == 0 {
-                break;
-            }
         }
     }
     if deleted > 0 {
@@ -781,7 +780,7 @@ fn zremrange(cx: &mut Ctx, key: &[u8], sel: Sel) -> CmdResult {
     for (member, score) in &items {
         del_member(cx, key, &m, member, *score);
     }
-    m.size -= items.len() as u64;
+    m.size = CmdError::shrink(key, m.size, items.len() as u64)?;
     cx.save_collection(key, Some(&old), &m)?;
     Ok(Reply::Int(items.len() as i64))
 }
