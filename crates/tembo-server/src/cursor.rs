@@ -20,6 +20,8 @@ pub const MAX: usize = 100_000;
 pub struct Cursors {
     next: u64,
     table: HashMap<u64, (Vec<u8>, Instant)>,
+    /// Cursors taken since [`Cursors::mark`], for [`Cursors::restore`].
+    taken: Vec<(u64, (Vec<u8>, Instant))>,
 }
 
 impl Cursors {
@@ -41,12 +43,52 @@ impl Cursors {
 
     /// The resume point of `cursor`; `None` for 0 or an unknown cursor (start over).
     pub fn take(&mut self, cursor: u64) -> Option<Vec<u8>> {
-        self.table.remove(&cursor).map(|(k, _)| k)
+        let (resume, used) = self.table.remove(&cursor)?;
+        self.taken.push((cursor, (resume.clone(), used)));
+        Some(resume)
+    }
+
+    /// A commit group starts: what [`Cursors::restore`] gives back is
+    /// what is taken from now on.
+    pub fn mark(&mut self) {
+        self.taken.clear();
+    }
+
+    /// Gives back the cursors taken since [`Cursors::mark`]: the group
+    /// that took them is rerun (its commit failed, or a command in it
+    /// stopped midway), and a SCAN rerun must resume where it did, not
+    /// start over.
+    pub fn restore(&mut self) {
+        for (cursor, entry) in self.taken.drain(..) {
+            self.table.insert(cursor, entry);
+        }
     }
 
     /// Forgets cursors unused for [`TTL`].
     pub fn expire_old(&mut self) {
         let now = Instant::now();
         self.table.retain(|_, (_, t)| now.duration_since(*t) < TTL);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_restored_cursor_resumes_again_and_an_unmarked_one_is_gone() {
+        let mut c = Cursors::default();
+        let a = c.save(b"after-a".to_vec());
+        let b = c.save(b"after-b".to_vec());
+        c.mark();
+        assert_eq!(c.take(a), Some(b"after-a".to_vec()));
+        assert_eq!(c.take(a), None, "a cursor is taken once");
+        c.restore();
+        assert_eq!(c.take(a), Some(b"after-a".to_vec()), "the rerun resumes where the first run did");
+        c.mark();
+        c.restore();
+        assert_eq!(c.take(a), None, "taken before the mark: not given back");
+        assert_eq!(c.take(b), Some(b"after-b".to_vec()));
+        assert_eq!(c.take(0), None);
     }
 }

@@ -772,6 +772,7 @@ impl State {
     fn run_group(&mut self, group: Vec<Msg>) {
         // Filled as clients are first changed (`process`, `unblock`, `serve_ready`).
         self.saved.clear();
+        self.cursors.mark();
         self.acl_before = None;
         self.pause_before = self.pause;
         self.expire_blocked();
@@ -848,6 +849,7 @@ impl State {
     /// state, after its commit failed.
     fn rollback(&mut self) {
         self.discard();
+        self.cursors.restore();
         if let Some(acl) = self.acl_before.take() {
             self.acl = acl;
         }
