@@ -199,9 +199,12 @@ mod tests {
             c.touch_hashed(0, key_hash(b"k"), t0);
         }
         // With log factor 10, a thousand uses reach about 18 (the table in
-        // Redis's redis.conf).
+        // Redis's redis.conf); a linear counter would be at 255. The steps
+        // are random (step j takes 10j + 1 uses on average): 27 came up in
+        // about one run in a hundred, so the bounds are where a run falls
+        // outside them less than once in ten thousand.
         let f = c.freq(0, b"k", t0);
-        assert!((12..=26).contains(&f), "{f}");
+        assert!((10..=36).contains(&f), "{f}");
         // One step lost per idle minute.
         assert_eq!(c.freq(0, b"k", t0 + 3 * 60_000), f - 3);
         c.set_freq(0, b"k", 100, t0);
