@@ -12,7 +12,7 @@ use, and served again. Bad input of this kind must get a clear answer:
   error reply, but the connection must stay up (no command panics: the
   log must not say "panicked"), every command must answer within the
   client's time-out, and SHUTDOWN must end the process; a key whose
-  metadata does not decode must go with DEL;
+  metadata does not decode (SCAN stops at it, naming it) must go with DEL;
 - and `tembo pool check` on the damaged copy answers (exit 0 or 1) without
   a panic.
 
@@ -35,6 +35,7 @@ its group, and the rerun SCAN, its cursor already taken, started over.
 import itertools
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -209,26 +210,35 @@ def exercise(c):
             errors.append(str(e))
             return None
 
+    # A key whose metadata does not decode stops SCAN with an error naming
+    # it; the key is the user's to delete (the error says so): DEL removes
+    # it, unless the write itself fails, and SCAN then goes on past it.
     # A SCAN that goes back (a cursor resumed at the start) never ends: the
     # pools hold about 1,000 keys, so 100,000 is a loop.
-    keys = attempt(lambda: list(itertools.islice(c.scan_iter(count=500), 100_000))) or []
+    keys = []
+    for _ in range(50):
+        try:
+            keys = list(itertools.islice(c.scan_iter(count=500), 100_000))
+            break
+        except redis.ResponseError as e:
+            errors.append(str(e))
+            named = re.search(r'the metadata of key "([^"\\]*)" does not decode', str(e))
+            if not named:
+                break
+            n = attempt(c.delete, named.group(1))
+            # 0: the name as printed is not the key's bytes (not UTF-8).
+            assert n in (0, 1) or (n is None and "does not decode" not in errors[-1]), (named.group(1), n, errors[-1:])
+            if n != 1:
+                break
+            print(f"deleted undecodable key {named.group(1)!r}")
+            assert attempt(c.exists, named.group(1)) == 0, named.group(1)
     assert len(keys) < 100_000, "SCAN did not end"
-    undecodable = []
     for k in keys:
         t = attempt(c.type, k)
-        if t is None and "does not decode" in errors[-1]:
-            undecodable.append(k)
         if t in READERS:
             attempt(READERS[t], c, k)
         attempt(c.pttl, k)
         attempt(c.dump, k)
-    # A key whose metadata does not decode is the user's to delete (the
-    # error says so): DEL removes it, unless the write itself fails.
-    for k in undecodable:
-        n = attempt(c.delete, k)
-        assert n in (1, None) and "does not decode" not in (errors[-1] if n is None else ""), (k, n, errors[-1:])
-        if n == 1:
-            assert attempt(c.exists, k) == 0, k
     for name in ["dbsize", "randomkey"]:
         attempt(getattr(c, name))
     attempt(c.info, "all")

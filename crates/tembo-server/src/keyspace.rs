@@ -355,6 +355,17 @@ impl Ctx<'_> {
         }
     }
 
+    /// [`save_collection`](Self::save_collection) for a command that
+    /// deleted elements of `old` one by one: when its count reaches zero,
+    /// no element may be left (one left is damage, an undercount, and
+    /// removing the key would drop the elements it never counted).
+    pub fn save_shrunk(&mut self, key: &[u8], old: &Meta, meta: &Meta) -> Res<()> {
+        if meta.size == 0 && !self.sub_range(SUB, key, old, Bound::Unbounded, Bound::Unbounded, false, 1)?.is_empty() {
+            return Err(CmdError::undercount(key));
+        }
+        self.save_collection(key, Some(old), meta)
+    }
+
     /// Metadata for a new, empty collection of `kind`.
     pub fn new_collection(&mut self, kind: Kind) -> Meta {
         Meta::collection(kind, self.st.store.new_version())

@@ -46,6 +46,8 @@ impl Session {
             return Reply::Error("ERR empty command".into());
         }
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        // Each call is its own group: no rerun gives back the cursors it takes.
+        self.st.cursors.mark();
         let mut reply = cmd::dispatch(&mut self.st, &mut self.client, &args);
         while std::mem::take(&mut self.client.postpone_now) {
             // Held by CLIENT PAUSE: nothing else runs here, so wait it out.

@@ -289,10 +289,13 @@ impl Store {
         self.next_version - 1
     }
 
-    /// Whether `version` may have been handed out to a collection, now or
-    /// in an earlier run (every version at or past this bound is fresh).
+    /// Whether `version` was handed out to a collection, now or in an
+    /// earlier run, and can never be handed out again: below the next
+    /// version of this run and below the high-water mark persisted (a
+    /// restart hands out versions from that mark on, even ones this run
+    /// took in a command later undone or a group not committed).
     pub fn handed_out(&self, version: u64) -> bool {
-        version < self.next_version
+        version < self.next_version.min(self.persisted_limit)
     }
 
     /// Whether writes are pending.

@@ -281,7 +281,9 @@ fn hdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     m.size = CmdError::shrink(&a[1], m.size, removed as u64)?;
-    save(cx, &a[1], Some(&old), &m)?;
+    if removed > 0 {
+        cx.save_shrunk(&a[1], &old, &m)?;
+    }
     Ok(Reply::Int(removed))
 }
 

@@ -323,7 +323,7 @@ fn pop(cx: &mut Ctx, a: &[Vec<u8>], left: bool) -> CmdResult {
     if left {
         m.head += n;
     }
-    cx.save_collection(key, Some(&old), &m)?;
+    cx.save_shrunk(key, &old, &m)?;
     if count.is_none() {
         let v = items.into_iter().next().map(|(_, v)| v).ok_or_else(|| CmdError::corrupt(key))?;
         return Ok(Reply::Bulk(v));
@@ -441,7 +441,7 @@ fn lrem(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         m.head += k;
     }
     m.size -= k;
-    cx.save_collection(key, Some(&old), &m)?;
+    cx.save_shrunk(key, &old, &m)?;
     Ok(Reply::Int(k as i64))
 }
 

@@ -99,7 +99,7 @@ pub(super) fn pop_n(cx: &mut Ctx, key: &[u8], old: &Meta, left: bool, n: u64) ->
     if left {
         m.head += n;
     }
-    cx.save_collection(key, Some(old), &m)?;
+    cx.save_shrunk(key, old, &m)?;
     Ok(items.into_iter().map(|(_, v)| v).collect())
 }
 

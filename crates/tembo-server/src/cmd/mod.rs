@@ -112,7 +112,11 @@ impl CmdError {
     /// `size - n`, for a collection at `key` found to hold `n` elements
     /// that it is losing; a `size` below `n` means its metadata is damaged.
     pub fn shrink(key: &[u8], size: u64, n: u64) -> Result<u64, CmdError> {
-        size.checked_sub(n).ok_or_else(|| CmdError::damaged(key, "counts fewer elements than the key holds"))
+        size.checked_sub(n).ok_or_else(|| CmdError::undercount(key))
+    }
+    /// The metadata of `key` counts fewer elements than the key holds.
+    pub fn undercount(key: &[u8]) -> CmdError {
+        CmdError::damaged(key, "counts fewer elements than the key holds")
     }
     /// Whether this error reports damaged records or a storage failure found
     /// while the command ran: whatever the command staged before it is
@@ -800,7 +804,12 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
             }
         }
     };
-    let damaged = matches!(&reply, Err(e) if e.is_damage()) && st.store.staged_since(&savepoint);
+    // A script's error is its own text (`{err=...}`), and its commands
+    // that met damage were undone one by one: a script is never undone
+    // whole, as Redis keeps what a failed script wrote.
+    let damaged = matches!(&reply, Err(e) if e.is_damage())
+        && st.store.staged_since(&savepoint)
+        && !matches!(spec.name, "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro");
     if st.store.refused() || damaged {
         // A key or value over the engine's limits, or a damaged record,
         // found after some of the command's writes were staged: it applies

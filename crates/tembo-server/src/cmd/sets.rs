@@ -389,7 +389,9 @@ fn srem(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     m.size = CmdError::shrink(&a[1], m.size, removed as u64)?;
-    save(cx, &a[1], Some(&old), &m)?;
+    if removed > 0 {
+        cx.save_shrunk(&a[1], &old, &m)?;
+    }
     Ok(Reply::Int(removed))
 }
 
@@ -442,7 +444,7 @@ fn spop(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         let Some((member, _)) = one.into_iter().next() else { return Ok(Reply::Nil) };
         cx.sub_del(&a[1], &old, &member);
         let m = Meta { size: old.size - 1, ..old.clone() };
-        cx.save_collection(&a[1], Some(&old), &m)?;
+        cx.save_shrunk(&a[1], &old, &m)?;
         return Ok(Reply::Bulk(member));
     };
     if count == 0 {
@@ -495,7 +497,7 @@ fn smove(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     cx.sub_del(src_key, &src, member);
     let m = Meta { size: src.size - 1, ..src.clone() };
-    cx.save_collection(src_key, Some(&src), &m)?;
+    cx.save_shrunk(src_key, &src, &m)?;
     let mut d = match &dst {
         Some(d) => d.clone(),
         None => cx.new_collection(Kind::Set),

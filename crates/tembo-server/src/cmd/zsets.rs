@@ -597,7 +597,7 @@ fn zrem(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
     }
     if deleted > 0 {
-        cx.save_collection(key, Some(&old), &m)?;
+        cx.save_shrunk(key, &old, &m)?;
     }
     Ok(Reply::Int(deleted))
 }
@@ -781,7 +781,7 @@ fn zremrange(cx: &mut Ctx, key: &[u8], sel: Sel) -> CmdResult {
         del_member(cx, key, &m, member, *score);
     }
     m.size = CmdError::shrink(key, m.size, items.len() as u64)?;
-    cx.save_collection(key, Some(&old), &m)?;
+    cx.save_shrunk(key, &old, &m)?;
     Ok(Reply::Int(items.len() as i64))
 }
 
@@ -814,7 +814,7 @@ pub(super) fn pop_members(cx: &mut Ctx, key: &[u8], old: &Meta, max: bool, n: u6
         items.push((member, score));
     }
     m.size -= items.len() as u64;
-    cx.save_collection(key, Some(old), &m)?;
+    cx.save_shrunk(key, old, &m)?;
     Ok(items)
 }
 
