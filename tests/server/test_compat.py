@@ -580,6 +580,30 @@ def test_a_panicking_command_is_contained(r):
     assert r.ping()
 
 
+def test_a_rerun_group_applies_nothing_twice_and_resumes_scans(r):
+    """A panicking command makes the executor rerun its commit group one
+    command per commit. What ran before it in the group must not be applied
+    twice (SAVE once committed the group so far, and the rerun then counted
+    an INCR twice), and a SCAN in the group resumes from its cursor in the
+    rerun (its first run had taken the cursor, and it started over)."""
+    if is_reference_redis():
+        pytest.skip("DEBUG PANIC crashes a real redis-server by design")
+    r.mset({f"k{i:02}": i for i in range(30)})
+    cursor, seen = r.scan(0, count=5)
+    rounds = 0
+    while cursor != 0:
+        p = r.pipeline(transaction=False)
+        p.incr("x").save().scan(cursor, count=5).execute_command("DEBUG", "PANIC")
+        out = p.execute(raise_on_error=False)
+        rounds += 1
+        assert out[0] == rounds and int(r.get("x")) == rounds, (rounds, out)
+        assert out[1] is True and isinstance(out[3], redis.ResponseError)
+        cursor, keys = out[2]
+        seen += keys
+    seen = [k for k in seen if k != "x"]
+    assert sorted(seen) == [f"k{i:02}" for i in range(30)]
+
+
 def test_eval_basics(r):
     assert r.eval("return redis.call('set', KEYS[1], ARGV[1])", 1, "k", "v") in (True, "OK")
     assert r.eval("return {1, 'two', {3}, redis.call('get', KEYS[1]), false, 'after'}", 1, "k") == [

@@ -51,12 +51,10 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             )))
         }
         // Redis reloads its dataset from the RDB or AOF file; the pool is
-        // the only copy here, so both only make sure nothing is pending.
+        // the only copy here, and what is pending commits with the group
+        // before the reply, as for every command.
         ("reload", _) => reload(cx, &a[2..]),
-        ("loadaof", 2) => {
-            cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
-            Ok(Reply::ok())
-        }
+        ("loadaof", 2) => Ok(Reply::ok()),
         // Redis's words for a value not kept in a hash table; no value is
         // here (each element is its own ordered key in the tree).
         ("htstats-key", 3) => match cx.lookup_head(&a[2])? {
@@ -150,8 +148,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]. Redis saves its dataset, empties
 /// it and loads the file back; here the saved data is the dataset (every
-/// write is durable at its commit), so a reload changes nothing and only
-/// makes sure nothing is pending. NOSAVE (load the last save instead) is
+/// write is durable at its commit), so a reload changes nothing (what is
+/// pending commits with the group, before the reply). NOSAVE (load the last save instead) is
 /// therefore the same. NOFLUSH without MERGE loads the saved data over a
 /// dataset that still holds it: Redis refuses a key or function library
 /// that is already there, so this fails unless there is none.
@@ -166,7 +164,6 @@ fn reload(cx: &mut Ctx, opts: &[Vec<u8>]) -> CmdResult {
             return Err(CmdError::err("DEBUG RELOAD only supports the MERGE, NOFLUSH and NOSAVE options."));
         }
     }
-    cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
     if !flush && !merge {
         let keys = (0..cx.st.keys.len()).any(|db| cx.st.key_count(db) > 0);
         let eng = super::scripting::engine(cx)?;
