@@ -969,7 +969,10 @@ impl State {
                 // a key too long) must not leave the pop without the push.
                 let sp = self.store.begin_command();
                 let served = cmd::blpop::serve(self, &mut c, &key, &b.op);
-                let refused = self.store.refused();
+                // Or damage met after staging (see `cmd::run`).
+                let damaged = matches!(&served, Some(Reply::Error(e)) if cmd::CmdError(e.clone()).is_damage())
+                    && self.store.staged_since(&sp);
+                let refused = self.store.refused() || damaged;
                 self.store.end_command(sp);
                 if refused {
                     self.torn = true;
