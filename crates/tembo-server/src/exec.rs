@@ -970,8 +970,8 @@ impl State {
                 let sp = self.store.begin_command();
                 let served = cmd::blpop::serve(self, &mut c, &key, &b.op);
                 // Or damage met after staging (see `cmd::run`).
-                let damaged = matches!(&served, Some(Reply::Error(e)) if cmd::CmdError(e.clone()).is_damage())
-                    && self.store.staged_since(&sp);
+                let damaged =
+                    matches!(&served, Some(Reply::Error(e)) if cmd::is_damage_text(e)) && self.store.staged_since(&sp);
                 let refused = self.store.refused() || damaged;
                 self.store.end_command(sp);
                 if refused {

@@ -122,7 +122,7 @@ impl CmdError {
     /// while the command ran: whatever the command staged before it is
     /// undone, so that a damaged pool is never made worse.
     pub fn is_damage(&self) -> bool {
-        self.0.starts_with(DAMAGE) || self.0.starts_with(STORAGE)
+        is_damage_text(&self.0)
     }
     /// A failed group commit, as the affected command's reply.
     pub fn from_commit(e: &DbError) -> CmdError {
@@ -133,6 +133,11 @@ impl CmdError {
             _ => CmdError::err(format!("write not stored: {e}")),
         }
     }
+}
+
+/// Whether an error reply's text is [`CmdError::is_damage`]'s.
+pub fn is_damage_text(text: &str) -> bool {
+    text.starts_with(DAMAGE) || text.starts_with(STORAGE)
 }
 
 /// How an error about damaged records starts.
