@@ -16,7 +16,7 @@
 //! blocks), [`node`] (layout, seqlock copies, births), `lazy_order` (order
 //! lines flushed when nodes die or the tree closes), `search`,
 //! [`Tree`] (open/create, reads), `write` (batches, split, merge, dead-slot
-//! reuse), `combine` (the writer lock; concurrent writes share a commit), `gc` (the background, incremental GC), `scan` (iterators),
+//! reuse), `combine` (the writer lock; concurrent writes share a commit), `gc` (the background, incremental GC), `scan` (iterators), `sample` (uniform random pairs of a range),
 //! `snapshot` (pins, named snapshots, rollback), `recover` (Alg. 6, done lazily:
 //! the tree serves at once after a crash and repairs and sweeps behind it), `verify` (`check`, `stats`).
 
@@ -33,6 +33,7 @@ mod pins;
 mod prefetch;
 pub mod record;
 mod recover;
+mod sample;
 mod scan;
 mod search;
 mod snapshot;

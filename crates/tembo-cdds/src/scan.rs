@@ -388,20 +388,20 @@ const RECORD_PREFETCH: u64 = 128;
 const VALUE_PREFETCH: u64 = 4096;
 
 /// Where a leaf's key range lies, for placing scan bounds among its entries.
-struct LeafRange<'a> {
+pub(crate) struct LeafRange<'a> {
     /// Smallest key the leaf may hold (`None`: no lower limit).
-    lower: Option<&'a [u8]>,
+    pub(crate) lower: Option<&'a [u8]>,
     /// The leaf holds keys below this (`None`: no upper limit).
-    upper: Option<&'a [u8]>,
+    pub(crate) upper: Option<&'a [u8]>,
     /// Bytes every key of the range shares (the slots' prefix words start after them).
-    plen: usize,
+    pub(crate) plen: usize,
 }
 
 impl LeafRange<'_> {
     /// The first entry whose key is `>= key` (`strict`: `> key`). A key
     /// outside the leaf's range is below or above every entry; one inside
     /// shares the range's prefix, so the slots' prefix words order it.
-    fn position(
+    pub(crate) fn position(
         &self,
         pool: &tembo_pmem::Pool,
         entries: &[crate::entry::Entry],

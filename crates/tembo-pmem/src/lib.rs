@@ -54,6 +54,7 @@ mod ordered;
 pub mod persist;
 mod pool;
 mod pptr;
+pub mod sample;
 pub mod sim;
 mod stats;
 

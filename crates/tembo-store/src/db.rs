@@ -18,7 +18,7 @@ use tembo_pmem::{AllocStats, CheckReport, FlushInstruction, Mode, OrderingMode, 
 use crate::batch::WriteBatch;
 use crate::error::{DbError, Result};
 use crate::options::{Engine, Options};
-use crate::read::{owned_bounds, prefix_range, Iter, Snapshot};
+use crate::read::{owned_bounds, prefix_range, Iter, KeyValue, Snapshot};
 use crate::record;
 
 /// An open database: an ordered map from byte-string keys to byte-string
@@ -474,6 +474,35 @@ impl Db {
     /// Every pair, in key order.
     pub fn iter(&self) -> Iter<'_> {
         self.range_iter(Bound::Unbounded, Bound::Unbounded, false)
+    }
+
+    /// Up to `draws` pairs with keys in `range`, each drawn uniformly at
+    /// random and independently (with replacement) from the version
+    /// current now, in O(tree height) expected node reads: no walk of the
+    /// range, whatever its size. Spends at most `max_attempts` descents
+    /// (a range that fills a small part of the nodes it spans fails more
+    /// of them), so fewer pairs may come back; none when the range is
+    /// empty. A caller that needs the exact number falls back to a scan.
+    /// The algorithm (acceptance/rejection on node capacity, exactly
+    /// uniform) is in `tembo_pmem::sample`.
+    ///
+    /// # Errors
+    /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged.
+    pub fn sample<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        draws: usize,
+        max_attempts: usize,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Vec<KeyValue>> {
+        fn as_ref<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<&[u8]> {
+            b.map(|k| k.as_ref())
+        }
+        let (lo, hi) = (as_ref(range.start_bound()), as_ref(range.end_bound()));
+        match self.backend() {
+            Backend::Cdds(t) => t.sample(lo, hi, draws, max_attempts, rng).map_err(self.err()),
+            Backend::InPlace(t, _) => t.sample(lo, hi, draws, max_attempts, rng).map_err(self.kerr()),
+        }
     }
 
     fn range_iter(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, rev: bool) -> Iter<'_> {

@@ -28,6 +28,7 @@
 
 mod modify;
 pub mod node;
+mod sample;
 
 use std::ops::Bound;
 use std::sync::Arc;
