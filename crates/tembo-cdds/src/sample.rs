@@ -14,11 +14,12 @@
 //! only while that range straddles a bound of the sampled range: a node
 //! wholly inside needs no key read to know all its children count.
 
-use std::ops::{Bound, Range};
+use std::cell::OnceCell;
+use std::ops::{Bound, Range, RangeBounds};
 use std::sync::Arc;
 
 use rand::RngCore;
-use tembo_pmem::sample::{self, Pair, RangeTree};
+use tembo_pmem::sample::{self, Pair, RangeTree, Step};
 use tembo_pmem::Pool;
 
 use crate::entry::{key_prefix_at, ReadAt};
@@ -53,6 +54,10 @@ impl TreeCore {
     }
 }
 
+/// Times [`Reader::step_in_place`] rereads a node a writer changed
+/// meanwhile before it reads a copy instead.
+const IN_PLACE_TRIES: usize = 8;
+
 /// The tree at one version, restricted to `(lo, hi)`.
 struct Reader<'t, 'k> {
     tree: &'t TreeCore,
@@ -64,19 +69,27 @@ struct Reader<'t, 'k> {
     hi: Bound<&'k [u8]>,
 }
 
-/// A node read for a draw.
+/// A node met by a draw: where it lies, and its copy once read.
 struct Sampled {
     node: u64,
-    copy: Box<NodeCopy>,
-    /// Indexes into `copy.entries()` of the entries visible at the version,
-    /// in key order: the node's children (pairs).
-    visible: Vec<u8>,
+    level: u8,
     /// The node's whole key range lies in the sampled range.
     inside: bool,
     /// The node's key range, `[lower, upper)` (`None`: unbounded); known
     /// only when not `inside`.
     lower: Option<Vec<u8>>,
     upper: Option<Vec<u8>>,
+    /// The node's copy and the indexes into `copy.entries()` of the
+    /// entries visible at the version, in key order (its children or
+    /// pairs): read when first needed. A node wholly inside the range is
+    /// usually stepped through without one ([`Reader::step_in_place`]).
+    read: OnceCell<(Box<NodeCopy>, Vec<u8>)>,
+}
+
+impl Sampled {
+    fn new(node: u64, level: u8, inside: bool, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Sampled {
+        Sampled { node, level, inside, lower, upper, read: OnceCell::new() }
+    }
 }
 
 impl Reader<'_, '_> {
@@ -88,15 +101,73 @@ impl Reader<'_, '_> {
         ReadAt { version: self.version, aborted: self.lazy.as_deref().map_or(&[], |a| a.as_slice()) }
     }
 
-    fn read(&self, n: u64, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>, inside: bool) -> Result<Sampled> {
+    /// `n`'s copy and visible entries, read on first use.
+    fn copy<'n>(&self, n: &'n Sampled) -> Result<(&'n NodeCopy, &'n [u8])> {
+        if let Some((copy, visible)) = n.read.get() {
+            return Ok((copy, visible));
+        }
         let pool = self.pool();
         let copy = match self.lazy {
-            Some(_) => node::read_checked(pool, n, self.tree.session, self.at())?,
-            None => node::read(pool, n, self.tree.session)?,
+            Some(_) => node::read_checked(pool, n.node, self.tree.session, self.at())?,
+            None => node::read(pool, n.node, self.tree.session)?,
         };
+        if copy.level != n.level {
+            return Err(CddsError::invariant("a child is not one level below its parent", n.node));
+        }
         let at = self.at();
         let visible = (0..copy.entries().len()).filter(|&i| at.sees(&copy.entries()[i])).map(|i| i as u8).collect();
-        Ok(Sampled { node: n, copy, visible, inside, lower, upper })
+        let (copy, visible) = n.read.get_or_init(|| (copy, visible));
+        Ok((copy, visible))
+    }
+
+    /// [`RangeTree::step`] for a node wholly inside the range, on the
+    /// lock-free path point reads take ([`node::RawNode`]): `slot` is a
+    /// rank in the node's order line, and only that entry is decoded. Each
+    /// entry visible at the version has one rank, so each is still chosen
+    /// with probability `1 / NODE_SLOTS`. `None` when a writer kept
+    /// changing the node (the caller then reads a copy).
+    fn step_in_place(&self, n: &Sampled, slot: usize) -> Result<Option<Step<Sampled>>> {
+        let pool = self.pool();
+        let mut raw = node::RawNode::default();
+        for _ in 0..IN_PLACE_TRIES {
+            raw.load(pool, n.node, self.tree.session)?;
+            if raw.level() != n.level {
+                if raw.validate() {
+                    return Err(CddsError::invariant("a child is not one level below its parent", n.node));
+                }
+                continue;
+            }
+            let e = (slot < raw.used()).then(|| raw.entry(slot)).filter(|e| e.visible_at(self.version, &[]));
+            let Some(e) = e else {
+                if raw.validate() {
+                    return Ok(Some(Step::Miss));
+                }
+                continue;
+            };
+            if n.level == 0 {
+                if raw.validate() {
+                    // Records are immutable, and kept while the version is pinned.
+                    return self.record_pair(e.rec).map(|p| Some(Step::Pair(p)));
+                }
+                continue;
+            }
+            let child = search::child_of(pool, &e);
+            if raw.validate() {
+                return Ok(Some(Step::Child(Sampled::new(child?, n.level - 1, true, None, None))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The pair in record `rec`, which must lie in the range.
+    fn record_pair(&self, rec: u64) -> Result<Pair> {
+        let pool = self.pool();
+        let h = record::header(pool, rec)?;
+        let key = record::key(pool, rec, &h)?.to_vec();
+        if !self.in_range(&key) {
+            return Err(CddsError::invariant("a random draw met a key outside its range (a damaged node)", rec));
+        }
+        Ok((key, record::value(pool, rec, &h)?))
     }
 
     /// Whether `[lower, upper)` lies in the sampled range.
@@ -118,23 +189,24 @@ impl Reader<'_, '_> {
     }
 
     /// The visible position of the first entry at or after entry index `i`.
-    fn position(n: &Sampled, i: usize) -> usize {
-        n.visible.partition_point(|&v| (v as usize) < i)
+    fn position(visible: &[u8], i: usize) -> usize {
+        visible.partition_point(|&v| (v as usize) < i)
     }
 
     /// An inner node's children overlapping the range (visible positions).
     fn inner_overlap(&self, n: &Sampled) -> Result<Range<usize>> {
         let pool = self.pool();
+        let (copy, visible) = self.copy(n)?;
         let (lower, upper) = (n.lower.as_deref(), n.upper.as_deref());
-        let len = n.visible.len();
+        let len = visible.len();
         // Within [lower, upper) a key shares the node's prefix, so its
         // slots' prefix words place it; outside, it is below or above all.
         let within = |k: &[u8]| lower.map_or(true, |l| k >= l) && upper.map_or(true, |u| k < u);
         let at = self.at();
         let child_at = |k: &[u8], at_or_above: bool| -> Result<usize> {
-            let pfx = key_prefix_at(k, n.copy.plen);
-            let i = search::child_index(pool, &n.copy, n.node, k, pfx, at, at_or_above)?;
-            Ok(Self::position(n, i))
+            let pfx = key_prefix_at(k, copy.plen);
+            let i = search::child_index(pool, copy, n.node, k, pfx, at, at_or_above)?;
+            Ok(Self::position(visible, i))
         };
         let start = match self.lo {
             Bound::Unbounded => 0,
@@ -163,8 +235,9 @@ impl Reader<'_, '_> {
     /// A leaf's pairs in the range (visible positions).
     fn leaf_overlap(&self, n: &Sampled) -> Result<Range<usize>> {
         let pool = self.pool();
-        let range = LeafRange { lower: n.lower.as_deref(), upper: n.upper.as_deref(), plen: n.copy.plen };
-        let entries = n.copy.entries();
+        let (copy, visible) = self.copy(n)?;
+        let range = LeafRange { lower: n.lower.as_deref(), upper: n.upper.as_deref(), plen: copy.plen };
+        let entries = copy.entries();
         let start = match self.lo {
             Bound::Unbounded => 0,
             Bound::Included(l) => range.position(pool, entries, l, false)?,
@@ -175,22 +248,12 @@ impl Reader<'_, '_> {
             Bound::Included(h) => range.position(pool, entries, h, true)?,
             Bound::Excluded(h) => range.position(pool, entries, h, false)?,
         };
-        let (a, b) = (Self::position(n, start), Self::position(n, end));
+        let (a, b) = (Self::position(visible, start), Self::position(visible, end));
         Ok(a..b.max(a))
     }
 
     fn in_range(&self, k: &[u8]) -> bool {
-        let lo_ok = match self.lo {
-            Bound::Unbounded => true,
-            Bound::Included(l) => k >= l,
-            Bound::Excluded(l) => k > l,
-        };
-        let hi_ok = match self.hi {
-            Bound::Unbounded => true,
-            Bound::Included(h) => k <= h,
-            Bound::Excluded(h) => k < h,
-        };
-        lo_ok && hi_ok
+        (self.lo, self.hi).contains(k)
     }
 }
 
@@ -199,27 +262,24 @@ impl RangeTree for Reader<'_, '_> {
     type Error = CddsError;
 
     fn root(&mut self) -> Result<Sampled> {
-        let root = self.tree.meta.root(self.pool())?;
-        let inside = self.covers(None, None);
-        self.read(root, None, None, inside)
+        let pool = self.pool();
+        let root = self.tree.meta.root(pool)?;
+        let level = node::level(pool, root)?;
+        Ok(Sampled::new(root, level, self.covers(None, None), None, None))
     }
 
     fn is_leaf(&self, n: &Sampled) -> bool {
-        n.copy.level == 0
+        n.level == 0
     }
 
     fn slots(&self, _leaf: bool) -> usize {
         NODE_SLOTS
     }
 
-    fn len(&self, n: &Sampled) -> usize {
-        n.visible.len()
-    }
-
     fn overlap(&mut self, n: &Sampled) -> Result<Range<usize>> {
         if n.inside {
-            Ok(0..n.visible.len())
-        } else if n.copy.level == 0 {
+            Ok(0..self.copy(n)?.1.len())
+        } else if n.level == 0 {
             self.leaf_overlap(n)
         } else {
             self.inner_overlap(n)
@@ -228,41 +288,47 @@ impl RangeTree for Reader<'_, '_> {
 
     fn child(&mut self, n: &Sampled, i: usize, overlap: &Range<usize>) -> Result<Sampled> {
         let pool = self.pool();
-        let entries = n.copy.entries();
-        let e = entries[n.visible[i] as usize];
+        let (copy, visible) = self.copy(n)?;
+        let entries = copy.entries();
+        let e = entries[visible[i] as usize];
         let child = search::child_of(pool, &e)?;
-        let interior = n.inside || (i > overlap.start && i + 1 < overlap.end);
-        let got = if interior {
-            self.read(child, None, None, true)?
-        } else {
-            // A child's range: from the previous visible entry's key (or the
-            // node's own lower bound) up to its entry's key.
-            let lower = match i {
-                0 => n.lower.clone(),
-                _ => search::entry_key(pool, &entries[n.visible[i - 1] as usize])?,
-            };
-            let upper = search::entry_key(pool, &e)?;
-            let inside = self.covers(lower.as_deref(), upper.as_deref());
-            self.read(child, lower, upper, inside)?
-        };
-        if got.copy.level + 1 != n.copy.level {
-            return Err(CddsError::invariant("a child is not one level below its parent", child));
+        if n.inside || (i > overlap.start && i + 1 < overlap.end) {
+            return Ok(Sampled::new(child, n.level - 1, true, None, None));
         }
-        Ok(got)
+        // A child's range: from the previous visible entry's key (or the
+        // node's own lower bound) up to its entry's key.
+        let lower = match i {
+            0 => n.lower.clone(),
+            _ => search::entry_key(pool, &entries[visible[i - 1] as usize])?,
+        };
+        let upper = search::entry_key(pool, &e)?;
+        let inside = self.covers(lower.as_deref(), upper.as_deref());
+        Ok(Sampled::new(child, n.level - 1, inside, lower, upper))
     }
 
     fn pair(&mut self, n: &Sampled, i: usize) -> Result<Pair> {
-        let pool = self.pool();
-        let rec = n.copy.entries()[n.visible[i] as usize].rec;
-        let h = record::header(pool, rec)?;
-        let key = record::key(pool, rec, &h)?.to_vec();
-        if !self.in_range(&key) {
-            return Err(CddsError::invariant("a random draw met a key outside its range (a damaged node)", rec));
-        }
-        Ok((key, record::value(pool, rec, &h)?))
+        let (copy, visible) = self.copy(n)?;
+        self.record_pair(copy.entries()[visible[i] as usize].rec)
     }
 
     fn too_deep(&self) -> CddsError {
         CddsError::invariant("tree deeper than 64 levels (a cycle?)", 0)
+    }
+
+    fn step(&mut self, n: &Sampled, slot: usize) -> Result<Step<Sampled>> {
+        if n.inside && self.lazy.is_none() {
+            if let Some(step) = self.step_in_place(n, slot)? {
+                return Ok(step);
+            }
+        }
+        let over = self.overlap(n)?;
+        if !over.contains(&slot) {
+            return Ok(Step::Miss);
+        }
+        if n.level == 0 {
+            self.pair(n, slot).map(Step::Pair)
+        } else {
+            self.child(n, slot, &over).map(Step::Child)
+        }
     }
 }

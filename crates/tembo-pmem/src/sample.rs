@@ -54,9 +54,9 @@ pub trait RangeTree {
     /// How many slots a node of this kind has room for (children of an
     /// inner node, pairs of a leaf): the same for every node of the kind.
     fn slots(&self, leaf: bool) -> usize;
-    /// How many children (pairs) `n` holds, positions `0..len`; at most `slots`.
-    fn len(&self, n: &Self::Node) -> usize;
-    /// The positions of `n`'s children (pairs) that overlap (lie in) the range.
+    /// The positions of `n`'s children (pairs) that overlap (lie in) the
+    /// range; `n` holds at most `slots` children (pairs), at positions
+    /// from 0 on.
     fn overlap(&mut self, n: &Self::Node) -> Result<Range<usize>, Self::Error>;
     /// Child `i` of inner node `n`; `overlap` is [`RangeTree::overlap`] of `n`.
     fn child(&mut self, n: &Self::Node, i: usize, overlap: &Range<usize>) -> Result<Self::Node, Self::Error>;
@@ -64,6 +64,36 @@ pub trait RangeTree {
     fn pair(&mut self, n: &Self::Node, i: usize) -> Result<Pair, Self::Error>;
     /// The error for a tree deeper than [`MAX_DEPTH`].
     fn too_deep(&self) -> Self::Error;
+
+    /// One step of an attempt below the top: what slot `slot` (drawn
+    /// uniformly from `0..slots`) of `n` holds in the range. An engine may
+    /// answer without reading all of `n` where it knows `n` lies wholly
+    /// in the range (then any present child or pair counts).
+    ///
+    /// # Errors
+    /// Whatever the tree's reads return.
+    fn step(&mut self, n: &Self::Node, slot: usize) -> Result<Step<Self::Node>, Self::Error> {
+        let over = self.overlap(n)?;
+        if !over.contains(&slot) {
+            return Ok(Step::Miss);
+        }
+        if self.is_leaf(n) {
+            self.pair(n, slot).map(Step::Pair)
+        } else {
+            self.child(n, slot, &over).map(Step::Child)
+        }
+    }
+}
+
+/// What a slot of a node holds, for an attempt.
+#[derive(Debug)]
+pub enum Step<N> {
+    /// A child in (or overlapping) the range: descend.
+    Child(N),
+    /// A pair in the range: the attempt succeeds.
+    Pair(Pair),
+    /// Nothing there, or nothing in the range: the attempt fails.
+    Miss,
 }
 
 /// Up to `draws` pairs of the range, each drawn uniformly and independently
@@ -125,23 +155,16 @@ fn attempt<T: RangeTree>(
     rng: &mut dyn RngCore,
 ) -> Result<Option<Pair>, T::Error> {
     loop {
-        let leaf = tree.is_leaf(&n);
-        let slot = rng.gen_range(0..tree.slots(leaf));
-        if slot >= tree.len(&n) {
-            return Ok(None);
-        }
-        let over = tree.overlap(&n)?;
-        if !over.contains(&slot) {
-            return Ok(None);
-        }
-        if leaf {
-            return tree.pair(&n, slot).map(Some);
+        let slot = rng.gen_range(0..tree.slots(tree.is_leaf(&n)));
+        match tree.step(&n, slot)? {
+            Step::Miss => return Ok(None),
+            Step::Pair(p) => return Ok(Some(p)),
+            Step::Child(c) => n = c,
         }
         depth += 1;
         if depth > MAX_DEPTH {
             return Err(tree.too_deep());
         }
-        n = tree.child(&n, slot, &over)?;
     }
 }
 
@@ -217,13 +240,6 @@ mod tests {
         }
         fn slots(&self, _leaf: bool) -> usize {
             SLOTS
-        }
-        fn len(&self, n: &N) -> usize {
-            if n.level == 0 {
-                self.leaves[n.idx].len()
-            } else {
-                self.inner[n.level - 1][n.idx].len()
-            }
         }
         fn overlap(&mut self, n: &N) -> Result<Range<usize>, &'static str> {
             let inside: Vec<bool> = if n.level == 0 {

@@ -23,9 +23,13 @@ use std::iter::Peekable;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use tembo_store::{Db, DbError, WriteBatch};
+use tembo_store::{Db, DbError, KeyValue, WriteBatch};
 
 use crate::encoding::{be64, GLOBAL};
+
+/// Most rounds of engine draws [`Store::sample`] makes before it gives
+/// up: each round draws again what pending deletes hid in the last.
+const SAMPLE_ROUNDS: usize = 16;
 
 /// Versions are reserved in blocks so that creating a collection rarely writes the high-water mark.
 const VERSION_BLOCK: u64 = 4096;
@@ -373,6 +377,73 @@ impl Store {
         }
         let db = if rev { self.db.scan_rev(range) } else { self.db.scan(range) };
         Merged { db: db.peekable(), pending, rev }
+    }
+
+    /// `draws` pairs starting with `prefix`, each drawn uniformly and
+    /// independently from the `total` pairs there (pending writes
+    /// included), without walking them ([`Db::sample`]); `None` when
+    /// `max_attempts` engine descents were not enough (a prefix that fills
+    /// little of the nodes it spans, or `total` above what is there), for
+    /// the caller to walk instead.
+    ///
+    /// Uniform over the merged view: a pending key the engine lacks is
+    /// drawn with probability (such keys) / `total`, from among them;
+    /// otherwise the engine draws, and a key the pending writes delete is
+    /// drawn again. Reads each pending put under `prefix` once (is it
+    /// new?), so it is for collections, whose pending writes are few.
+    pub fn sample(
+        &self,
+        prefix: &[u8],
+        total: u64,
+        draws: usize,
+        max_attempts: usize,
+        rng: &mut dyn rand::RngCore,
+    ) -> Result<Option<Vec<KeyValue>>, DbError> {
+        use rand::Rng;
+        let (lo, hi) = tembo_store::prefix_range(prefix);
+        let mut added = Vec::new();
+        for (k, v) in self.overlay.range::<Vec<u8>, _>((lo.clone(), hi.clone())) {
+            if let Some(v) = v {
+                if !self.db.contains(k)? {
+                    added.push((k, v));
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(draws);
+        if total == 0 {
+            return Ok(Some(out));
+        }
+        let mut from_engine = 0;
+        for _ in 0..draws {
+            if rng.gen_range(0..total) < added.len() as u64 {
+                let (k, v) = added[rng.gen_range(0..added.len())];
+                out.push((k.clone(), v.clone()));
+            } else {
+                from_engine += 1;
+            }
+        }
+        // Rounds: a round's draws that pending deletes hide are drawn again.
+        for _ in 0..SAMPLE_ROUNDS {
+            if from_engine == 0 {
+                break;
+            }
+            let got = self.db.sample((lo.clone(), hi.clone()), from_engine, max_attempts, rng)?;
+            if got.len() < from_engine {
+                return Ok(None); // the attempts ran out
+            }
+            for (k, v) in got {
+                match self.overlay.get(&k) {
+                    Some(None) => continue,
+                    Some(Some(pending)) => out.push((k, pending.clone())),
+                    None => out.push((k, v)),
+                }
+                from_engine -= 1;
+            }
+        }
+        if from_engine > 0 {
+            return Ok(None);
+        }
+        Ok(Some(out))
     }
 
     /// Everything starting with `prefix`.

@@ -61,6 +61,15 @@ struct Node<'t> {
 }
 
 impl<'t> Sampler<'t, '_> {
+    /// Children of an inner node, pairs of a leaf.
+    fn len(&self, n: &Node<'t>) -> usize {
+        if n.level == 0 {
+            n.count
+        } else {
+            n.count + 1
+        }
+    }
+
     /// Reads node `off`, one level below `parent` (none for the root); a
     /// leaf is locked, and its count read under the lock.
     fn read(&self, off: PoolOffset, inside: bool, parent: Option<u32>) -> Result<Node<'t>> {
@@ -96,14 +105,6 @@ impl<'t> RangeTree for Sampler<'t, '_> {
             MAXK
         } else {
             MAXK + 1
-        }
-    }
-
-    fn len(&self, n: &Node<'t>) -> usize {
-        if n.level == 0 {
-            n.count
-        } else {
-            n.count + 1
         }
     }
 

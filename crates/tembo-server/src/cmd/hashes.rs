@@ -7,7 +7,8 @@
 
 use super::args::{int, is};
 use super::longdouble::{string2ld, Ld};
-use super::sets::{random_elements, read_lookup, scan_elements, RandomCount};
+use super::random::{random_elements, RandomCount};
+use super::sets::{read_lookup, scan_elements};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{Kind, Meta};
 use crate::exec::Ctx;

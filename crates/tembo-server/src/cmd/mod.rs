@@ -41,6 +41,7 @@ mod longdouble;
 pub(crate) mod memory;
 mod migrate;
 pub mod pubsub;
+mod random;
 mod replication;
 pub(crate) mod scripting;
 mod server;

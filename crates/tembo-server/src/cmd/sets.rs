@@ -6,18 +6,16 @@
 //! sub-key per member with an empty value. Members come back in byte order,
 //! where Redis would use its hash table's order.
 //!
-//! This module also holds what the hash commands share with it: random
-//! selection ([`random_elements`]), the SCAN-family page ([`scan_elements`])
-//! and the counted read lookup ([`read_lookup`]).
+//! This module also holds what the hash commands share with it: the
+//! SCAN-family page ([`scan_elements`]) and the counted read lookup
+//! ([`read_lookup`]). Random selection is in `random`.
 
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-use rand::seq::SliceRandom;
-use rand::Rng;
-
 use super::args::{glob, int, is};
 use super::keys::{parse_cursor, scan_opts};
+use super::random::{random_elements, RandomCount};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{sub_prefix, Kind, Meta, SUB};
 use crate::exec::Ctx;
@@ -252,95 +250,6 @@ pub(super) fn scan_elements(cx: &mut Ctx, a: &[Vec<u8>], kind: Kind, with_values
         }
     }
     Ok(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(out)]))
-}
-
-/// How many random elements, and whether they must be distinct.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum RandomCount {
-    /// Up to this many distinct elements (a positive count).
-    Distinct(u64),
-    /// Exactly this many, possibly repeated (a negative count).
-    Repeat(u64),
-}
-
-/// The most elements a negative count may ask for. Redis has no limit (a
-/// huge count makes it build a reply until memory runs out); we refuse.
-const MAX_REPEAT: u64 = 1 << 24;
-
-impl RandomCount {
-    /// SRANDMEMBER / HRANDFIELD's count argument.
-    pub(super) fn parse(arg: &[u8]) -> Res<RandomCount> {
-        let n = int(arg)?;
-        if n == i64::MIN {
-            return Err(CmdError::err(
-                "value is out of range, value must between -9223372036854775807 and 9223372036854775807",
-            ));
-        }
-        Ok(if n >= 0 { RandomCount::Distinct(n as u64) } else { RandomCount::Repeat(n.unsigned_abs()) })
-    }
-
-    /// Whether the count is beyond ±LONG_MAX/2 (refused with WITHVALUES).
-    pub(super) fn out_of_half_range(self) -> bool {
-        let (RandomCount::Distinct(n) | RandomCount::Repeat(n)) = self;
-        n > (i64::MAX / 2) as u64
-    }
-}
-
-/// Random elements (field, value) of the collection `key` (which exists,
-/// with metadata `meta`), in random order.
-///
-/// The store keeps no rank index: reaching the element of rank r means
-/// walking r elements from one end. So all the ranks are drawn first
-/// (distinct ones with Floyd-style sampling, O(count)), sorted, and the
-/// elements fetched in ONE walk from whichever end is nearer to the ranks
-/// drawn: O(count + min(max rank + 1, size - min rank)) elements visited,
-/// about size/4 on average for a single pick and at most size for any
-/// count. A distinct count of at least the size returns every element
-/// (O(size), as in Redis).
-pub(super) fn random_elements(
-    cx: &mut Ctx,
-    key: &[u8],
-    meta: &Meta,
-    count: RandomCount,
-) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
-    let n = meta.size;
-    let mut rng = rand::thread_rng();
-    let mut ranks: Vec<u64> = match count {
-        _ if n == 0 => return Ok(Vec::new()),
-        RandomCount::Distinct(0) | RandomCount::Repeat(0) => return Ok(Vec::new()),
-        RandomCount::Distinct(k) if k >= n => return cx.sub_all(key, meta),
-        RandomCount::Distinct(k) => {
-            rand::seq::index::sample(&mut rng, n as usize, k as usize).into_iter().map(|i| i as u64).collect()
-        }
-        RandomCount::Repeat(k) if k > MAX_REPEAT => return Err(CmdError::err("value is out of range")),
-        RandomCount::Repeat(k) => (0..k).map(|_| rng.gen_range(0..n)).collect(),
-    };
-    ranks.sort_unstable();
-    let (lo, hi) = (ranks[0], ranks[ranks.len() - 1]);
-    let forward = hi < n - lo;
-    if !forward {
-        ranks.reverse();
-    }
-    let prefix = sub_prefix(SUB, cx.db(), key, meta.version);
-    let mut out = Vec::with_capacity(ranks.len());
-    let mut next = 0;
-    for (i, kv) in cx.st.store.scan_prefix(&prefix, !forward).enumerate() {
-        if next == ranks.len() {
-            break;
-        }
-        let (k, v) = kv?;
-        let rank = if forward { i as u64 } else { n - 1 - i as u64 };
-        if ranks[next] != rank {
-            continue;
-        }
-        let field = k[prefix.len()..].to_vec();
-        while next < ranks.len() && ranks[next] == rank {
-            out.push((field.clone(), v.clone()));
-            next += 1;
-        }
-    }
-    out.shuffle(&mut rng);
-    Ok(out)
 }
 
 // ----------------------------------------------------------------------------

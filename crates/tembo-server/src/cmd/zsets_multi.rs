@@ -15,7 +15,8 @@ use std::collections::HashMap;
 
 use super::args::{int, is};
 use super::lists::check_sizes;
-use super::sets::{random_elements, read_lookup, read_lookup_any, RandomCount};
+use super::random::{random_elements, RandomCount};
+use super::sets::{read_lookup, read_lookup_any};
 use super::zparse::parse_score;
 use super::zsets::{parse_range, put_member, score_of, scored_reply, select_range, By};
 use super::{CmdError, CmdResult, Spec};
