@@ -388,20 +388,20 @@ const RECORD_PREFETCH: u64 = 128;
 const VALUE_PREFETCH: u64 = 4096;
 
 /// Where a leaf's key range lies, for placing scan bounds among its entries.
-pub(crate) struct LeafRange<'a> {
+struct LeafRange<'a> {
     /// Smallest key the leaf may hold (`None`: no lower limit).
-    pub(crate) lower: Option<&'a [u8]>,
+    lower: Option<&'a [u8]>,
     /// The leaf holds keys below this (`None`: no upper limit).
-    pub(crate) upper: Option<&'a [u8]>,
+    upper: Option<&'a [u8]>,
     /// Bytes every key of the range shares (the slots' prefix words start after them).
-    pub(crate) plen: usize,
+    plen: usize,
 }
 
 impl LeafRange<'_> {
     /// The first entry whose key is `>= key` (`strict`: `> key`). A key
     /// outside the leaf's range is below or above every entry; one inside
     /// shares the range's prefix, so the slots' prefix words order it.
-    pub(crate) fn position(
+    fn position(
         &self,
         pool: &tembo_pmem::Pool,
         entries: &[crate::entry::Entry],

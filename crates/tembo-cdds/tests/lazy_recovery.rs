@@ -4,7 +4,8 @@
 //! end the sweep must have freed every leak and nothing live: `check`
 //! (which includes "no allocated block the tree does not own" and "no
 //! reachable block in free space") passes and the contents equal a model
-//! of every acknowledged write. The crash campaign (`tests/crash.rs`)
+//! of every acknowledged write; reads, scans and random draws during the
+//! recovery see the committed state. The crash campaign (`tests/crash.rs`)
 //! covers the lazy phase at every fence; this test covers the threads.
 
 use std::collections::BTreeMap;
@@ -89,6 +90,16 @@ fn serves_reads_and_writes_while_repairing_and_sweeping() {
                         let lo = key(i);
                         let n = tree.scan(Bound::Included(lo), Bound::Unbounded, false).unwrap().take(20).count();
                         assert_eq!(n, 20);
+                        // Random draws (checked copies while recovery runs).
+                        let (lo, hi) = (key(0), key(keys / 4));
+                        let drawn = tree
+                            .sample(Bound::Included(&lo[..]), Bound::Excluded(&hi[..]), 8, 100_000, &mut rng)
+                            .unwrap();
+                        assert_eq!(drawn.len(), 8);
+                        for (k, v) in drawn {
+                            let i: u64 = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();
+                            assert_eq!(v, value(i, 0), "drawn key {i} during recovery");
+                        }
                     }
                     reads += 1;
                 }

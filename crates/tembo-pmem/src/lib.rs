@@ -37,6 +37,9 @@
 //! - [`alloc`]: size-class slabs and page runs, leak reclamation by
 //!   mark-and-sweep from engine-described roots ([`LeakTracer`]), `check`.
 //! - [`sim`]: the crash simulator and the crash-sweep harness.
+//! - [`sample`]: uniform random draws from a key range of an engine's
+//!   B+tree without subtree counts (acceptance/rejection on node
+//!   capacity); both engines supply the node reads.
 //!
 //! Paper sections: CDDS thesis §4.1 (flushing on current processors) and
 //! §5.2 (flush performance); the NVM B-tree ordering study (ordering modes).

@@ -55,13 +55,15 @@ pub trait RangeTree {
     /// inner node, pairs of a leaf): the same for every node of the kind.
     fn slots(&self, leaf: bool) -> usize;
     /// The positions of `n`'s children (pairs) that overlap (lie in) the
-    /// range; `n` holds at most `slots` children (pairs), at positions
-    /// from 0 on.
+    /// range: `n` has `slots` positions, from 0 on, and those past its
+    /// last child (pair) are empty. An engine may count positions whose
+    /// entries are not there for the draw (a multi-version node's other
+    /// versions): [`RangeTree::at`] answers [`Step::Miss`] for them.
     fn overlap(&mut self, n: &Self::Node) -> Result<Range<usize>, Self::Error>;
-    /// Child `i` of inner node `n`; `overlap` is [`RangeTree::overlap`] of `n`.
-    fn child(&mut self, n: &Self::Node, i: usize, overlap: &Range<usize>) -> Result<Self::Node, Self::Error>;
-    /// Pair `i` of leaf `n` (a position [`RangeTree::overlap`] gave).
-    fn pair(&mut self, n: &Self::Node, i: usize) -> Result<Pair, Self::Error>;
+    /// What position `i` of `n` (inside `overlap`, [`RangeTree::overlap`]
+    /// of `n`) holds: a child to descend into, a pair of the range, or
+    /// nothing.
+    fn at(&mut self, n: &Self::Node, i: usize, overlap: &Range<usize>) -> Result<Step<Self::Node>, Self::Error>;
     /// The error for a tree deeper than [`MAX_DEPTH`].
     fn too_deep(&self) -> Self::Error;
 
@@ -77,11 +79,7 @@ pub trait RangeTree {
         if !over.contains(&slot) {
             return Ok(Step::Miss);
         }
-        if self.is_leaf(n) {
-            self.pair(n, slot).map(Step::Pair)
-        } else {
-            self.child(n, slot, &over).map(Step::Child)
-        }
+        self.at(n, slot, &over)
     }
 }
 
@@ -127,20 +125,27 @@ pub fn draw<T: RangeTree>(
         if depth > MAX_DEPTH {
             return Err(tree.too_deep());
         }
-        top = tree.child(&top, over.start, &over)?;
+        match tree.at(&top, over.start, &over)? {
+            Step::Child(c) => top = c,
+            // The one child that could hold the range holds nothing.
+            Step::Miss | Step::Pair(_) => return Ok(out),
+        }
     };
     for _ in 0..max_attempts {
         if out.len() == draws {
             break;
         }
+        // The top's overlapping children all have the same capacity:
+        // one is chosen uniformly, without rejecting the others.
         let i = rng.gen_range(over.clone());
-        if tree.is_leaf(&top) {
-            out.push(tree.pair(&top, i)?);
-            continue;
-        }
-        let below = tree.child(&top, i, &over)?;
-        if let Some(pair) = attempt(tree, below, depth, rng)? {
-            out.push(pair);
+        match tree.at(&top, i, &over)? {
+            Step::Miss => {}
+            Step::Pair(p) => out.push(p),
+            Step::Child(below) => {
+                if let Some(pair) = attempt(tree, below, depth, rng)? {
+                    out.push(pair);
+                }
+            }
         }
     }
     Ok(out)
@@ -257,12 +262,12 @@ mod tests {
             let end = inside.iter().rposition(|&x| x).map_or(0, |e| e + 1);
             Ok(start..end.max(start))
         }
-        fn child(&mut self, n: &N, i: usize, _o: &Range<usize>) -> Result<N, &'static str> {
-            Ok(N { level: n.level - 1, idx: self.inner[n.level - 1][n.idx][i] })
-        }
-        fn pair(&mut self, n: &N, i: usize) -> Result<Pair, &'static str> {
-            let k = self.leaves[n.idx][i];
-            Ok((k.to_be_bytes().to_vec(), Vec::new()))
+        fn at(&mut self, n: &N, i: usize, _o: &Range<usize>) -> Result<Step<N>, &'static str> {
+            if n.level == 0 {
+                let k = self.leaves[n.idx][i];
+                return Ok(Step::Pair((k.to_be_bytes().to_vec(), Vec::new())));
+            }
+            Ok(Step::Child(N { level: n.level - 1, idx: self.inner[n.level - 1][n.idx][i] }))
         }
         fn too_deep(&self) -> &'static str {
             "too deep"

@@ -27,9 +27,9 @@ use tembo_store::{Db, DbError, KeyValue, WriteBatch};
 
 use crate::encoding::{be64, GLOBAL};
 
-/// Most rounds of engine draws [`Store::sample`] makes before it gives
-/// up: each round draws again what pending deletes hid in the last.
-const SAMPLE_ROUNDS: usize = 16;
+/// How many engine draws [`Store::sample`] makes per pair it returns
+/// before it gives up: a draw that pending deletes hide is drawn again.
+const SAMPLE_OVERDRAW: usize = 16;
 
 /// Versions are reserved in blocks so that creating a collection rarely writes the high-water mark.
 const VERSION_BLOCK: u64 = 4096;
@@ -382,9 +382,10 @@ impl Store {
     /// `draws` pairs starting with `prefix`, each drawn uniformly and
     /// independently from the `total` pairs there (pending writes
     /// included), without walking them ([`Db::sample`]); `None` when
-    /// `max_attempts` engine descents were not enough (a prefix that fills
-    /// little of the nodes it spans, or `total` above what is there), for
-    /// the caller to walk instead.
+    /// `max_attempts` engine descents were not enough for a round of
+    /// draws (a prefix that fills little of the nodes it spans), or
+    /// pending deletes hid nearly every draw (or `total` is above what is
+    /// there), for the caller to walk instead.
     ///
     /// Uniform over the merged view: a pending key the engine lacks is
     /// drawn with probability (such keys) / `total`, from among them;
@@ -413,7 +414,7 @@ impl Store {
         if total == 0 {
             return Ok(Some(out));
         }
-        let mut from_engine = 0;
+        let mut from_engine = 0usize;
         for _ in 0..draws {
             if rng.gen_range(0..total) < added.len() as u64 {
                 let (k, v) = added[rng.gen_range(0..added.len())];
@@ -422,11 +423,13 @@ impl Store {
                 from_engine += 1;
             }
         }
-        // Rounds: a round's draws that pending deletes hide are drawn again.
-        for _ in 0..SAMPLE_ROUNDS {
-            if from_engine == 0 {
-                break;
+        // A draw that pending deletes hide is drawn again, up to a bound.
+        let mut budget = from_engine.saturating_mul(SAMPLE_OVERDRAW).saturating_add(SAMPLE_OVERDRAW);
+        while from_engine > 0 {
+            if budget < from_engine {
+                return Ok(None);
             }
+            budget -= from_engine;
             let got = self.db.sample((lo.clone(), hi.clone()), from_engine, max_attempts, rng)?;
             if got.len() < from_engine {
                 return Ok(None); // the attempts ran out
@@ -439,9 +442,6 @@ impl Store {
                 }
                 from_engine -= 1;
             }
-        }
-        if from_engine > 0 {
-            return Ok(None);
         }
         Ok(Some(out))
     }
@@ -500,5 +500,57 @@ impl Iterator for Merged<'_> {
                 return Some(Ok((k.clone(), v.clone())));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use tembo_store::Options;
+
+    fn store_with(n: u32) -> Store {
+        let db = Arc::new(Db::in_memory(&Options::with_size(16 << 20)).unwrap());
+        let mut b = WriteBatch::new();
+        for i in 0..n {
+            b.put(format!("p:{i:05}").into_bytes(), i.to_le_bytes());
+        }
+        db.write(&b).unwrap();
+        Store::new(db).unwrap()
+    }
+
+    #[test]
+    fn sample_counts_pending_writes_and_gives_up_when_all_are_hidden() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let mut st = store_with(500);
+        // Pending: 400 deletes, 3 new keys, 1 overwrite: 103 keys remain.
+        for i in 0..400 {
+            st.delete(format!("p:{i:05}").into_bytes());
+        }
+        for k in ["p:90000", "p:90001", "p:90002"] {
+            st.put(k.as_bytes().to_vec(), b"new".to_vec()).unwrap();
+        }
+        st.put(b"p:00450".to_vec(), b"over".to_vec()).unwrap();
+        let got = st.sample(b"p:", 103, 2000, 1 << 20, &mut rng).unwrap().expect("draws");
+        assert_eq!(got.len(), 2000);
+        let mut seen = std::collections::BTreeMap::new();
+        for (k, v) in got {
+            let i: u32 = std::str::from_utf8(&k[2..]).unwrap().parse().unwrap();
+            assert!(i >= 400, "a deleted key drawn: {i}");
+            match i {
+                90000..=90002 => assert_eq!(v, b"new"),
+                450 => assert_eq!(v, b"over"),
+                _ => assert_eq!(v, i.to_le_bytes()),
+            }
+            *seen.entry(i).or_insert(0) += 1;
+        }
+        let missing: Vec<u32> = (400..500).chain(90000..90003).filter(|i| !seen.contains_key(i)).collect();
+        assert_eq!(seen.len(), 103, "every remaining key drawn; missing {missing:?}");
+        // Every committed key hidden and a count saying otherwise: no
+        // draws, so the caller walks.
+        for i in 400..500 {
+            st.delete(format!("p:{i:05}").into_bytes());
+        }
+        assert_eq!(st.sample(b"p:", 50, 1, 1000, &mut rng).unwrap(), None);
     }
 }

@@ -60,6 +60,10 @@ fn spop_from_a_large_set_pops_each_member_once() {
     assert!(popped.is_disjoint(&left));
     let all: BTreeSet<String> = popped.union(&left).cloned().collect();
     assert_eq!(all, (0..3000).map(member).collect());
+    drop(s);
+    // The pops were durable: after a reopen the same members are left.
+    let mut s = pool.reopen();
+    assert_eq!(strings(s.call(&["SMEMBERS", "big"])).into_iter().collect::<BTreeSet<_>>(), left);
 }
 
 #[test]

@@ -48,6 +48,11 @@
 //! - **Typed errors, no panics on bad input.** Every failure is a
 //!   [`DbError`]: over-limit keys or values, a file that is not a pool, a
 //!   pool locked by another process, corruption.
+//! - **Random draws.** [`Db::sample`] draws pairs of a key range
+//!   uniformly at random in O(tree height) expected node reads, on every
+//!   engine, however large the range (the server's SPOP and
+//!   SRANDMEMBER); it may give up on a range that fills little of the
+//!   nodes it spans, and says so by returning fewer pairs.
 //! - **Online backups.** [`Db::backup`] copies one committed version into a
 //!   new pool file while writers go on, and replaces the destination only
 //!   with a complete copy (`cdds` only; see `backup`).

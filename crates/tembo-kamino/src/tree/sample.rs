@@ -11,7 +11,7 @@
 use std::ops::{Bound, Range, RangeBounds};
 
 use rand::RngCore;
-use tembo_pmem::sample::{self, Pair, RangeTree};
+use tembo_pmem::sample::{self, Pair, RangeTree, Step};
 use tembo_pmem::{PPtr, PoolOffset};
 
 use super::node::{Reader, MAXK};
@@ -141,19 +141,18 @@ impl<'t> RangeTree for Sampler<'t, '_> {
         Ok(start.min(len)..end.max(start).min(len))
     }
 
-    fn child(&mut self, n: &Node<'t>, i: usize, overlap: &Range<usize>) -> Result<Node<'t>> {
+    fn at(&mut self, n: &Node<'t>, i: usize, overlap: &Range<usize>) -> Result<Step<Node<'t>>> {
+        if n.level == 0 {
+            let rec = self.rd.rec(n.off, i)?;
+            let key = self.rd.rec_key(rec)?;
+            if !(self.lo, self.hi).contains(key.as_slice()) {
+                return Err(invariant("kamino.tree.sorted", n.off, "a random draw met a key outside its range"));
+            }
+            return Ok(Step::Pair((key, self.rd.rec_value(rec)?)));
+        }
         let inside = n.inside || (i > overlap.start && i + 1 < overlap.end);
         let child = self.rd.child(n.off, i)?;
-        self.read(child, inside, Some(n.level))
-    }
-
-    fn pair(&mut self, n: &Node<'t>, i: usize) -> Result<Pair> {
-        let rec = self.rd.rec(n.off, i)?;
-        let key = self.rd.rec_key(rec)?;
-        if !(self.lo, self.hi).contains(key.as_slice()) {
-            return Err(invariant("kamino.tree.sorted", n.off, "a random draw met a key outside its range"));
-        }
-        Ok((key, self.rd.rec_value(rec)?))
+        self.read(child, inside, Some(n.level)).map(Step::Child)
     }
 
     fn too_deep(&self) -> KaminoError {

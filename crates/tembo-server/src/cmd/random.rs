@@ -21,18 +21,25 @@ use crate::encoding::{sub_prefix, Meta, SUB};
 use crate::exec::Ctx;
 use crate::keyspace::Res;
 
-/// Collections smaller than this are walked: a walk of a few hundred
-/// elements costs about what a few random descents do, and is exact
-/// without attempts that can fail.
-const DRAW_FROM: u64 = 256;
-/// About what one engine draw costs, in elements walked: a count whose
-/// draws would cost more than walking the whole collection walks instead.
+/// Collections smaller than this are walked: a walk of a few dozen
+/// elements costs about what one random draw does, and cannot fail.
+const DRAW_FROM: u64 = 128;
+/// About what one engine draw costs, in elements walked (a draw of the
+/// `cdds` engine is ~3 µs, a walk ~0.2 µs an element, on the development
+/// VM): a count whose draws would cost more than walking the whole
+/// collection walks instead.
 const DRAW_COST: u64 = 16;
-/// Engine descents allowed per element asked for before giving up on
-/// draws (the expected number is a handful; see `tembo_pmem::sample`).
+/// Engine descents allowed per element asked for (a handful are expected;
+/// see `tembo_pmem::sample`)...
 const ATTEMPTS_PER_DRAW: usize = 64;
+/// ...but no more than about what a walk would cost, one attempt being
+/// worth about this many elements walked: a collection whose key range is
+/// a sliver of the tree nodes it spans (it straddles a boundary high in
+/// the tree) fails most attempts, and is walked after twice the cost at
+/// worst.
+const ATTEMPT_COST: u64 = 4;
 /// Fewest descents allowed for any request.
-const MIN_ATTEMPTS: usize = 512;
+const MIN_ATTEMPTS: usize = 32;
 /// Rounds of draws for distinct elements before walking instead.
 const DISTINCT_ROUNDS: usize = 16;
 
@@ -112,7 +119,8 @@ fn draw_elements(cx: &mut Ctx, key: &[u8], meta: &Meta, count: RandomCount) -> R
     let mut seen = HashSet::new();
     for _ in 0..DISTINCT_ROUNDS {
         let need = wanted - out.len();
-        let attempts = need.saturating_mul(ATTEMPTS_PER_DRAW).max(MIN_ATTEMPTS);
+        let walk = usize::try_from(meta.size / ATTEMPT_COST).unwrap_or(usize::MAX);
+        let attempts = need.saturating_mul(ATTEMPTS_PER_DRAW).min(walk).max(MIN_ATTEMPTS);
         let Some(got) = cx.st.store.sample(&prefix, meta.size, need, attempts, &mut rng)? else { return Ok(None) };
         for (k, v) in got {
             let field = k[prefix.len()..].to_vec();
