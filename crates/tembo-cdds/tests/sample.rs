@@ -10,58 +10,18 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use common::{bound, key, tree};
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tembo_cdds::{Limits, Op, Tree};
-use tembo_pmem::{Pool, PoolOptions};
+use tembo_cdds::{Op, Tree};
+
+mod common;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn tree() -> Tree {
-    let pool =
-        Pool::in_memory(&PoolOptions { size: 8 << 20, max_size: Some(256 << 20), ..PoolOptions::default() }).unwrap();
-    Tree::create(Arc::new(pool), Limits::default()).unwrap()
-}
-
-fn key(i: u32, shape: u8) -> Vec<u8> {
-    match shape {
-        0 => format!("user:{i:08}:tail").into_bytes(),
-        1 => i.to_be_bytes().to_vec(),
-        _ => format!("k{}", i * 7).into_bytes(),
-    }
-}
-
-fn bound(sel: u8, i: u32, shape: u8) -> Bound<Vec<u8>> {
-    let k = match i % 11 {
-        0 => Vec::new(),
-        1 => b"user:".to_vec(),
-        2 => vec![0xFF; 12],
-        3 => {
-            let mut k = key(i, shape);
-            k.push(0);
-            k
-        }
-        4 => {
-            let mut k = key(i, shape);
-            k.pop();
-            k
-        }
-        _ => key(i, shape),
-    };
-    match sel % 3 {
-        0 => Bound::Unbounded,
-        1 => Bound::Included(k),
-        _ => Bound::Excluded(k),
-    }
-}
-
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
+    b.as_ref().map(Vec::as_slice)
 }
 
 fn in_model(m: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Model {

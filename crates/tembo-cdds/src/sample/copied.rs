@@ -6,7 +6,7 @@
 //! ([`node::read_checked`]: slots verified, aborted versions honoured), so
 //! nothing a crash left half-written is trusted.
 
-use std::ops::{Bound, Range};
+use std::ops::Range;
 
 use tembo_pmem::sample::Step;
 
@@ -46,44 +46,15 @@ impl Reader<'_, '_> {
         }
         // The visible position of the first entry at or after index `i`.
         let position = |i: usize| visible.partition_point(|&x| (x as usize) < i);
-        let (lower, upper) = (n.lower.as_deref(), n.upper.as_deref());
-        let entries = copy.entries();
+        let (entries, at) = (copy.entries(), self.at_version());
         let pfx = |k: &[u8]| key_prefix_at(k, copy.plen);
-        if n.level == 0 {
-            let pos = |k: &[u8], strict: bool| {
-                Self::clamped(lower, upper, entries.len(), k, |k| search::bound(pool, entries, k, pfx(k), strict))
-                    .map(position)
+        self.overlap_by(n, len, |k, flag| {
+            let i = match n.level {
+                0 => search::bound(pool, entries, k, pfx(k), flag)?,
+                _ => search::child_index(pool, copy, n.node, k, pfx(k), at, flag)?,
             };
-            let start = match self.lo {
-                Bound::Unbounded => 0,
-                Bound::Included(l) => pos(l, false)?,
-                Bound::Excluded(l) => pos(l, true)?,
-            };
-            let end = match self.hi {
-                Bound::Unbounded => len,
-                Bound::Included(h) => pos(h, true)?,
-                Bound::Excluded(h) => pos(h, false)?,
-            };
-            return Ok(start..end.max(start));
-        }
-        let within = |k: &[u8]| lower.map_or(true, |l| k >= l) && upper.map_or(true, |u| k < u);
-        let at = self.at_version();
-        let child = |k: &[u8], at_or_above: bool| {
-            search::child_index(pool, copy, n.node, k, pfx(k), at, at_or_above).map(position)
-        };
-        let start = match self.lo {
-            Bound::Unbounded => 0,
-            Bound::Included(l) | Bound::Excluded(l) if within(l) => child(l, false)?,
-            Bound::Included(l) | Bound::Excluded(l) if upper.is_some_and(|u| l >= u) => return Ok(0..0),
-            Bound::Included(_) | Bound::Excluded(_) => 0,
-        };
-        let last = match self.hi {
-            Bound::Included(h) if within(h) => child(h, false)?,
-            Bound::Excluded(h) if within(h) => child(h, true)?,
-            Bound::Included(h) | Bound::Excluded(h) if lower.is_some_and(|l| h < l) => return Ok(0..0),
-            _ => len.saturating_sub(1),
-        };
-        Ok(start..(last + 1).max(start).min(len))
+            Ok(position(i))
+        })
     }
 
     /// [`RangeTree::at`](tembo_pmem::sample::RangeTree::at) among the

@@ -11,7 +11,7 @@
 //! and counts only if the node's version word is unchanged afterwards;
 //! otherwise the node is read again, as point reads do.
 
-use std::ops::{Bound, Range};
+use std::ops::Range;
 
 use tembo_pmem::sample::Step;
 
@@ -81,45 +81,10 @@ impl Reader<'_, '_> {
     /// versions among them are misses.
     fn ranks_in_range(&self, n: &Sampled, raw: &RawNode<'_>) -> Result<Range<usize>> {
         let pool = self.pool();
-        let used = raw.used();
-        let (lower, upper) = (n.lower.as_deref(), n.upper.as_deref());
         let pfx = |k: &[u8]| key_prefix_at(k, raw.plen());
-        if n.level == 0 {
-            let pos = |k: &[u8], strict: bool| {
-                Self::clamped(lower, upper, used, k, |k| search::bound_raw(pool, raw, k, pfx(k), strict, 0))
-            };
-            let start = match self.lo {
-                Bound::Unbounded => 0,
-                Bound::Included(l) => pos(l, false)?,
-                Bound::Excluded(l) => pos(l, true)?,
-            };
-            let end = match self.hi {
-                Bound::Unbounded => used,
-                Bound::Included(h) => pos(h, true)?,
-                Bound::Excluded(h) => pos(h, false)?,
-            };
-            return Ok(start..end.max(start));
-        }
-        // The child covering a key: the first visible entry above it
-        // (`at_or_above`: at or above, for an excluded upper bound). A key
-        // outside the node's range shares not its prefix, so it is placed
-        // by the range instead.
-        let within = |k: &[u8]| lower.map_or(true, |l| k >= l) && upper.map_or(true, |u| k < u);
-        let child = |k: &[u8], at_or_above: bool| {
-            search::child_rank_raw(pool, raw, n.node, k, pfx(k), self.version, at_or_above)
-        };
-        let start = match self.lo {
-            Bound::Unbounded => 0,
-            Bound::Included(l) | Bound::Excluded(l) if within(l) => child(l, false)?,
-            Bound::Included(l) | Bound::Excluded(l) if upper.is_some_and(|u| l >= u) => return Ok(0..0),
-            Bound::Included(_) | Bound::Excluded(_) => 0,
-        };
-        let last = match self.hi {
-            Bound::Included(h) if within(h) => child(h, false)?,
-            Bound::Excluded(h) if within(h) => child(h, true)?,
-            Bound::Included(h) | Bound::Excluded(h) if lower.is_some_and(|l| h < l) => return Ok(0..0),
-            _ => used.saturating_sub(1),
-        };
-        Ok(start..(last + 1).max(start).min(used))
+        self.overlap_by(n, raw.used(), |k, flag| match n.level {
+            0 => search::bound_raw(pool, raw, k, pfx(k), flag, 0),
+            _ => search::child_rank_raw(pool, raw, n.node, k, pfx(k), self.version, flag),
+        })
     }
 }

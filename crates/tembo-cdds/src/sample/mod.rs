@@ -156,25 +156,52 @@ impl Reader<'_, '_> {
         Ok((key, record::value(pool, rec, &h)?))
     }
 
-    /// Where `key` falls among the positions of a node whose key range is
-    /// `[lower, upper)`, given `search`, the node's own binary search
-    /// (valid only for keys of its range, which share its prefix): a key
-    /// below the range is before every position, one above after all
-    /// `len`.
-    fn clamped(
-        lower: Option<&[u8]>,
-        upper: Option<&[u8]>,
+    /// The positions of `n`'s children (pairs) that overlap (lie in) the
+    /// range, among `len`, given `place(key, flag)`, the node's own search:
+    /// in a leaf the first pair at or above `key` (above it: `flag`), in an
+    /// inner node the child covering `key` (the first visible entry above
+    /// it; at or above it: `flag`). The search holds only for keys of the
+    /// node's range `[lower, upper)`, which share its prefix; a key
+    /// outside is below or above every position.
+    fn overlap_by(
+        &self,
+        n: &Sampled,
         len: usize,
-        key: &[u8],
-        search: impl FnOnce(&[u8]) -> Result<usize>,
-    ) -> Result<usize> {
-        if lower.is_some_and(|l| key < l) {
-            return Ok(0);
+        place: impl Fn(&[u8], bool) -> Result<usize>,
+    ) -> Result<Range<usize>> {
+        let (lower, upper) = (n.lower.as_deref(), n.upper.as_deref());
+        let below = |k: &[u8]| lower.is_some_and(|l| k < l);
+        let above = |k: &[u8]| upper.is_some_and(|u| k >= u);
+        if n.level == 0 {
+            let pos = |k: &[u8], strict: bool| match () {
+                _ if below(k) => Ok(0),
+                _ if above(k) => Ok(len),
+                _ => place(k, strict),
+            };
+            let start = match self.lo {
+                Bound::Unbounded => 0,
+                Bound::Included(l) => pos(l, false)?,
+                Bound::Excluded(l) => pos(l, true)?,
+            };
+            let end = match self.hi {
+                Bound::Unbounded => len,
+                Bound::Included(h) => pos(h, true)?,
+                Bound::Excluded(h) => pos(h, false)?,
+            };
+            return Ok(start..end.max(start));
         }
-        if upper.is_some_and(|u| key >= u) {
-            return Ok(len);
-        }
-        search(key)
+        let start = match self.lo {
+            Bound::Included(l) | Bound::Excluded(l) if above(l) => return Ok(0..0),
+            Bound::Included(l) | Bound::Excluded(l) if !below(l) => place(l, false)?,
+            _ => 0,
+        };
+        let last = match self.hi {
+            Bound::Included(h) | Bound::Excluded(h) if below(h) => return Ok(0..0),
+            Bound::Included(h) if !above(h) => place(h, false)?,
+            Bound::Excluded(h) if !above(h) => place(h, true)?,
+            _ => len.saturating_sub(1),
+        };
+        Ok(start..(last + 1).max(start).min(len))
     }
 }
 
