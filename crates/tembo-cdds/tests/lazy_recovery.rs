@@ -93,7 +93,7 @@ fn serves_reads_and_writes_while_repairing_and_sweeping() {
                         // Random draws (checked copies while recovery runs).
                         let (lo, hi) = (key(0), key(keys / 4));
                         let drawn = tree
-                            .sample(Bound::Included(&lo[..]), Bound::Excluded(&hi[..]), 8, 100_000, &mut rng)
+                            .sample(Bound::Included(&lo[..]), Bound::Excluded(&hi[..]), 8, &mut 100_000, &mut rng)
                             .unwrap();
                         assert_eq!(drawn.len(), 8);
                         for (k, v) in drawn {

@@ -66,14 +66,14 @@ proptest! {
         for (ls, li, hs, hi) in bounds {
             let (lo, hi) = (bound(ls, li, shape), bound(hs, hi, shape));
             let want = in_model(&m, &lo, &hi);
-            let got = t.sample(as_ref(&lo), as_ref(&hi), 100, 400_000, &mut rng).unwrap();
+            let got = t.sample(as_ref(&lo), as_ref(&hi), 100, &mut 400_000, &mut rng).unwrap();
             for (k, v) in &got {
                 prop_assert_eq!(want.get(k), Some(v), "{:?}..{:?}", lo, hi);
             }
             let expect = if want.is_empty() { 0 } else { 100 };
             prop_assert_eq!(got.len(), expect, "{:?}..{:?}", lo, hi);
             if (1..=20).contains(&want.len()) {
-                let more = t.sample(as_ref(&lo), as_ref(&hi), 2000, 4_000_000, &mut rng).unwrap();
+                let more = t.sample(as_ref(&lo), as_ref(&hi), 2000, &mut 4_000_000, &mut rng).unwrap();
                 let seen: Model = more.into_iter().collect();
                 prop_assert_eq!(seen, want, "every pair of {:?}..{:?}", lo, hi);
             }
@@ -102,7 +102,7 @@ fn draws_are_uniform_over_uneven_leaves_and_dead_versions() {
     let per = 60;
     let draws = want.len() * per;
     let mut rng = ChaCha8Rng::seed_from_u64(99);
-    let got = t.sample(as_ref(&lo), as_ref(&hi), draws, usize::MAX, &mut rng).unwrap();
+    let got = t.sample(as_ref(&lo), as_ref(&hi), draws, &mut { usize::MAX }, &mut rng).unwrap();
     assert_eq!(got.len(), draws);
     let mut counts: BTreeMap<Vec<u8>, u64> = want.keys().map(|k| (k.clone(), 0)).collect();
     for (k, _) in got {
@@ -144,7 +144,7 @@ fn draws_during_writes_see_one_version() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut drawn = 0;
     for _ in 0..300 {
-        for (k, v) in t.sample(as_ref(&lo), as_ref(&hi), 50, 100_000, &mut rng).unwrap() {
+        for (k, v) in t.sample(as_ref(&lo), as_ref(&hi), 50, &mut 100_000, &mut rng).unwrap() {
             assert!((lo.clone(), hi.clone()).contains(&k));
             assert!(v.starts_with(b"v") || v.len() == 4, "value {v:?}");
             drawn += 1;

@@ -24,7 +24,7 @@
 //! the failed attempts: about `(capacity / fill)^h`, a handful for a
 //! collection that fills the subtrees it spans. A range that is a sliver
 //! of its top's subtrees fails more often, so callers bound the attempts
-//! ([`draw`]'s `max_attempts`) and fall back to an exact walk, which for
+//! ([`draw`]'s `budget`) and fall back to an exact walk, which for
 //! such a range is short.
 //!
 //! The engines supply the node reads ([`RangeTree`]) under whatever keeps
@@ -95,8 +95,9 @@ pub enum Step<N> {
 }
 
 /// Up to `draws` pairs of the range, each drawn uniformly and independently
-/// (with replacement), spending at most `max_attempts` attempts: fewer
-/// pairs come back when the attempts run out, none when the range is empty.
+/// (with replacement), spending attempts from `budget` (it is decreased by
+/// those made, so that one budget can bound several calls): fewer pairs
+/// come back when it runs out, none when the range is empty.
 ///
 /// # Errors
 /// Whatever the tree's reads return (a damaged pool), or
@@ -104,7 +105,7 @@ pub enum Step<N> {
 pub fn draw<T: RangeTree>(
     tree: &mut T,
     draws: usize,
-    max_attempts: usize,
+    budget: &mut usize,
     rng: &mut dyn RngCore,
 ) -> Result<Vec<Pair>, T::Error> {
     let mut out = Vec::new();
@@ -131,10 +132,8 @@ pub fn draw<T: RangeTree>(
             Step::Miss | Step::Pair(_) => return Ok(out),
         }
     };
-    for _ in 0..max_attempts {
-        if out.len() == draws {
-            break;
-        }
+    while out.len() < draws && *budget > 0 {
+        *budget -= 1;
         // The top's overlapping children all have the same capacity:
         // one is chosen uniformly, without rejecting the others.
         let i = rng.gen_range(over.clone());
@@ -285,7 +284,7 @@ mod tests {
         for (lo, hi) in [(0, 6000), (1000, 1100), (2999, 3003), (5990, 7000), (7000, 8000)] {
             let mut m = Model::build(&keys, &mut rng, lo, hi);
             let want: Vec<u32> = keys.iter().copied().filter(|&k| k >= lo && k < hi).collect();
-            let got = draw(&mut m, 40 * want.len().max(1), 1_000_000, &mut rng).unwrap();
+            let got = draw(&mut m, 40 * want.len().max(1), &mut 1_000_000, &mut rng).unwrap();
             assert!(got.iter().all(|p| (lo..hi).contains(&key_of(p))), "range {lo}..{hi}");
             let mut seen: Vec<u32> = got.iter().map(key_of).collect();
             seen.sort_unstable();
@@ -300,7 +299,7 @@ mod tests {
         let keys: Vec<u32> = (0..400).collect();
         let mut m = Model::build(&keys, &mut rng, 37, 337);
         let draws = 300 * 200;
-        let got = draw(&mut m, draws, usize::MAX, &mut rng).unwrap();
+        let got = draw(&mut m, draws, &mut { usize::MAX }, &mut rng).unwrap();
         assert_eq!(got.len(), draws);
         let mut counts = vec![0u32; 400];
         for p in &got {
@@ -317,8 +316,12 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let keys: Vec<u32> = (0..500).collect();
         let mut m = Model::build(&keys, &mut rng, 1000, 2000);
-        assert!(draw(&mut m, 10, 100, &mut rng).unwrap().is_empty());
+        let mut budget = 100;
+        assert!(draw(&mut m, 10, &mut budget, &mut rng).unwrap().is_empty());
+        assert_eq!(budget, 100, "an empty range spends nothing");
         let mut m = Model::build(&keys, &mut rng, 0, 500);
-        assert!(draw(&mut m, 1000, 5, &mut rng).unwrap().len() <= 5);
+        let mut budget = 5;
+        assert!(draw(&mut m, 1000, &mut budget, &mut rng).unwrap().len() <= 5);
+        assert_eq!(budget, 0);
     }
 }

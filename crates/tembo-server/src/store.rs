@@ -381,23 +381,26 @@ impl Store {
 
     /// `draws` pairs starting with `prefix`, each drawn uniformly and
     /// independently from the `total` pairs there (pending writes
-    /// included), without walking them ([`Db::sample`]); `None` when
-    /// `max_attempts` engine descents were not enough for a round of
-    /// draws (a prefix that fills little of the nodes it spans), or
-    /// pending deletes hid nearly every draw (or `total` is above what is
-    /// there), for the caller to walk instead.
+    /// included), without walking them ([`Db::sample`]), spending engine
+    /// descents from `budget`; `None` when it ran out (a prefix that fills
+    /// little of the nodes it spans), or pending deletes hid nearly every
+    /// draw (or `total` is above what is there), for the caller to walk
+    /// instead.
     ///
     /// Uniform over the merged view: a pending key the engine lacks is
     /// drawn with probability (such keys) / `total`, from among them;
     /// otherwise the engine draws, and a key the pending writes delete is
-    /// drawn again. Reads each pending put under `prefix` once (is it
-    /// new?), so it is for collections, whose pending writes are few.
+    /// drawn again. The engine is asked for `draws` pairs whatever that
+    /// split, so whether the call fails does not depend on it (a failure
+    /// that did would skew the draws that succeed). Reads each pending put
+    /// under `prefix` once a call (is it new?), so it is for collections,
+    /// whose pending writes are few.
     pub fn sample(
         &self,
         prefix: &[u8],
         total: u64,
         draws: usize,
-        max_attempts: usize,
+        budget: &mut usize,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Option<Vec<KeyValue>>, DbError> {
         use rand::Rng;
@@ -410,37 +413,42 @@ impl Store {
                 }
             }
         }
-        let mut out = Vec::with_capacity(draws);
         if total == 0 {
-            return Ok(Some(out));
+            return Ok(Some(Vec::new()));
         }
-        let mut from_engine = 0usize;
+        let mut engine = Vec::with_capacity(draws);
+        if (added.len() as u64) < total {
+            // A draw that pending deletes hide is drawn again, up to a bound.
+            let mut redraws = draws.saturating_mul(SAMPLE_OVERDRAW).saturating_add(SAMPLE_OVERDRAW);
+            while engine.len() < draws {
+                let need = draws - engine.len();
+                if redraws < need {
+                    return Ok(None);
+                }
+                redraws -= need;
+                let got = self.db.sample((lo.clone(), hi.clone()), need, budget, rng)?;
+                if got.len() < need {
+                    return Ok(None); // the budget ran out
+                }
+                for (k, v) in got {
+                    match self.overlay.get(&k) {
+                        Some(None) => {}
+                        Some(Some(pending)) => engine.push((k, pending.clone())),
+                        None => engine.push((k, v)),
+                    }
+                }
+            }
+        }
+        let mut engine = engine.into_iter();
+        let mut out = Vec::with_capacity(draws);
         for _ in 0..draws {
             if rng.gen_range(0..total) < added.len() as u64 {
                 let (k, v) = added[rng.gen_range(0..added.len())];
                 out.push((k.clone(), v.clone()));
+            } else if let Some(pair) = engine.next() {
+                out.push(pair);
             } else {
-                from_engine += 1;
-            }
-        }
-        // A draw that pending deletes hide is drawn again, up to a bound.
-        let mut budget = from_engine.saturating_mul(SAMPLE_OVERDRAW).saturating_add(SAMPLE_OVERDRAW);
-        while from_engine > 0 {
-            if budget < from_engine {
-                return Ok(None);
-            }
-            budget -= from_engine;
-            let got = self.db.sample((lo.clone(), hi.clone()), from_engine, max_attempts, rng)?;
-            if got.len() < from_engine {
-                return Ok(None); // the attempts ran out
-            }
-            for (k, v) in got {
-                match self.overlay.get(&k) {
-                    Some(None) => continue,
-                    Some(Some(pending)) => out.push((k, pending.clone())),
-                    None => out.push((k, v)),
-                }
-                from_engine -= 1;
+                return Ok(None); // `total` counts more than the engine holds
             }
         }
         Ok(Some(out))
@@ -531,7 +539,7 @@ mod tests {
             st.put(k.as_bytes().to_vec(), b"new".to_vec()).unwrap();
         }
         st.put(b"p:00450".to_vec(), b"over".to_vec()).unwrap();
-        let got = st.sample(b"p:", 103, 2000, 1 << 20, &mut rng).unwrap().expect("draws");
+        let got = st.sample(b"p:", 103, 2000, &mut (1 << 20), &mut rng).unwrap().expect("draws");
         assert_eq!(got.len(), 2000);
         let mut seen = std::collections::BTreeMap::new();
         for (k, v) in got {
@@ -551,6 +559,6 @@ mod tests {
         for i in 400..500 {
             st.delete(format!("p:{i:05}").into_bytes());
         }
-        assert_eq!(st.sample(b"p:", 50, 1, 1000, &mut rng).unwrap(), None);
+        assert_eq!(st.sample(b"p:", 50, 1, &mut 1000, &mut rng).unwrap(), None);
     }
 }

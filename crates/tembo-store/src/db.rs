@@ -477,14 +477,18 @@ impl Db {
     }
 
     /// Up to `draws` pairs with keys in `range`, each drawn uniformly at
-    /// random and independently (with replacement) from the version
-    /// current now, in O(tree height) expected node reads: no walk of the
-    /// range, whatever its size. Spends at most `max_attempts` descents
-    /// (a range that fills a small part of the nodes it spans fails more
-    /// of them), so fewer pairs may come back; none when the range is
-    /// empty. A caller that needs the exact number falls back to a scan.
-    /// The algorithm (acceptance/rejection on node capacity, exactly
-    /// uniform) is in `tembo_pmem::sample`.
+    /// random and independently (with replacement), in O(tree height)
+    /// expected node reads: no walk of the range, whatever its size.
+    /// Spends descents from `budget`, decreasing it by those made (a range
+    /// that fills a small part of the nodes it spans fails more of them),
+    /// so fewer pairs may come back; none when the range is empty. A
+    /// caller that needs the exact number falls back to a scan. The
+    /// algorithm (acceptance/rejection on node capacity, exactly uniform)
+    /// is in `tembo_pmem::sample`.
+    ///
+    /// On `cdds` every pair is drawn from the version current at the call.
+    /// The in-place engines have no versions: each pair is as its leaf was
+    /// when the draw read it.
     ///
     /// # Errors
     /// [`DbError::Engine`] or [`DbError::Pool`] if the pool is damaged.
@@ -492,7 +496,7 @@ impl Db {
         &self,
         range: R,
         draws: usize,
-        max_attempts: usize,
+        budget: &mut usize,
         rng: &mut dyn rand::RngCore,
     ) -> Result<Vec<KeyValue>> {
         fn as_ref<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<&[u8]> {
@@ -500,8 +504,8 @@ impl Db {
         }
         let (lo, hi) = (as_ref(range.start_bound()), as_ref(range.end_bound()));
         match self.backend() {
-            Backend::Cdds(t) => t.sample(lo, hi, draws, max_attempts, rng).map_err(self.err()),
-            Backend::InPlace(t, _) => t.sample(lo, hi, draws, max_attempts, rng).map_err(self.kerr()),
+            Backend::Cdds(t) => t.sample(lo, hi, draws, budget, rng).map_err(self.err()),
+            Backend::InPlace(t, _) => t.sample(lo, hi, draws, budget, rng).map_err(self.kerr()),
         }
     }
 

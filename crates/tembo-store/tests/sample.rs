@@ -55,15 +55,23 @@ fn draws_lie_in_the_range_and_reach_every_pair() {
             );
             let want: BTreeMap<_, _> =
                 m.iter().filter(|(k, _)| range.contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-            let got = db.sample(range.clone(), 600, 2_000_000, &mut rng).unwrap();
+            let got = db.sample(range.clone(), 600, &mut 2_000_000, &mut rng).unwrap();
             assert_eq!(got.len(), if want.is_empty() { 0 } else { 600 }, "{engine} {range:?}");
             let seen: BTreeMap<_, _> = got.into_iter().collect();
             assert_eq!(seen, want, "{engine} {range:?}");
         }
         // Unbounded, and a prefix that matches nothing.
-        assert_eq!(db.sample::<Vec<u8>, _>(.., 10, 1000, &mut rng).unwrap().len(), 10, "{engine}");
-        let none = db.sample(&b"zz"[..].., 10, 1000, &mut rng).unwrap();
+        assert_eq!(db.sample::<Vec<u8>, _>(.., 10, &mut 1000, &mut rng).unwrap().len(), 10, "{engine}");
+        let mut budget = 1000;
+        let none = db.sample(&b"zz"[..].., 10, &mut budget, &mut rng).unwrap();
         assert!(none.is_empty(), "{engine}");
+        assert_eq!(budget, 1000, "{engine}: an empty range spends nothing");
+        // The budget bounds the descents (the in-place engines take their
+        // lock for a few hundred at a time: this spans several holds).
+        let mut budget = 700;
+        let got = db.sample(&b"set:"[..].., 100_000, &mut budget, &mut rng).unwrap();
+        assert!(!got.is_empty() && got.len() <= 700, "{engine}: {}", got.len());
+        assert_eq!(budget, 0, "{engine}");
     }
 }
 
@@ -76,7 +84,7 @@ fn draws_are_uniform_on_every_engine() {
         let keys: Vec<&Vec<u8>> = m.keys().filter(|k| range.contains(k)).collect();
         let per = 50;
         let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let got = db.sample(range.clone(), keys.len() * per, usize::MAX, &mut rng).unwrap();
+        let got = db.sample(range.clone(), keys.len() * per, &mut { usize::MAX }, &mut rng).unwrap();
         let mut counts: BTreeMap<&[u8], u64> = keys.iter().map(|k| (k.as_slice(), 0)).collect();
         for (k, _) in &got {
             *counts.get_mut(k.as_slice()).expect("a key of the range") += 1;
@@ -121,7 +129,7 @@ fn draws_stay_in_the_range_while_others_write() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let mut drawn = 0;
         for _ in 0..200 {
-            for (k, v) in db.sample(range.clone(), 20, 100_000, &mut rng).unwrap() {
+            for (k, v) in db.sample(range.clone(), 20, &mut 100_000, &mut rng).unwrap() {
                 assert!(range.contains(&k), "{engine}");
                 assert_eq!(v.len(), 4, "{engine}");
                 drawn += 1;

@@ -40,9 +40,10 @@ use crate::tree::TreeCore;
 impl TreeCore {
     /// Up to `draws` pairs with keys in `(lo, hi)`, each drawn uniformly
     /// and independently (with replacement) from the current version,
-    /// spending at most `max_attempts` descents; fewer come back when they
-    /// run out (a range that is a small part of the nodes it spans), none
-    /// when the range is empty. See `tembo_pmem::sample`.
+    /// spending descents from `budget` (decreased by those made); fewer
+    /// come back when it runs out (a range that is a small part of the
+    /// nodes it spans), none when the range is empty. See
+    /// `tembo_pmem::sample`.
     ///
     /// # Errors
     /// Invariant or pool errors (a damaged pool).
@@ -51,13 +52,13 @@ impl TreeCore {
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         draws: usize,
-        max_attempts: usize,
+        budget: &mut usize,
         rng: &mut dyn RngCore,
     ) -> Result<Vec<Pair>> {
         let pin = self.pin()?;
         let lazy = self.lazy_aborted();
         let mut reader = Reader { tree: self, version: pin.version, lazy, lo, hi };
-        sample::draw(&mut reader, draws, max_attempts, rng)
+        sample::draw(&mut reader, draws, budget, rng)
     }
 }
 

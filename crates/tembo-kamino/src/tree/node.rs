@@ -87,6 +87,8 @@ impl Reader<'_> {
 
     pub fn rec_key(&self, rec: PoolOffset) -> Result<Vec<u8>> {
         let (kl, _) = self.rec_lens(rec)?;
+        // A damaged length must be an error, not an allocation abort.
+        self.pool.check_range(payload(rec) + 8, kl)?;
         let mut k = vec![0u8; kl as usize];
         self.pool.read(payload(rec) + 8, &mut k)?;
         Ok(k)

@@ -21,9 +21,12 @@ use crate::heap::ReadGuard;
 
 impl Tree {
     /// Up to `draws` pairs with keys in `(lo, hi)`, each drawn uniformly
-    /// and independently (with replacement), spending at most
-    /// `max_attempts` descents; fewer come back when they run out, none
-    /// when the range is empty. See `tembo_pmem::sample`.
+    /// and independently (with replacement), spending descents from
+    /// `budget` (decreased by those made); fewer come back when it runs
+    /// out, none when the range is empty. See `tembo_pmem::sample`. The
+    /// structure lock is taken for [`SAMPLE_CHUNK`] descents at a time, so
+    /// that a long draw holds back no split or merge for long; each leaf
+    /// is read as it is then.
     ///
     /// # Errors
     /// [`KaminoError::Invariant`] or [`KaminoError::Pmem`] if the tree is
@@ -33,14 +36,30 @@ impl Tree {
         lo: Bound<&[u8]>,
         hi: Bound<&[u8]>,
         draws: usize,
-        max_attempts: usize,
+        budget: &mut usize,
         rng: &mut dyn RngCore,
     ) -> Result<Vec<Pair>> {
-        let _s = self.shared();
-        let mut r = Sampler { tree: self, rd: self.rd(), lo, hi };
-        sample::draw(&mut r, draws, max_attempts, rng)
+        let mut out = Vec::new();
+        while out.len() < draws && *budget > 0 {
+            let mut chunk = (*budget).min(SAMPLE_CHUNK);
+            let before = chunk;
+            let got = {
+                let _s = self.shared();
+                let mut r = Sampler { tree: self, rd: self.rd(), lo, hi };
+                sample::draw(&mut r, draws - out.len(), &mut chunk, rng)?
+            };
+            *budget -= before - chunk;
+            if got.is_empty() && chunk == before {
+                break; // the range is empty
+            }
+            out.extend(got);
+        }
+        Ok(out)
     }
 }
+
+/// Descents a draw makes per hold of the structure lock.
+pub const SAMPLE_CHUNK: usize = 256;
 
 struct Sampler<'t, 'k> {
     tree: &'t Tree,
@@ -74,7 +93,7 @@ impl<'t> Sampler<'t, '_> {
     /// leaf is locked, and its count read under the lock.
     fn read(&self, off: PoolOffset, inside: bool, parent: Option<u32>) -> Result<Node<'t>> {
         let (level, count) = self.rd.meta(off)?;
-        if parent.is_some_and(|p| level + 1 != p) {
+        if parent.is_some_and(|p| p.checked_sub(1) != Some(level)) {
             return Err(invariant("kamino.tree.balanced", off, "a child not one level below its parent"));
         }
         if level > 0 {

@@ -29,15 +29,16 @@ const DRAW_FROM: u64 = 128;
 /// VM): a count whose draws would cost more than walking the whole
 /// collection walks instead.
 const DRAW_COST: u64 = 16;
-/// Engine descents allowed per element asked for (about ten are
-/// expected; see `tembo_pmem::sample`)...
-const ATTEMPTS_PER_DRAW: usize = 64;
-/// ...or, if more, one per this many elements of the collection: about
-/// what walking to one random rank costs, one attempt being worth a few
-/// elements walked. A walk after failed attempts is then at most about
-/// twice the cost of walking at once, and a large collection whose draws
-/// fail often (its key range a sliver of the tree nodes it spans) is
-/// still drawn, not walked: a walk of a million elements takes 0.2 s.
+/// The engine descents a request may spend, shared by all its rounds:
+/// this many per element asked for (about ten are expected; see
+/// `tembo_pmem::sample`)...
+const ATTEMPTS_PER_DRAW: usize = 32;
+/// ...plus one per this many elements of the collection, one descent
+/// costing about what walking a few elements does. A large collection
+/// whose draws fail often (its key range a sliver of the tree nodes it
+/// spans) is then still drawn, not walked (a walk of a million elements
+/// takes 0.2 s), and a request whose budget runs out has spent about
+/// what walking at once would have, besides its draws.
 const ATTEMPT_COST: u64 = 16;
 /// Fewest descents allowed for any request.
 const MIN_ATTEMPTS: usize = 32;
@@ -118,11 +119,11 @@ fn draw_elements(cx: &mut Ctx, key: &[u8], meta: &Meta, count: RandomCount) -> R
     };
     let mut out = Vec::with_capacity(wanted);
     let mut seen = HashSet::new();
+    let walk = usize::try_from(meta.size / ATTEMPT_COST).unwrap_or(usize::MAX);
+    let mut budget = wanted.saturating_mul(ATTEMPTS_PER_DRAW).saturating_add(walk).max(MIN_ATTEMPTS);
     for _ in 0..DISTINCT_ROUNDS {
         let need = wanted - out.len();
-        let walk = usize::try_from(meta.size / ATTEMPT_COST).unwrap_or(usize::MAX);
-        let attempts = need.saturating_mul(ATTEMPTS_PER_DRAW).max(walk).max(MIN_ATTEMPTS);
-        let Some(got) = cx.st.store.sample(&prefix, meta.size, need, attempts, &mut rng)? else { return Ok(None) };
+        let Some(got) = cx.st.store.sample(&prefix, meta.size, need, &mut budget, &mut rng)? else { return Ok(None) };
         for (k, v) in got {
             let field = k[prefix.len()..].to_vec();
             if !distinct || seen.insert(field.clone()) {
