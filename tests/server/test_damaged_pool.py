@@ -105,6 +105,11 @@ def populate(c, rnd, n):
         if i % 4 == 0:
             p.xadd(f"x:{i % 5}", {"a": i, "b": "x" * (i % 50)})
     p.set("big", rnd.randbytes(300 * 1024))
+    # Collections large enough for the random-member commands to draw
+    # through the engine.
+    p.sadd("bigset", *[f"member:{i}" for i in range(n)])
+    p.hset("bighash", mapping={f"field:{i}": i for i in range(n)})
+    p.zadd("bigzset", {f"m:{i}": i for i in range(n)})
     p.execute()
 
 
@@ -190,10 +195,12 @@ def damage(src, dst, rnd):
 
 READERS = {
     b"string": lambda c, k: c.get(k),
-    b"hash": lambda c, k: c.hgetall(k),
+    # Random members too: collections of 128 or more are drawn by the
+    # engine's random descents (`Db::sample`), the others walked.
+    b"hash": lambda c, k: (c.hgetall(k), c.hrandfield(k, -5, withvalues=True)),
     b"list": lambda c, k: c.lrange(k, 0, -1),
-    b"set": lambda c, k: c.smembers(k),
-    b"zset": lambda c, k: c.zrange(k, 0, -1, withscores=True),
+    b"set": lambda c, k: (c.smembers(k), c.srandmember(k, 5), c.srandmember(k, -5)),
+    b"zset": lambda c, k: (c.zrange(k, 0, -1, withscores=True), c.zrandmember(k, 5)),
     b"stream": lambda c, k: c.xrange(k),
 }
 
