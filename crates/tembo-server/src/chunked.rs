@@ -77,6 +77,11 @@ impl StringEdit {
     }
 }
 
+/// Redis's default proto-max-bulk-len: a reply of up to this many bytes is
+/// built whatever the setting (a lowered setting keeps older strings
+/// readable).
+const DEFAULT_MAX_BULK: usize = 512 << 20;
+
 fn no_memory() -> CmdError {
     CmdError::err("out of memory for a string")
 }
@@ -133,6 +138,18 @@ impl Ctx<'_> {
         let end = meta.size.min(from.saturating_add(n as u64));
         if from >= end {
             return Ok(Vec::new());
+        }
+        // Build no reply longer than a client may send: a damaged length
+        // (hundreds of GiB) must be an error, not zeros filling memory
+        // until the kernel kills the server.
+        let most = self.st.shared.max_bulk().max(DEFAULT_MAX_BULK) as u64;
+        if end - from > most {
+            return Err(CmdError::err(format!(
+                "the string is {} bytes, more than proto-max-bulk-len ({most}) lets a reply hold; \
+                 raise it with CONFIG SET proto-max-bulk-len to read the string, or, if `tembo pool check` \
+                 finds the pool damaged, DEL removes the key",
+                meta.size
+            )));
         }
         let n = usize::try_from(end - from).map_err(|_| no_memory())?;
         let mut out = Vec::new();

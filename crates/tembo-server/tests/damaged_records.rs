@@ -336,3 +336,37 @@ fn a_key_whose_metadata_does_not_decode_still_expires() {
         .collect();
     assert!(left.is_empty(), "the expired key left records: {left:02x?}");
 }
+
+/// A chunked string whose length is damaged to hundreds of GiB (found by
+/// the `damaged_record` fuzz target): a read of the whole string answers
+/// an error instead of zero-filling memory until the server is killed;
+/// parts of it still read, and DEL removes it.
+#[test]
+fn a_chunked_string_with_a_huge_length_is_an_error_not_an_allocation() {
+    use std::sync::Arc;
+    use tembo_server::encoding::{meta_user_key, Meta, META};
+    use tembo_server::resp::Reply;
+    let db = Arc::new(tembo_store::Db::in_memory(&tembo_store::Options::with_size(16 << 20)).expect("db"));
+    let mut s = tembo_server::Session::new(db.clone()).expect("session");
+    // A string that grows past `CHUNKED_MIN` by an edit moves into chunks.
+    let value = vec![b'x'; 300 * 1024];
+    assert_eq!(s.call(&["SET", "big", "xxxx"]), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&[&b"APPEND"[..], b"big", &value]), Reply::Int(300 * 1024 + 4));
+    drop(s);
+    let recs = logic::records(&db);
+    let (k, v) =
+        recs.iter().find(|(k, _)| k.first() == Some(&META) && meta_user_key(k) == Some(&b"big"[..])).expect("meta");
+    let m = Meta::decode(v).expect("decodes");
+    assert!(m.is_chunked(), "a string grown to 300 KiB is chunked");
+    let huge = 0x5c_0000_0000u64;
+    db.put(k, &Meta::encode_chunked(m.expire_at, m.version, huge)).expect("put");
+    let mut s = tembo_server::Session::new(db).expect("session");
+    for cmd in [&["GET", "big"][..], &["GETDEL", "big"], &["DUMP", "big"]] {
+        let r = s.call(cmd);
+        assert!(matches!(&r, Reply::Error(e) if e.contains("proto-max-bulk-len")), "{cmd:?}: {r:?}");
+    }
+    assert_eq!(s.call(&["STRLEN", "big"]), Reply::Int(huge as i64));
+    assert_eq!(s.call(&["GETRANGE", "big", "0", "3"]), Reply::Bulk(b"xxxx".to_vec()));
+    assert_eq!(s.call(&["DEL", "big"]), Reply::Int(1));
+    assert_eq!(s.call(&["EXISTS", "big"]), Reply::Int(0));
+}

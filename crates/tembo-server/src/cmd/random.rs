@@ -1,5 +1,5 @@
 //! Random elements of a collection: SPOP, SRANDMEMBER, HRANDFIELD and
-//! ZRANDMEMBER (and GEO's and the pops' callers of them).
+//! ZRANDMEMBER.
 //!
 //! A collection's elements are one key range of the engine, with no rank
 //! index. A large collection is sampled by the engine ([`Db::sample`]:
