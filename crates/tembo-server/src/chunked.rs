@@ -139,16 +139,19 @@ impl Ctx<'_> {
         if from >= end {
             return Ok(Vec::new());
         }
-        // Build no reply longer than a client may send: a damaged length
-        // (hundreds of GiB) must be an error, not zeros filling memory
-        // until the kernel kills the server.
-        let most = self.st.shared.max_bulk().max(DEFAULT_MAX_BULK) as u64;
+        // A damaged length (hundreds of GiB) must be an error, not zeros
+        // filling memory until the kernel kills the server. No string
+        // longer than a client may send (proto-max-bulk-len, at least
+        // Redis's default) or than the pool may grow to is read whole.
+        let pool_max = self.st.store.db().pool().max_size();
+        let most = (self.st.shared.max_bulk().max(DEFAULT_MAX_BULK) as u64).max(pool_max);
         if end - from > most {
             return Err(CmdError::err(format!(
-                "the string is {} bytes, more than proto-max-bulk-len ({most}) lets a reply hold; \
-                 raise it with CONFIG SET proto-max-bulk-len to read the string, or, if `tembo pool check` \
-                 finds the pool damaged, DEL removes the key",
-                meta.size
+                "the string is {} bytes, more than proto-max-bulk-len ({}) or the pool's maximum size \
+                 ({pool_max}) lets a reply hold; raise proto-max-bulk-len with CONFIG SET to read it, or, \
+                 if `tembo pool check` finds the pool damaged, DEL removes the key",
+                meta.size,
+                self.st.shared.max_bulk()
             )));
         }
         let n = usize::try_from(end - from).map_err(|_| no_memory())?;
