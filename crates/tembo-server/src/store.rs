@@ -379,7 +379,8 @@ impl Store {
         Merged { db: db.peekable(), pending, rev }
     }
 
-    /// `draws` pairs starting with `prefix`, each drawn uniformly and
+    /// `draws` pairs starting with `prefix` (the elements of collection
+    /// version `version`), each drawn uniformly and
     /// independently from the `total` pairs there (pending writes
     /// included), without walking them ([`Db::sample`]), spending engine
     /// descents from `budget`; `None` when it ran out (a prefix that fills
@@ -398,6 +399,7 @@ impl Store {
     pub fn sample(
         &self,
         prefix: &[u8],
+        version: u64,
         total: u64,
         draws: usize,
         budget: &mut usize,
@@ -407,8 +409,10 @@ impl Store {
         let (lo, hi) = tembo_store::prefix_range(prefix);
         let mut added = Vec::new();
         for (k, v) in self.overlay.range::<Vec<u8>, _>((lo.clone(), hi.clone())) {
+            // A collection version handed out since the last commit has
+            // nothing committed (see `fresh_from`): no lookup needed.
             if let Some(v) = v {
-                if !self.db.contains(k)? {
+                if version >= self.fresh_from || !self.db.contains(k)? {
                     added.push((k, v));
                 }
             }
@@ -539,7 +543,7 @@ mod tests {
             st.put(k.as_bytes().to_vec(), b"new".to_vec()).unwrap();
         }
         st.put(b"p:00450".to_vec(), b"over".to_vec()).unwrap();
-        let got = st.sample(b"p:", 103, 2000, &mut (1 << 20), &mut rng).unwrap().expect("draws");
+        let got = st.sample(b"p:", 0, 103, 2000, &mut (1 << 20), &mut rng).unwrap().expect("draws");
         assert_eq!(got.len(), 2000);
         let mut seen = std::collections::BTreeMap::new();
         for (k, v) in got {
@@ -559,6 +563,6 @@ mod tests {
         for i in 400..500 {
             st.delete(format!("p:{i:05}").into_bytes());
         }
-        assert_eq!(st.sample(b"p:", 50, 1, &mut 1000, &mut rng).unwrap(), None);
+        assert_eq!(st.sample(b"p:", 0, 50, 1, &mut 1000, &mut rng).unwrap(), None);
     }
 }

@@ -179,3 +179,23 @@ fn hrandfield_and_zrandmember_give_values_and_scores() {
         assert_eq!(s.call(&["HGET", "h", &field]), bulk(&format!("value-{}", index(&field))));
     }
 }
+
+#[test]
+fn a_set_made_in_the_same_group_is_drawn_from_its_pending_members() {
+    let pool = common::TestPool::new("random-fresh");
+    let mut s = pool.create();
+    assert_eq!(s.call_line("MULTI"), Reply::ok());
+    let mut sadd = vec!["SADD".to_string(), "fresh".to_string()];
+    sadd.extend((0..600).map(member));
+    assert_eq!(s.call(&sadd), Reply::Simple("QUEUED".into()));
+    assert_eq!(s.call(&["SRANDMEMBER", "fresh", "-30"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(s.call(&["SPOP", "fresh", "3"]), Reply::Simple("QUEUED".into()));
+    let Reply::Array(results) = s.call_line("EXEC") else { panic!("EXEC failed") };
+    let all: BTreeSet<String> = (0..600).map(member).collect();
+    let drawn = strings(results[1].clone());
+    assert_eq!(drawn.len(), 30);
+    assert!(drawn.iter().all(|m| all.contains(m)));
+    let popped = strings(results[2].clone());
+    assert_eq!(popped.len(), 3);
+    assert_eq!(s.call(&["SCARD", "fresh"]), Reply::Int(597));
+}

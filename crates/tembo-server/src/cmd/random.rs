@@ -123,7 +123,9 @@ fn draw_elements(cx: &mut Ctx, key: &[u8], meta: &Meta, count: RandomCount) -> R
     let mut budget = wanted.saturating_mul(ATTEMPTS_PER_DRAW).saturating_add(walk).max(MIN_ATTEMPTS);
     for _ in 0..DISTINCT_ROUNDS {
         let need = wanted - out.len();
-        let Some(got) = cx.st.store.sample(&prefix, meta.size, need, &mut budget, &mut rng)? else { return Ok(None) };
+        let Some(got) = cx.st.store.sample(&prefix, meta.version, meta.size, need, &mut budget, &mut rng)? else {
+            return Ok(None);
+        };
         for (k, v) in got {
             let field = k[prefix.len()..].to_vec();
             if !distinct || seen.insert(field.clone()) {
