@@ -10,15 +10,13 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use common::{bound, key, tree};
+use common::{bound, churn, key, load, tree, Model};
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use tembo_cdds::{Op, Tree};
+use tembo_cdds::Op;
 
 mod common;
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn as_ref(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     b.as_ref().map(Vec::as_slice)
@@ -28,22 +26,13 @@ fn in_model(m: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Model {
     m.iter().filter(|(k, _)| (lo.clone(), hi.clone()).contains(*k)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
-fn load(t: &Tree, m: &mut Model, n: u32, shape: u8) {
-    for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
-        let owned: Vec<(Vec<u8>, Vec<u8>)> = chunk.iter().map(|&i| (key(i, shape), i.to_le_bytes().to_vec())).collect();
-        let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| Op::Put(k, v)).collect();
-        t.write(&ops).unwrap();
-        m.extend(owned);
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
     #[test]
     fn draws_come_from_the_range_with_current_values(
         n in 1u32..1500,
         shape in 0u8..3,
-        churn in prop::collection::vec((0u32..1600, any::<bool>()), 0..300),
+        ops in prop::collection::vec((0u32..1600, any::<bool>()), 0..300),
         bounds in prop::collection::vec((any::<u8>(), 0u32..1700, any::<u8>(), 0u32..1700), 1..12),
         seed in any::<u64>(),
     ) {
@@ -52,16 +41,7 @@ proptest! {
         load(&t, &mut m, n, shape);
         // Held across the churn: the entries it ends stay in the nodes.
         let _snap = t.snapshot().unwrap();
-        for (i, delete) in churn {
-            let k = key(i, shape);
-            if delete {
-                t.write(&[Op::Delete(&k)]).unwrap();
-                m.remove(&k);
-            } else {
-                t.write(&[Op::Put(&k, b"new")]).unwrap();
-                m.insert(k, b"new".to_vec());
-            }
-        }
+        churn(&t, &mut m, ops, shape);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         for (ls, li, hs, hi) in bounds {
             let (lo, hi) = (bound(ls, li, shape), bound(hs, hi, shape));

@@ -7,16 +7,12 @@
 //! visible ones. A scan places its bounds by binary search on the slots'
 //! prefix words (`scan.rs`), which this pins down.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use common::{bound, key, tree};
+use common::{bound, churn, load, tree, Model};
 use proptest::prelude::*;
-use tembo_cdds::Op;
 
 mod common;
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn expected(m: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, reverse: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
     // BTreeMap::range panics on an empty or inverted range; a scan is empty.
@@ -44,31 +40,17 @@ proptest! {
     fn bounded_scans_match_the_model(
         n in 1u32..1500,
         shape in 0u8..3,
-        churn in prop::collection::vec((0u32..1600, any::<bool>()), 0..300),
+        ops in prop::collection::vec((0u32..1600, any::<bool>()), 0..300),
         bounds in prop::collection::vec((any::<u8>(), 0u32..1700, any::<u8>(), 0u32..1700, any::<bool>()), 1..24),
     ) {
         let t = tree();
         let mut m = Model::new();
-        for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
-            let owned: Vec<(Vec<u8>, Vec<u8>)> = chunk.iter().map(|&i| (key(i, shape), i.to_le_bytes().to_vec())).collect();
-            let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| Op::Put(k, v)).collect();
-            t.write(&ops).unwrap();
-            m.extend(owned);
-        }
+        load(&t, &mut m, n, shape);
         // A snapshot before the churn: its scans must skip the entries
         // the churn adds and keep those it ends.
         let snap = t.snapshot().unwrap();
         let before = m.clone();
-        for (i, delete) in churn {
-            let k = key(i, shape);
-            if delete {
-                t.write(&[Op::Delete(&k)]).unwrap();
-                m.remove(&k);
-            } else {
-                t.write(&[Op::Put(&k, b"new")]).unwrap();
-                m.insert(k, b"new".to_vec());
-            }
-        }
+        churn(&t, &mut m, ops, shape);
         for (ls, li, hs, hi, reverse) in bounds {
             let lo = bound(ls, li, shape);
             let hi = bound(hs, hi, shape);

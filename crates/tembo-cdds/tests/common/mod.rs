@@ -1,11 +1,15 @@
 //! What the range tests share: a tree in memory, key spaces of three
 //! shapes, and bounds drawn from in and between their keys.
 
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-use tembo_cdds::{Limits, Tree};
+use tembo_cdds::{Limits, Op, Tree};
 use tembo_pmem::{Pool, PoolOptions};
+
+/// What a tree should hold.
+pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 pub fn tree() -> Tree {
     let pool =
@@ -46,5 +50,29 @@ pub fn bound(sel: u8, i: u32, shape: u8) -> Bound<Vec<u8>> {
         0 => Bound::Unbounded,
         1 => Bound::Included(k),
         _ => Bound::Excluded(k),
+    }
+}
+
+/// Keys `0..n` of `shape` (value: the index), in batches of 64.
+pub fn load(t: &Tree, m: &mut Model, n: u32, shape: u8) {
+    for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
+        let owned: Vec<(Vec<u8>, Vec<u8>)> = chunk.iter().map(|&i| (key(i, shape), i.to_le_bytes().to_vec())).collect();
+        let ops: Vec<Op<'_>> = owned.iter().map(|(k, v)| Op::Put(k, v)).collect();
+        t.write(&ops).unwrap();
+        m.extend(owned);
+    }
+}
+
+/// Deletes (`true`) or overwrites with "new" each key of `ops`, one write each.
+pub fn churn(t: &Tree, m: &mut Model, ops: Vec<(u32, bool)>, shape: u8) {
+    for (i, delete) in ops {
+        let k = key(i, shape);
+        if delete {
+            t.write(&[Op::Delete(&k)]).unwrap();
+            m.remove(&k);
+        } else {
+            t.write(&[Op::Put(&k, b"new")]).unwrap();
+            m.insert(k, b"new".to_vec());
+        }
     }
 }
