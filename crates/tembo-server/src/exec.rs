@@ -1224,6 +1224,9 @@ impl State {
             self.pending_counts[db as usize].1 -= 1;
         }
         self.pending_counts[db as usize].0 -= 1;
+        if old.kind == encoding::Kind::ZSet {
+            self.store.forget_ranks(&encoding::sub_prefix(encoding::ZIDX, db, key, old.version));
+        }
         if old.version != 0 {
             // Cannot fail: the record is no longer than the collection's element keys.
             let _ = self.store.put(encoding::sub_prefix(encoding::GARBAGE, db, key, old.version), Vec::new());

@@ -137,6 +137,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             kv("number_of_functions", &st.scripts.as_ref().map_or(0, |e| e.function_count()));
             kv("number_of_libraries", &st.scripts.as_ref().map_or(0, |e| e.libraries().count()));
             kv("used_memory_scripts", &st.scripts.as_ref().map_or(0, |e| e.source_bytes()));
+            // DRAM the sorted sets' rank indexes hold (a cache; see `ranks`).
+            kv("rank_index_bytes", &st.store.rank_index_bytes());
             kv("pool_size", &pool.size());
             kv("pool_size_human", &human(pool.size()));
             kv("pool_max_size", &pool.max_size());

@@ -73,6 +73,7 @@ mod prefetch;
 mod proc_stats;
 mod pubsub;
 mod querybuf;
+mod ranks;
 pub mod rdb;
 pub mod rdb_load;
 pub mod rdb_save;

@@ -26,10 +26,15 @@ use std::sync::Arc;
 use tembo_store::{Db, DbError, KeyValue, WriteBatch};
 
 use crate::encoding::{be64, GLOBAL};
+use crate::ranks::{Change, RankIndexes, MIN_KEYS};
 
 /// How many engine draws [`Store::sample`] makes per pair it returns
 /// before it gives up: a draw that pending deletes hide is drawn again.
 const SAMPLE_OVERDRAW: usize = 16;
+
+/// Past this many pending writes under an indexed range, a rank query
+/// walks instead (each pending write costs it one engine lookup).
+const RANK_PENDING_MAX: usize = 1024;
 
 /// Versions are reserved in blocks so that creating a collection rarely writes the high-water mark.
 const VERSION_BLOCK: u64 = 4096;
@@ -58,6 +63,9 @@ pub struct Store {
     refused: bool,
     /// Writes staged so far (ever): a command staged some when this moved.
     staged: u64,
+    /// Rank indexes of the committed state of big sorted sets (see
+    /// `ranks`); behind a lock only because queries take `&self`.
+    ranks: std::sync::Mutex<RankIndexes>,
 }
 
 /// A journaled write: the key, and what the overlay held for it before
@@ -114,6 +122,7 @@ impl Store {
             depth: 0,
             refused: false,
             staged: 0,
+            ranks: std::sync::Mutex::new(RankIndexes::default()),
         })
     }
 
@@ -341,6 +350,15 @@ impl Store {
             return Ok(());
         }
         self.journal.clear();
+        let ranks = self.ranks.get_mut().unwrap_or_else(|e| e.into_inner());
+        // The indexes are a cache: one the engine cannot update goes, the commit stays.
+        let changes = match ranks.changes(&self.db, self.overlay.iter().map(|(k, v)| (k, v.is_some()))) {
+            Ok(changes) => changes,
+            Err(_) => {
+                *ranks = RankIndexes::default();
+                Vec::new()
+            }
+        };
         let mut batch = WriteBatch::with_capacity(self.overlay.len());
         for (k, v) in std::mem::take(&mut self.overlay) {
             match v {
@@ -351,6 +369,9 @@ impl Store {
         match self.db.write(&batch) {
             Ok(_) => {
                 self.persisted_limit = self.version_limit;
+                if !changes.is_empty() {
+                    ranks.apply(&self.db, &changes);
+                }
                 Ok(())
             }
             Err(e) => {
@@ -458,6 +479,70 @@ impl Store {
         Ok(Some(out))
     }
 
+    /// The pending writes under `prefix` that change what is committed
+    /// there, as (key, +1 added | -1 removed), in key order; `None` past
+    /// [`RANK_PENDING_MAX`] of them.
+    fn rank_changes(&self, prefix: &[u8]) -> Result<Option<Vec<Change<'_>>>, DbError> {
+        let (lo, hi) = tembo_store::prefix_range(prefix);
+        let mut out = Vec::new();
+        for (i, (k, v)) in self.overlay.range::<Vec<u8>, _>((lo, hi)).enumerate() {
+            if i == RANK_PENDING_MAX {
+                return Ok(None);
+            }
+            match (v.is_some(), self.db.contains(k)?) {
+                (true, false) => out.push((k.as_slice(), 1)),
+                (false, true) => out.push((k.as_slice(), -1)),
+                _ => {}
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn rank_indexes(&self) -> std::sync::MutexGuard<'_, RankIndexes> {
+        self.ranks.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many keys under `prefix` (a collection's elements, `size` of
+    /// them, pending writes included) lie before start bound `at`
+    /// (`Included(x)`: the keys below x; `Excluded(x)`: up to x), from a
+    /// rank index (`ranks`) in O(log n); `None` when the caller should
+    /// walk instead (a small collection, many pending writes there, or an
+    /// index that disagrees with the pool).
+    pub fn rank_before(&self, prefix: &[u8], size: u64, at: Bound<&[u8]>) -> Result<Option<u64>, DbError> {
+        if size < MIN_KEYS {
+            return Ok(None);
+        }
+        let Some(pending) = self.rank_changes(prefix)? else { return Ok(None) };
+        self.rank_indexes().before(&self.db, prefix, size, &pending, at)
+    }
+
+    /// The key at position `pos` under `prefix` (as in
+    /// [`rank_before`](Self::rank_before)); `Some(None)` past the end,
+    /// `None` when the caller should walk instead.
+    pub fn rank_nth(&self, prefix: &[u8], size: u64, pos: u64) -> Result<Option<Option<Vec<u8>>>, DbError> {
+        if size < MIN_KEYS {
+            return Ok(None);
+        }
+        let Some(pending) = self.rank_changes(prefix)? else { return Ok(None) };
+        self.rank_indexes().nth(&self.db, prefix, size, &pending, pos)
+    }
+
+    /// Drops the rank index of `prefix`, if any (its collection is being dropped).
+    pub fn forget_ranks(&mut self, prefix: &[u8]) {
+        self.ranks.get_mut().unwrap_or_else(|e| e.into_inner()).forget(prefix);
+    }
+
+    /// Checks every rank index against the committed state (DEBUG
+    /// CHECK-RANK-INDEXES): an error names the first disagreement.
+    pub fn check_ranks(&self) -> Result<(), String> {
+        self.rank_indexes().check(&self.db)
+    }
+
+    /// Bytes the rank indexes hold (INFO memory).
+    pub fn rank_index_bytes(&self) -> usize {
+        self.rank_indexes().bytes()
+    }
+
     /// Everything starting with `prefix`.
     pub fn scan_prefix(&self, prefix: &[u8], rev: bool) -> Merged<'_> {
         let hi = match crate::encoding::prefix_end(prefix) {
@@ -514,6 +599,9 @@ impl Iterator for Merged<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod ranks_tests;
 
 #[cfg(test)]
 mod tests {

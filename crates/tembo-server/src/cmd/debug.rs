@@ -23,7 +23,7 @@ pub const COMMANDS: &[Spec] = &[Spec {
     keys: (0, 0, 0),
     group: "server",
     summary:
-        "DEBUG SLEEP | OBJECT | RELOAD | LOADAOF | PAUSE-CRON | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | PROTOCOL | HELP.",
+        "DEBUG SLEEP | OBJECT | RELOAD | LOADAOF | PAUSE-CRON | POPULATE | DIGEST | SET-ACTIVE-EXPIRE | SET-SKIP-CHECKSUM-VALIDATION | CHECK-RANK-INDEXES | PROTOCOL | HELP.",
     run: debug,
 }];
 
@@ -105,6 +105,10 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::ok())
         }
         ("change-repl-id", 2) => Ok(Reply::ok()),
+        ("check-rank-indexes", 2) => match cx.st.store.check_ranks() {
+            Ok(()) => Ok(Reply::ok()),
+            Err(e) => Err(CmdError::err(&e)),
+        },
         ("panic", 2) => panic!("DEBUG PANIC"),
         ("protocol", 3) => protocol(&a[2], cx.client.proto),
         ("help", 2) => Ok(super::help(&[
@@ -139,6 +143,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
                 "    Let RESTORE take payloads whose checksum is wrong (their contents are still checked).",
                 "PANIC",
                 "    Panic inside this command: the command fails and is not applied; the server carries on.",
+                "CHECK-RANK-INDEXES",
+                "    Check the sorted sets' rank indexes (a cache in memory) against the pool; an error names what disagrees.",
                 "PROTOCOL <type>",
                 "    Reply with a test value of the given type: string, integer, double, bignum, null, array, set, map, attrib, push, verbatim, true, false.",
             ])),

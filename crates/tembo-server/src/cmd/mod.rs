@@ -57,6 +57,7 @@ mod strings;
 mod strtod;
 mod txn;
 mod zparse;
+mod zranks;
 mod zsets;
 mod zsets_multi;
 mod zsets_pop;

@@ -19,6 +19,7 @@ use super::args::{glob, int, is, range};
 use super::keys::{parse_cursor, scan_opts};
 use super::lists::{bounds_empty, check_sizes, positive, Walk};
 use super::zparse::{parse_lex_range, parse_score, parse_score_range, LexRange, ScoreRange};
+use super::zranks::{self, NEAR_END};
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{
     normalize_zero, score_bytes, score_from_bytes, score_of_value, score_value, sub_prefix, zidx_key, Kind, Meta, SUB,
@@ -295,12 +296,16 @@ fn flip(b: &Bound<Vec<u8>>) -> Option<Bound<Vec<u8>>> {
     }
 }
 
-/// The number of index entries within the bounds: counts the inside and the
-/// outside in turns and stops at whichever ends first, so the cost is the
-/// smaller of the two (`size` is exact).
+/// The number of index entries within the bounds: from the rank index
+/// of a big set, O(log n); otherwise counts the inside and the outside in
+/// turns and stops at whichever ends first, so the cost is the smaller of
+/// the two (`size` is exact).
 fn count_in(cx: &Ctx, key: &[u8], m: &Meta, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Res<u64> {
     if bounds_empty(&lo, &hi) {
         return Ok(0);
+    }
+    if let Some(n) = zranks::count(cx, key, m, &lo, &hi)? {
+        return Ok(n);
     }
     let mut outside: Vec<Walk> = Vec::new();
     if let Some(b) = flip(&lo) {
@@ -403,6 +408,18 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
             let (fs, fe) = if rev { (size - 1 - e, size - 1 - s) } else { (s, e) };
             let n = fe - fs + 1;
             let from_tail = size - 1 - fe;
+            if fs.min(from_tail) as u64 > NEAR_END {
+                if let Some(first) = zranks::nth(cx, key, m, fs as u64)? {
+                    let Some(first) = first else { return Ok(Vec::new()) };
+                    let walk = Walk::new(ZIDX, key, m, Bound::Included(first), Bound::Unbounded, false)
+                        .first_chunk(hint(0, n));
+                    let mut items = take_walk(cx, key, None, walk, 0, n, |_| true)?;
+                    if rev {
+                        items.reverse();
+                    }
+                    return Ok(items);
+                }
+            }
             let mut items = if fs <= from_tail {
                 let walk = Walk::new(ZIDX, key, m, Bound::Unbounded, Bound::Unbounded, false).first_chunk(hint(fs, n));
                 take_walk(cx, key, None, walk, fs, n, |_| true)?
@@ -420,6 +437,11 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
         }
         Sel::Score(r) => {
             let Some((lo, hi)) = r.bounds() else { return Ok(Vec::new()) };
+            if offset > NEAR_END as i64 {
+                if let Some(items) = score_page(cx, key, m, (&lo, &hi), rev, offset, limit)? {
+                    return Ok(items);
+                }
+            }
             let walk = Walk::new(ZIDX, key, m, lo, hi, rev).first_chunk(hint(offset, limit));
             take_walk(cx, key, None, walk, offset, limit, |_| true)
         }
@@ -468,6 +490,41 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
             )
         }
     }
+}
+
+/// Members with their scores.
+type Scored = Vec<(Vec<u8>, f64)>;
+
+/// A LIMIT page of a score range `[lo, hi]` far from its start: the
+/// rank index finds where the page starts, the walk reads only the page;
+/// `None` when there is no index (the caller walks from the start).
+fn score_page(
+    cx: &Ctx,
+    key: &[u8],
+    m: &Meta,
+    (lo, hi): (&Bound<Vec<u8>>, &Bound<Vec<u8>>),
+    rev: bool,
+    offset: i64,
+    limit: i64,
+) -> Res<Option<Scored>> {
+    let pos = if rev {
+        let Some(n) = zranks::count(cx, key, m, &Bound::Unbounded, hi)? else { return Ok(None) };
+        n as i64 - 1 - offset
+    } else {
+        let Some(n) = zranks::before(cx, key, m, lo)? else { return Ok(None) };
+        n as i64 + offset
+    };
+    if pos < 0 {
+        return Ok(Some(Vec::new()));
+    }
+    let Some(first) = zranks::nth(cx, key, m, pos as u64)? else { return Ok(None) };
+    let Some(first) = first else { return Ok(Some(Vec::new())) };
+    let walk = if rev {
+        Walk::new(ZIDX, key, m, lo.clone(), Bound::Included(first), true)
+    } else {
+        Walk::new(ZIDX, key, m, Bound::Included(first), hi.clone(), false)
+    };
+    Ok(Some(take_walk(cx, key, None, walk.first_chunk(hint(0, limit)), 0, limit, |_| true)?))
 }
 
 /// A list of members, with scores if asked: RESP3 pairs `[member, score]`,
