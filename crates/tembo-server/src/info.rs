@@ -209,6 +209,8 @@ fn section(cx: &mut Ctx, name: &str, explicit: bool) -> Result<String, tembo_sto
             let rates = &st.stats.rates;
             kv("total_connections_received", &st.stats.connections);
             kv("total_commands_processed", &st.stats.commands);
+            // Each a scan of a whole sorted set (`ranks`).
+            kv("rank_index_builds", &st.store.rank_index_builds());
             kv("instantaneous_ops_per_sec", &(rates.get(Rate::Ops).round() as u64));
             kv("total_net_input_bytes", &st.shared.net(Net::InBytes));
             kv("total_net_output_bytes", &st.shared.net(Net::OutBytes));

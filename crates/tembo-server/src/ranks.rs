@@ -14,9 +14,9 @@
 //!
 //! The index is a cache of what the pool holds, never the truth: it lives
 //! and dies with the executor, is built on first use by one scan of the
-//! range, and is kept current by [`RankIndexes::changes`] and
-//! [`RankIndexes::apply`] around every commit (the executor's store is the
-//! pool's only writer). Like the volatile inner nodes of hybrid
+//! range, and is kept current by [`RankIndexes::apply`] after every
+//! commit, from the engine's report of which keys each write found (the
+//! executor's store is the pool's only writer). Like the volatile inner nodes of hybrid
 //! DRAM/NVM trees (FPTree, NV-Tree), it costs nothing to recover: a
 //! restart simply starts without it. An index found to disagree with the
 //! pool — a block holding other than its count, a total other than the
@@ -33,7 +33,7 @@ use std::ops::Bound;
 use tembo_store::{Db, DbError};
 
 /// Keys per block when a block is cut.
-const BLOCK: u64 = 128;
+const BLOCK: u64 = 32;
 /// A block holding more keys than this is cut again, into blocks of [`BLOCK`].
 const SPLIT_ABOVE: u64 = 2 * BLOCK;
 /// A block holding fewer keys than this joins its neighbour (if the two
@@ -333,6 +333,9 @@ pub struct RankIndexes {
     by_prefix: BTreeMap<Vec<u8>, Counted>,
     bytes: usize,
     clock: u64,
+    /// Indexes built (a scan of a whole range each): once per set and
+    /// restart, unless some were evicted or found stale.
+    builds: u64,
 }
 
 /// A pending change to a range: its key and +1 (added) or -1 (removed),
@@ -350,6 +353,11 @@ impl RankIndexes {
         self.bytes
     }
 
+    /// How many indexes were built.
+    pub fn builds(&self) -> u64 {
+        self.builds
+    }
+
     /// The indexed range holding `key`, if any (indexed prefixes never
     /// nest: callers index whole collections).
     fn holder(&self, key: &[u8]) -> Option<&[u8]> {
@@ -357,34 +365,16 @@ impl RankIndexes {
         key.starts_with(p).then_some(p.as_slice())
     }
 
-    /// Of `writes` about to be committed (key, put?), those that change an
-    /// indexed range, as (key, +1 | -1): read before the commit, since
-    /// whether a key is new depends on what is committed.
-    pub fn changes<'a>(
-        &self,
-        db: &Db,
-        writes: impl Iterator<Item = (&'a Vec<u8>, bool)>,
-    ) -> Result<Vec<(Vec<u8>, i64)>, DbError> {
-        let mut out = Vec::new();
-        if self.is_empty() {
-            return Ok(out);
-        }
-        for (k, put) in writes {
-            if self.holder(k).is_none() {
-                continue;
-            }
-            match (put, db.contains(k)?) {
-                (true, false) => out.push((k.clone(), 1)),
-                (false, true) => out.push((k.clone(), -1)),
-                _ => {}
-            }
-        }
-        Ok(out)
+    /// Whether `key` lies in an indexed range.
+    pub fn holds(&self, key: &[u8]) -> bool {
+        self.holder(key).is_some()
     }
 
-    /// Applies committed `changes` (from [`changes`](Self::changes)); an
-    /// index they show to be stale is dropped, and one the engine fails
-    /// to read as well (it is rebuilt when next asked for).
+    /// Applies committed `changes` — (key, +1) for a key the commit added
+    /// to an indexed range, (key, -1) for one it removed, in key order —
+    /// as the engine reported them; an index they show to be stale is
+    /// dropped, and one the engine fails to read as well (it is rebuilt
+    /// when next asked for).
     pub fn apply(&mut self, db: &Db, changes: &[(Vec<u8>, i64)]) {
         let mut start = 0;
         while start < changes.len() {
@@ -453,6 +443,7 @@ impl RankIndexes {
         let clock = self.clock;
         if !self.by_prefix.contains_key(prefix) {
             let mut c = Counted::build(db, prefix)?;
+            self.builds += 1;
             if !agrees(&c) {
                 return Ok(None);
             }

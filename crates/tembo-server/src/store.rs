@@ -351,14 +351,17 @@ impl Store {
         }
         self.journal.clear();
         let ranks = self.ranks.get_mut().unwrap_or_else(|e| e.into_inner());
-        // The indexes are a cache: one the engine cannot update goes, the commit stays.
-        let changes = match ranks.changes(&self.db, self.overlay.iter().map(|(k, v)| (k, v.is_some()))) {
-            Ok(changes) => changes,
-            Err(_) => {
-                *ranks = RankIndexes::default();
-                Vec::new()
+        // The writes to indexed ranges (position in the batch, key, put?):
+        // the engine reports whether each key existed, so the indexes learn
+        // what changed without a lookup of their own.
+        let mut indexed = Vec::new();
+        if !ranks.is_empty() {
+            for (i, (k, v)) in self.overlay.iter().enumerate() {
+                if ranks.holds(k) {
+                    indexed.push((i, k.clone(), v.is_some()));
+                }
             }
-        };
+        }
         let mut batch = WriteBatch::with_capacity(self.overlay.len());
         for (k, v) in std::mem::take(&mut self.overlay) {
             match v {
@@ -367,9 +370,22 @@ impl Store {
             };
         }
         match self.db.write(&batch) {
-            Ok(_) => {
+            Ok(outcome) => {
                 self.persisted_limit = self.version_limit;
-                if !changes.is_empty() {
+                if !indexed.is_empty() {
+                    let mut changes = Vec::with_capacity(indexed.len());
+                    for (i, k, put) in indexed {
+                        match (put, outcome.existed.get(i)) {
+                            (true, Some(false)) => changes.push((k, 1)),
+                            (false, Some(true)) => changes.push((k, -1)),
+                            (_, Some(_)) => {}
+                            // The indexes are a cache: without the outcome they go, the commit stays.
+                            (_, None) => {
+                                *ranks = RankIndexes::default();
+                                return Ok(());
+                            }
+                        }
+                    }
                     ranks.apply(&self.db, &changes);
                 }
                 Ok(())
@@ -541,6 +557,11 @@ impl Store {
     /// Bytes the rank indexes hold (INFO memory).
     pub fn rank_index_bytes(&self) -> usize {
         self.rank_indexes().bytes()
+    }
+
+    /// Rank indexes built since the start (INFO stats).
+    pub fn rank_index_builds(&self) -> u64 {
+        self.rank_indexes().builds()
     }
 
     /// Everything starting with `prefix`.

@@ -126,12 +126,21 @@ fn check_queries(s: &mut Session, key: &str, model: &Model, rng: &mut StdRng, ro
 
 /// INFO memory's rank_index_bytes.
 fn index_bytes(s: &mut Session) -> u64 {
-    let info = match s.call(&["INFO", "memory"]) {
+    info_field(s, "memory", "rank_index_bytes")
+}
+
+/// INFO stats' rank_index_builds.
+fn index_builds(s: &mut Session) -> u64 {
+    info_field(s, "stats", "rank_index_builds")
+}
+
+fn info_field(s: &mut Session, section: &str, field: &str) -> u64 {
+    let info = match s.call(&["INFO", section]) {
         Reply::Bulk(b) => String::from_utf8(b).unwrap(),
         Reply::Verbatim(t) => t,
         other => panic!("INFO gave {other:?}"),
     };
-    let line = info.lines().find_map(|l| l.strip_prefix("rank_index_bytes:")).expect("rank_index_bytes in INFO");
+    let line = info.lines().find_map(|l| l.strip_prefix(&format!("{field}:"))).expect("the field in INFO");
     line.trim().parse().unwrap()
 }
 
@@ -184,6 +193,7 @@ fn ranks_of_a_big_sorted_set_follow_churn() {
         assert_eq!(s.call(&["ZCARD", "lb"]), Reply::Int(model.items.len() as i64));
         check_queries(&mut s, "lb", &model, &mut rng, 15);
     }
+    assert_eq!(index_builds(&mut s), 1, "one index, kept current through the churn");
 }
 
 #[test]
@@ -240,6 +250,7 @@ fn ranks_count_the_pending_writes_of_a_multi() {
         assert_eq!(strings(tail[3].clone()), page, "round {round}");
     }
     check_queries(&mut s, "lb", &model, &mut rng, 10);
+    assert_eq!(index_builds(&mut s), 1, "one index, kept current through the groups");
 }
 
 #[test]
@@ -254,6 +265,7 @@ fn ranks_survive_restart_deletion_and_rename() {
     }
     let mut s = pool.reopen();
     check_queries(&mut s, "lb", &model, &mut rng, 10);
+    assert_eq!(index_builds(&mut s), 1, "rebuilt after the restart");
     // A new set under the same name: its own version, its own index.
     assert_eq!(s.call(&["DEL", "lb"]), Reply::Int(1));
     let mut fresh = Model::default();
@@ -262,6 +274,7 @@ fn ranks_survive_restart_deletion_and_rename() {
     assert_eq!(s.call(&["RENAME", "lb", "board"]), Reply::ok());
     assert_eq!(s.call(&["ZRANK", "lb", &fresh.items[0].1]), Reply::Nil);
     check_queries(&mut s, "board", &fresh, &mut rng, 10);
+    assert_eq!(index_builds(&mut s), 3, "one per set: the first, its successor, the renamed one");
     // One score throughout: lex ranges count through the index too.
     let mut args = vec!["ZADD".to_string(), "lex".to_string()];
     for i in 0..3000 {
