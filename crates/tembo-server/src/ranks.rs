@@ -127,6 +127,12 @@ struct Counted {
     prefix: Vec<u8>,
     /// Each block's first key, ascending; the first is the prefix itself.
     fences: Vec<Vec<u8>>,
+    /// The first 8 bytes of each fence past the prefix, as a big-endian
+    /// number (zero-padded): the search for a key's block compares these
+    /// and reads whole fences only where they tie (a sorted set's fences
+    /// begin with the score, so rarely), instead of ~14 memcmps of keys
+    /// that share their first ~20 bytes.
+    heads: Vec<u64>,
     /// The committed keys in `[fences[i], fences[i + 1])`.
     counts: Vec<u64>,
     sums: Fenwick,
@@ -142,6 +148,7 @@ impl Counted {
         let mut c = Counted {
             prefix: prefix.to_vec(),
             fences: vec![prefix.to_vec()],
+            heads: Vec::new(),
             counts: vec![0],
             sums: Fenwick::default(),
             total: 0,
@@ -164,6 +171,8 @@ impl Counted {
 
     /// Recomputes the sums, total and size after the blocks changed.
     fn reindex(&mut self) {
+        let skip = self.prefix.len();
+        self.heads = self.fences.iter().map(|f| head(f, skip)).collect();
         self.sums = Fenwick::build(&self.counts);
         self.total = self.counts.iter().sum();
         self.bytes = self.fences.iter().map(|f| f.len() + FENCE_OVERHEAD).sum();
@@ -171,7 +180,10 @@ impl Counted {
 
     /// The block whose range holds `key` (a key under the prefix).
     fn block_of(&self, key: &[u8]) -> usize {
-        self.fences.partition_point(|f| f.as_slice() <= key).saturating_sub(1)
+        let h = head(key, self.prefix.len());
+        let lo = self.heads.partition_point(|&x| x < h);
+        let ties = self.heads[lo..].partition_point(|&x| x == h);
+        (lo + self.fences[lo..lo + ties].partition_point(|f| f.as_slice() <= key)).saturating_sub(1)
     }
 
     /// The bound past block `i`'s keys.
@@ -310,6 +322,11 @@ impl Counted {
         }
         if self.fences.windows(2).any(|w| w[0] >= w[1] || !w[1].starts_with(&self.prefix)) {
             return Err(format!("rank index {name}: fences out of order or outside the range"));
+        }
+        if self.heads.len() != self.fences.len()
+            || self.fences.iter().zip(&self.heads).any(|(f, &h)| head(f, self.prefix.len()) != h)
+        {
+            return Err(format!("rank index {name}: the fences' heads disagree with the fences"));
         }
         for (i, &n) in self.counts.iter().enumerate() {
             let held = db.scan((Bound::Included(self.fences[i].clone()), self.block_end(i))).count() as u64;
@@ -508,6 +525,16 @@ impl RankIndexes {
             }
         }
     }
+}
+
+/// The 8 bytes of `key` after its first `skip`, zero-padded, as a
+/// big-endian number: ordered as the keys are, ties aside.
+fn head(key: &[u8], skip: usize) -> u64 {
+    let mut b = [0u8; 8];
+    let rest = key.get(skip..).unwrap_or(&[]);
+    let n = rest.len().min(8);
+    b[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// Whether `key` lies before start bound `at`.
