@@ -10,7 +10,8 @@
 //! with the number of committed keys it holds, and a Fenwick tree over
 //! those counts. A rank is then a prefix sum plus a walk of at most one
 //! block, O(log blocks + BLOCK); the n-th key is a Fenwick search plus the
-//! same walk.
+//! same walk. (A range so big that its blocks would not fit the memory
+//! budget gets bigger blocks: slower answers, never a refusal.)
 //!
 //! The index is a cache of what the pool holds, never the truth: it lives
 //! and dies with the executor, is built on first use by one scan of the
@@ -32,20 +33,28 @@ use std::ops::Bound;
 
 use tembo_store::{Db, DbError};
 
-/// Keys per block when a block is cut.
+/// Keys per block when a block is cut (ranges up to about 6 million
+/// keys; bigger ones get bigger blocks, see [`block_for`]). A block holds
+/// up to twice as many before it is cut again, and one down to a quarter
+/// of it joins a neighbour (if the two together fit in one block).
 const BLOCK: u64 = 32;
-/// A block holding more keys than this is cut again, into blocks of [`BLOCK`].
-const SPLIT_ABOVE: u64 = 2 * BLOCK;
-/// A block holding fewer keys than this joins its neighbour (if the two
-/// together fit in one [`BLOCK`]).
-const MERGE_BELOW: u64 = BLOCK / 4;
 /// Ranges with fewer keys than this are walked, not indexed.
 pub const MIN_KEYS: u64 = 1024;
 /// What all indexes together may hold (fence keys and counts), in bytes.
 const MAX_BYTES: usize = 64 << 20;
-/// Bookkeeping per fence besides its key bytes (the key's vector, the
-/// count, the Fenwick cell).
-const FENCE_OVERHEAD: usize = 24 + 8 + 8;
+/// Bookkeeping per fence besides its key bytes (the key's vector, its
+/// head, the count, the Fenwick cell).
+const FENCE_OVERHEAD: usize = 24 + 8 + 8 + 8;
+
+/// The block size for a range of `size` keys under a prefix of
+/// `prefix_len` bytes: [`BLOCK`], or the power of two that keeps its
+/// index within a quarter of [`MAX_BYTES`] (fences of ~16 bytes past the
+/// prefix assumed).
+fn block_for(size: u64, prefix_len: usize) -> u64 {
+    let per_fence = (FENCE_OVERHEAD + prefix_len + 16) as u64;
+    let fences_allowed = (MAX_BYTES / 4) as u64 / per_fence;
+    size.div_ceil(fences_allowed.max(1)).next_power_of_two().max(BLOCK)
+}
 
 /// Why an index cannot answer.
 #[derive(Debug)]
@@ -135,6 +144,8 @@ struct Counted {
     heads: Vec<u64>,
     /// The committed keys in `[fences[i], fences[i + 1])`.
     counts: Vec<u64>,
+    /// Keys per block when one is cut.
+    block: u64,
     sums: Fenwick,
     total: u64,
     bytes: usize,
@@ -143,13 +154,15 @@ struct Counted {
 }
 
 impl Counted {
-    /// Indexes every committed key under `prefix` (one scan).
-    fn build(db: &Db, prefix: &[u8]) -> Result<Counted, DbError> {
+    /// Indexes every committed key under `prefix` (one scan), about
+    /// `size` of them.
+    fn build(db: &Db, prefix: &[u8], size: u64) -> Result<Counted, DbError> {
         let mut c = Counted {
             prefix: prefix.to_vec(),
             fences: vec![prefix.to_vec()],
             heads: Vec::new(),
             counts: vec![0],
+            block: block_for(size, prefix.len()),
             sums: Fenwick::default(),
             total: 0,
             bytes: 0,
@@ -157,7 +170,7 @@ impl Counted {
         };
         for kv in db.scan_prefix(prefix) {
             let (k, _) = kv?;
-            if *c.counts.last().unwrap_or(&0) == BLOCK {
+            if *c.counts.last().unwrap_or(&0) == c.block {
                 c.fences.push(k);
                 c.counts.push(0);
             }
@@ -259,14 +272,14 @@ impl Counted {
             if i >= self.counts.len() {
                 continue;
             }
-            if self.counts[i] > SPLIT_ABOVE {
+            if self.counts[i] > 2 * self.block {
                 self.cut(db, i)?;
                 reshaped = true;
-            } else if self.counts[i] < MERGE_BELOW {
-                if i > 0 && self.counts[i - 1] + self.counts[i] <= BLOCK {
+            } else if self.counts[i] < self.block / 4 {
+                if i > 0 && self.counts[i - 1] + self.counts[i] <= self.block {
                     self.join(i - 1);
                     reshaped = true;
-                } else if i + 1 < self.counts.len() && self.counts[i] + self.counts[i + 1] <= BLOCK {
+                } else if i + 1 < self.counts.len() && self.counts[i] + self.counts[i + 1] <= self.block {
                     self.join(i);
                     reshaped = true;
                 }
@@ -278,14 +291,14 @@ impl Counted {
         Ok(())
     }
 
-    /// Cuts block `i` into blocks of [`BLOCK`] keys (reads its keys).
+    /// Cuts block `i` into blocks of `block` keys (reads its keys).
     fn cut(&mut self, db: &Db, i: usize) -> Result<(), Miss> {
         let range = (Bound::Included(self.fences[i].clone()), self.block_end(i));
         let (mut fences, mut counts) = (Vec::new(), Vec::new());
         let mut n = 0u64;
         for kv in db.scan(range) {
             let (k, _) = kv?;
-            if n % BLOCK == 0 {
+            if n % self.block == 0 {
                 // The block keeps its own fence (the prefix, for the first block).
                 fences.push(if n == 0 { self.fences[i].clone() } else { k });
                 counts.push(0);
@@ -330,7 +343,7 @@ impl Counted {
         }
         for (i, &n) in self.counts.iter().enumerate() {
             let held = db.scan((Bound::Included(self.fences[i].clone()), self.block_end(i))).count() as u64;
-            if held != n || n > SPLIT_ABOVE {
+            if held != n || n > 2 * self.block {
                 return Err(format!("rank index {name}: block {i} counts {n}, the pool holds {held}"));
             }
             if self.sums.before(i + 1) - self.sums.before(i) != n {
@@ -459,7 +472,7 @@ impl RankIndexes {
         self.clock += 1;
         let clock = self.clock;
         if !self.by_prefix.contains_key(prefix) {
-            let mut c = Counted::build(db, prefix)?;
+            let mut c = Counted::build(db, prefix, size)?;
             self.builds += 1;
             if !agrees(&c) {
                 return Ok(None);
@@ -467,7 +480,7 @@ impl RankIndexes {
             c.used = clock;
             self.bytes += c.bytes;
             self.by_prefix.insert(prefix.to_vec(), c);
-            // A range too big for the budget alone is evicted at once: walked.
+            // Older indexes make room (a new one takes a quarter of the budget at most).
             self.evict();
         }
         Ok(self.by_prefix.get_mut(prefix).map(|c| {
@@ -591,6 +604,19 @@ fn nth_in_view(c: &Counted, db: &Db, pending: &[Change], pos: u64) -> Result<Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_ranges_get_bigger_blocks_within_the_budget() {
+        assert_eq!(block_for(0, 20), BLOCK);
+        assert_eq!(block_for(1_000_000, 20), BLOCK);
+        for size in [10_000_000u64, 100_000_000, 1 << 40] {
+            let block = block_for(size, 20);
+            assert!(block.is_power_of_two() && block > BLOCK, "{size}: {block}");
+            let fences = size.div_ceil(block);
+            assert!(fences * (FENCE_OVERHEAD as u64 + 36) <= (MAX_BYTES / 4) as u64, "{size}: {block}");
+            assert!(fences * 2 * (FENCE_OVERHEAD as u64 + 36) > (MAX_BYTES / 4) as u64 || block == BLOCK);
+        }
+    }
 
     #[test]
     fn fenwick_sums_and_finds_positions_across_empty_blocks() {
