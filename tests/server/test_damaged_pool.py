@@ -200,7 +200,16 @@ READERS = {
     b"hash": lambda c, k: (c.hgetall(k), c.hrandfield(k, -5, withvalues=True)),
     b"list": lambda c, k: c.lrange(k, 0, -1),
     b"set": lambda c, k: (c.smembers(k), c.srandmember(k, 5), c.srandmember(k, -5)),
-    b"zset": lambda c, k: (c.zrange(k, 0, -1, withscores=True), c.zrandmember(k, 5)),
+    # Ranks too: sorted sets of 1,024 or more answer them from a rank
+    # index built by a scan of the set (`ranks.rs`), the others walk.
+    b"zset": lambda c, k: (
+        c.zrange(k, 0, -1, withscores=True),
+        c.zrandmember(k, 5),
+        c.zrank(k, "m:1500"),
+        c.zcount(k, 100, 2000),
+        c.zrange(k, 1500, 1510),
+        c.zrangebyscore(k, 0, "+inf", start=1400, num=5),
+    ),
     b"stream": lambda c, k: c.xrange(k),
 }
 
