@@ -7,10 +7,10 @@
 //! walked the sorted-set index, O(n). This module keeps, in DRAM, a
 //! *rank index* per range that asked for one: the range cut into blocks of
 //! about [`BLOCK`] keys, each block named by its first key (its *fence*)
-//! with the number of committed keys it holds, and a Fenwick tree over
-//! those counts. A rank is then a prefix sum plus a walk of at most one
-//! block, O(log blocks + BLOCK); the n-th key is a Fenwick search plus the
-//! same walk. (A range so big that its blocks would not fit the memory
+//! with the number of committed keys it holds, in pages of a few hundred
+//! blocks with their totals (`counted`). A rank is then a sum over page
+//! totals and block counts plus a walk of at most one block; the n-th key
+//! the same. (A range so big that its blocks would not fit the memory
 //! budget gets bigger blocks: slower answers, never a refusal.)
 //!
 //! The index is a cache of what the pool holds, never the truth: it lives
@@ -28,12 +28,15 @@
 //! recently used dropped first; ranges under [`MIN_KEYS`] keys get none
 //! (walking them is as cheap).
 
-use std::collections::{BTreeMap, BTreeSet};
+mod counted;
+
+use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use counted::Counted;
 use tembo_store::{Db, DbError};
 
-/// Keys per block when a block is cut (ranges up to about 6 million
+/// Keys per block when a block is cut (ranges up to about 7 million
 /// keys; bigger ones get bigger blocks, see [`block_for`]). A block holds
 /// up to twice as many before it is cut again, and one down to a quarter
 /// of it joins a neighbour (if the two together fit in one block).
@@ -43,8 +46,8 @@ pub const MIN_KEYS: u64 = 1024;
 /// What all indexes together may hold (fence keys and counts), in bytes.
 const MAX_BYTES: usize = 64 << 20;
 /// Bookkeeping per fence besides its key bytes (the key's vector, its
-/// head, the count, the Fenwick cell).
-const FENCE_OVERHEAD: usize = 24 + 8 + 8 + 8;
+/// head, its count).
+const FENCE_OVERHEAD: usize = 24 + 8 + 8;
 
 /// The block size for a range of `size` keys under a prefix of
 /// `prefix_len` bytes: [`BLOCK`], or the power of two that keeps its
@@ -68,292 +71,6 @@ pub enum Miss {
 impl From<DbError> for Miss {
     fn from(e: DbError) -> Miss {
         Miss::Db(e)
-    }
-}
-
-/// Prefix sums of block counts, with search by position.
-#[derive(Debug, Default)]
-struct Fenwick {
-    /// 1-based cells.
-    cells: Vec<u64>,
-}
-
-impl Fenwick {
-    fn build(counts: &[u64]) -> Fenwick {
-        let n = counts.len();
-        let mut cells = vec![0u64; n + 1];
-        for i in 1..=n {
-            cells[i] = cells[i].wrapping_add(counts[i - 1]);
-            let up = i + (i & i.wrapping_neg());
-            if up <= n {
-                cells[up] = cells[up].wrapping_add(cells[i]);
-            }
-        }
-        Fenwick { cells }
-    }
-
-    /// Adds `delta` to block `i`'s count.
-    fn add(&mut self, i: usize, delta: i64) {
-        let mut i = i + 1;
-        while i < self.cells.len() {
-            self.cells[i] = self.cells[i].wrapping_add(delta as u64);
-            i += i & i.wrapping_neg();
-        }
-    }
-
-    /// The sum of the counts of blocks `0..i`.
-    fn before(&self, i: usize) -> u64 {
-        let (mut sum, mut i) = (0u64, i.min(self.cells.len().saturating_sub(1)));
-        while i > 0 {
-            sum = sum.wrapping_add(self.cells[i]);
-            i -= i & i.wrapping_neg();
-        }
-        sum
-    }
-
-    /// The block holding position `pos` (counting from 0 over all blocks'
-    /// keys) and the number of keys in the blocks before it; `pos` must be
-    /// below the total.
-    fn find(&self, pos: u64) -> (usize, u64) {
-        let n = self.cells.len().saturating_sub(1);
-        let mut step = if n == 0 { 0 } else { 1usize << (usize::BITS - 1 - n.leading_zeros()) };
-        let (mut at, mut left) = (0usize, pos);
-        while step > 0 {
-            if at + step <= n && self.cells[at + step] <= left {
-                at += step;
-                left -= self.cells[at];
-            }
-            step >>= 1;
-        }
-        (at, pos - left)
-    }
-}
-
-/// The rank index of one range.
-#[derive(Debug)]
-struct Counted {
-    /// The range's prefix.
-    prefix: Vec<u8>,
-    /// Each block's first key, ascending; the first is the prefix itself.
-    fences: Vec<Vec<u8>>,
-    /// The first 8 bytes of each fence past the prefix, as a big-endian
-    /// number (zero-padded): the search for a key's block compares these
-    /// and reads whole fences only where they tie (a sorted set's fences
-    /// begin with the score, so rarely), instead of ~14 memcmps of keys
-    /// that share their first ~20 bytes.
-    heads: Vec<u64>,
-    /// The committed keys in `[fences[i], fences[i + 1])`.
-    counts: Vec<u64>,
-    /// Keys per block when one is cut.
-    block: u64,
-    sums: Fenwick,
-    total: u64,
-    bytes: usize,
-    /// When it last answered (for eviction).
-    used: u64,
-}
-
-impl Counted {
-    /// Indexes every committed key under `prefix` (one scan), about
-    /// `size` of them.
-    fn build(db: &Db, prefix: &[u8], size: u64) -> Result<Counted, DbError> {
-        let mut c = Counted {
-            prefix: prefix.to_vec(),
-            fences: vec![prefix.to_vec()],
-            heads: Vec::new(),
-            counts: vec![0],
-            block: block_for(size, prefix.len()),
-            sums: Fenwick::default(),
-            total: 0,
-            bytes: 0,
-            used: 0,
-        };
-        for kv in db.scan_prefix(prefix) {
-            let (k, _) = kv?;
-            if *c.counts.last().unwrap_or(&0) == c.block {
-                c.fences.push(k);
-                c.counts.push(0);
-            }
-            if let Some(n) = c.counts.last_mut() {
-                *n += 1;
-            }
-        }
-        c.reindex();
-        Ok(c)
-    }
-
-    /// Recomputes the sums, total and size after the blocks changed.
-    fn reindex(&mut self) {
-        let skip = self.prefix.len();
-        self.heads = self.fences.iter().map(|f| head(f, skip)).collect();
-        self.sums = Fenwick::build(&self.counts);
-        self.total = self.counts.iter().sum();
-        self.bytes = self.fences.iter().map(|f| f.len() + FENCE_OVERHEAD).sum();
-    }
-
-    /// The block whose range holds `key` (a key under the prefix).
-    fn block_of(&self, key: &[u8]) -> usize {
-        let h = head(key, self.prefix.len());
-        let lo = self.heads.partition_point(|&x| x < h);
-        let ties = self.heads[lo..].partition_point(|&x| x == h);
-        (lo + self.fences[lo..lo + ties].partition_point(|f| f.as_slice() <= key)).saturating_sub(1)
-    }
-
-    /// The bound past block `i`'s keys.
-    fn block_end(&self, i: usize) -> Bound<Vec<u8>> {
-        match self.fences.get(i + 1) {
-            Some(f) => Bound::Excluded(f.clone()),
-            None => match crate::encoding::prefix_end(&self.prefix) {
-                Some(end) => Bound::Excluded(end),
-                None => Bound::Unbounded,
-            },
-        }
-    }
-
-    /// The committed keys before `at` (a range's start bound: before
-    /// `Included(x)` are the keys below x; before `Excluded(x)`, those up
-    /// to x).
-    fn before(&self, db: &Db, at: Bound<&[u8]>) -> Result<u64, Miss> {
-        let (x, upper) = match at {
-            Bound::Unbounded => return Ok(0),
-            Bound::Included(x) => (x, Bound::Excluded(x.to_vec())),
-            Bound::Excluded(x) => (x, Bound::Included(x.to_vec())),
-        };
-        if !x.starts_with(&self.prefix) {
-            return Ok(if x < self.prefix.as_slice() { 0 } else { self.total });
-        }
-        let i = self.block_of(x);
-        let limit = self.counts[i];
-        let mut n = 0u64;
-        for kv in db.scan((Bound::Included(self.fences[i].clone()), upper)) {
-            kv?;
-            n += 1;
-            if n > limit {
-                return Err(Miss::Stale);
-            }
-        }
-        Ok(self.sums.before(i) + n)
-    }
-
-    /// The committed key at position `pos`, `None` past the end.
-    fn nth(&self, db: &Db, pos: u64) -> Result<Option<Vec<u8>>, Miss> {
-        if pos >= self.total {
-            return Ok(None);
-        }
-        let (i, base) = self.sums.find(pos);
-        let skip = (pos - base) as usize;
-        let range = (Bound::Included(self.fences[i].clone()), self.block_end(i));
-        match db.scan(range).nth(skip) {
-            Some(kv) => Ok(Some(kv?.0)),
-            None => Err(Miss::Stale),
-        }
-    }
-
-    /// Applies committed changes: `(key, +1)` for a key added, `(key, -1)`
-    /// for one removed; then cuts blocks grown too big and joins ones
-    /// grown too small.
-    fn apply(&mut self, db: &Db, changes: &[(Vec<u8>, i64)]) -> Result<(), Miss> {
-        let mut touched = BTreeSet::new();
-        for (k, d) in changes {
-            let i = self.block_of(k);
-            let n = self.counts[i] as i64 + d;
-            if n < 0 {
-                return Err(Miss::Stale);
-            }
-            self.counts[i] = n as u64;
-            self.sums.add(i, *d);
-            self.total = (self.total as i64 + d) as u64;
-            touched.insert(i);
-        }
-        let mut reshaped = false;
-        // From the last block down, so that reshaping one leaves the
-        // indices of those still to visit as they were.
-        for i in touched.into_iter().rev() {
-            if i >= self.counts.len() {
-                continue;
-            }
-            if self.counts[i] > 2 * self.block {
-                self.cut(db, i)?;
-                reshaped = true;
-            } else if self.counts[i] < self.block / 4 {
-                if i > 0 && self.counts[i - 1] + self.counts[i] <= self.block {
-                    self.join(i - 1);
-                    reshaped = true;
-                } else if i + 1 < self.counts.len() && self.counts[i] + self.counts[i + 1] <= self.block {
-                    self.join(i);
-                    reshaped = true;
-                }
-            }
-        }
-        if reshaped {
-            self.reindex();
-        }
-        Ok(())
-    }
-
-    /// Cuts block `i` into blocks of `block` keys (reads its keys).
-    fn cut(&mut self, db: &Db, i: usize) -> Result<(), Miss> {
-        let range = (Bound::Included(self.fences[i].clone()), self.block_end(i));
-        let (mut fences, mut counts) = (Vec::new(), Vec::new());
-        let mut n = 0u64;
-        for kv in db.scan(range) {
-            let (k, _) = kv?;
-            if n % self.block == 0 {
-                // The block keeps its own fence (the prefix, for the first block).
-                fences.push(if n == 0 { self.fences[i].clone() } else { k });
-                counts.push(0);
-            }
-            if let Some(c) = counts.last_mut() {
-                *c += 1;
-            }
-            n += 1;
-        }
-        if n != self.counts[i] {
-            return Err(Miss::Stale);
-        }
-        self.fences.splice(i..=i, fences);
-        self.counts.splice(i..=i, counts);
-        Ok(())
-    }
-
-    /// Joins block `i + 1` into block `i`.
-    fn join(&mut self, i: usize) {
-        let next = self.counts.remove(i + 1);
-        self.fences.remove(i + 1);
-        self.counts[i] += next;
-    }
-}
-
-impl Counted {
-    /// Checks the index against the pool: fences ascending from the
-    /// prefix, every block's count what the pool holds there and within
-    /// its bound, the sums and the total those counts'.
-    fn check(&self, db: &Db) -> Result<(), String> {
-        let name = String::from_utf8_lossy(&self.prefix);
-        if self.fences.first() != Some(&self.prefix) || self.fences.len() != self.counts.len() {
-            return Err(format!("rank index {name}: the first fence is not the prefix"));
-        }
-        if self.fences.windows(2).any(|w| w[0] >= w[1] || !w[1].starts_with(&self.prefix)) {
-            return Err(format!("rank index {name}: fences out of order or outside the range"));
-        }
-        if self.heads.len() != self.fences.len()
-            || self.fences.iter().zip(&self.heads).any(|(f, &h)| head(f, self.prefix.len()) != h)
-        {
-            return Err(format!("rank index {name}: the fences' heads disagree with the fences"));
-        }
-        for (i, &n) in self.counts.iter().enumerate() {
-            let held = db.scan((Bound::Included(self.fences[i].clone()), self.block_end(i))).count() as u64;
-            if held != n || n > 2 * self.block {
-                return Err(format!("rank index {name}: block {i} counts {n}, the pool holds {held}"));
-            }
-            if self.sums.before(i + 1) - self.sums.before(i) != n {
-                return Err(format!("rank index {name}: the sums disagree at block {i}"));
-            }
-        }
-        if self.total != self.counts.iter().sum::<u64>() {
-            return Err(format!("rank index {name}: the total is not the blocks' sum"));
-        }
-        Ok(())
     }
 }
 
@@ -450,6 +167,24 @@ impl RankIndexes {
         }
     }
 
+    /// Drops the indexes of every range under `prefix` (a flushed database's).
+    pub fn forget_under(&mut self, prefix: &[u8]) {
+        let gone: Vec<Vec<u8>> = self
+            .by_prefix
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(p, _)| p.starts_with(prefix))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in gone {
+            self.forget(&p);
+        }
+    }
+
+    /// Whether `prefix` has an index now.
+    pub fn has(&self, prefix: &[u8]) -> bool {
+        self.by_prefix.contains_key(prefix)
+    }
+
     /// Drops the least recently used indexes until all fit in [`MAX_BYTES`].
     fn evict(&mut self) {
         while self.bytes > MAX_BYTES {
@@ -472,7 +207,11 @@ impl RankIndexes {
         self.clock += 1;
         let clock = self.clock;
         if !self.by_prefix.contains_key(prefix) {
-            let mut c = Counted::build(db, prefix, size)?;
+            let mut c = match Counted::build(db, prefix, block_for(size, prefix.len())) {
+                Ok(c) => c,
+                Err(Miss::Db(e)) => return Err(e),
+                Err(Miss::Stale) => return Ok(None),
+            };
             self.builds += 1;
             if !agrees(&c) {
                 return Ok(None);
@@ -615,25 +354,6 @@ mod tests {
             let fences = size.div_ceil(block);
             assert!(fences * (FENCE_OVERHEAD as u64 + 36) <= (MAX_BYTES / 4) as u64, "{size}: {block}");
             assert!(fences * 2 * (FENCE_OVERHEAD as u64 + 36) > (MAX_BYTES / 4) as u64 || block == BLOCK);
-        }
-    }
-
-    #[test]
-    fn fenwick_sums_and_finds_positions_across_empty_blocks() {
-        let counts = [3u64, 0, 5, 0, 0, 2, 7];
-        let f = Fenwick::build(&counts);
-        let mut sum = 0;
-        for (i, c) in counts.iter().enumerate() {
-            assert_eq!(f.before(i), sum);
-            sum += c;
-        }
-        assert_eq!(f.before(counts.len()), sum);
-        let mut pos = 0;
-        for (i, c) in counts.iter().enumerate() {
-            for _ in 0..*c {
-                assert_eq!(f.find(pos), (i, f.before(i)), "position {pos}");
-                pos += 1;
-            }
         }
     }
 }

@@ -548,6 +548,18 @@ impl Store {
         self.ranks.get_mut().unwrap_or_else(|e| e.into_inner()).forget(prefix);
     }
 
+    /// Drops the rank indexes of every range under `prefix` (a flushed
+    /// database's sorted sets).
+    pub fn forget_ranks_under(&mut self, prefix: &[u8]) {
+        self.ranks.get_mut().unwrap_or_else(|e| e.into_inner()).forget_under(prefix);
+    }
+
+    /// Whether `prefix` has a rank index now (a query through it costs
+    /// O(log n); one without builds it first, O(n)).
+    pub fn has_rank_index(&self, prefix: &[u8]) -> bool {
+        self.rank_indexes().has(prefix)
+    }
+
     /// Checks every rank index against the committed state (DEBUG
     /// CHECK-RANK-INDEXES): an error names the first disagreement.
     pub fn check_ranks(&self) -> Result<(), String> {

@@ -288,3 +288,47 @@ fn ranks_survive_restart_deletion_and_rename() {
     assert_eq!(strings(s.call(&["ZRANGE", "lex", "1500", "1501"])), vec![member(1500), member(1501)]);
     assert_eq!(s.call(&["DEBUG", "CHECK-RANK-INDEXES"]), Reply::ok());
 }
+
+#[test]
+fn flushes_drop_the_indexes_of_their_sets() {
+    let pool = common::TestPool::new("zset-ranks-flush");
+    let mut s = pool.create();
+    let mut rng = StdRng::seed_from_u64(10);
+    for db in ["0", "1"] {
+        assert_eq!(s.call(&["SELECT", db]), Reply::ok());
+        fill(&mut s, "lb", 5000, 100, &mut rng, &mut Model::default());
+        let Reply::Int(_) = s.call(&["ZRANK", "lb", &member(2500)]) else { panic!("no rank") };
+    }
+    let both = index_bytes(&mut s);
+    assert_eq!(index_builds(&mut s), 2);
+    assert_eq!(s.call(&["FLUSHDB"]), Reply::ok());
+    let one = index_bytes(&mut s);
+    assert!(one > 0 && one < both, "FLUSHDB drops its database's index only: {both} -> {one}");
+    assert_eq!(s.call(&["FLUSHALL"]), Reply::ok());
+    assert_eq!(index_bytes(&mut s), 0);
+}
+
+#[test]
+fn short_counts_walk_and_build_no_index() {
+    let pool = common::TestPool::new("zset-ranks-short");
+    let mut s = pool.create();
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut model = Model::default();
+    fill(&mut s, "lb", 5000, 1000, &mut rng, &mut model);
+    let want = model.in_scores(10, 12).len() as i64;
+    assert_eq!(s.call(&["ZCOUNT", "lb", "10", "12"]), Reply::Int(want));
+    assert_eq!(s.call(&["ZRANK", "lb", &model.items[3].1]), Reply::Int(3));
+    assert_eq!(s.call(&["ZREVRANK", "lb", &model.items[4990].1]), Reply::Int(9));
+    assert_eq!(strings(s.call(&["ZRANGE", "lb", "1000", "1001"])), model.members(1000..1002));
+    assert_eq!(index_builds(&mut s), 0, "walks of a few entries need no index");
+    // A LIMIT offset far past the end is an empty page, with or without an index.
+    let huge = i64::MAX.to_string();
+    let page = s.call(&["ZRANGEBYSCORE", "lb", "(0", "+inf", "LIMIT", &huge, "1"]);
+    assert_eq!(page, Reply::Array(vec![]));
+    assert_eq!(s.call(&["ZRANK", "lb", &model.items[2500].1]), Reply::Int(2500));
+    assert_eq!(index_builds(&mut s), 1);
+    let page = s.call(&["ZRANGEBYSCORE", "lb", "(0", "+inf", "LIMIT", &huge, "1"]);
+    assert_eq!(page, Reply::Array(vec![]));
+    let rpage = s.call(&["ZREVRANGEBYSCORE", "lb", "+inf", "(0", "LIMIT", &huge, "1"]);
+    assert_eq!(rpage, Reply::Array(vec![]));
+}

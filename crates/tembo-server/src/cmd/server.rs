@@ -375,6 +375,9 @@ fn flush(cx: &mut Ctx, db: Option<u8>) -> CmdResult {
             }
         };
         cx.st.store.put(encoding::flush_gen_key(d), next.to_be_bytes().to_vec())?;
+        // The flushed sorted sets' rank indexes go now, not as the sweep
+        // reclaims their elements (each step a change to apply).
+        cx.st.store.forget_ranks_under(&[encoding::ZIDX, d]);
         cx.st.pending_gens[i] = Some(next);
         let (dk, de) = (cx.st.key_count(i), cx.st.expire_count(i));
         cx.st.pending_counts[i].0 -= dk;

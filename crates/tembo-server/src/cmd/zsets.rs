@@ -17,9 +17,9 @@ use std::ops::Bound;
 
 use super::args::{glob, int, is, range};
 use super::keys::{parse_cursor, scan_opts};
-use super::lists::{bounds_empty, check_sizes, positive, Walk};
+use super::lists::{check_sizes, positive, Walk};
 use super::zparse::{parse_lex_range, parse_score, parse_score_range, LexRange, ScoreRange};
-use super::zranks::{self, NEAR_END};
+use super::zranks;
 use super::{CmdError, CmdResult, Spec};
 use crate::encoding::{
     normalize_zero, score_bytes, score_from_bytes, score_of_value, score_value, sub_prefix, zidx_key, Kind, Meta, SUB,
@@ -286,59 +286,6 @@ fn end_field(cx: &Ctx, key: &[u8], m: &Meta, rev: bool) -> Res<Option<Vec<u8>>> 
     Ok(got.into_iter().next().map(|(f, _)| f))
 }
 
-/// Flips a bound to the complementary side: the part of the index outside
-/// `[lo, ...` is `... , flip(lo))`; `None` for an open end.
-fn flip(b: &Bound<Vec<u8>>) -> Option<Bound<Vec<u8>>> {
-    match b {
-        Bound::Included(x) => Some(Bound::Excluded(x.clone())),
-        Bound::Excluded(x) => Some(Bound::Included(x.clone())),
-        Bound::Unbounded => None,
-    }
-}
-
-/// The number of index entries within the bounds: from the rank index
-/// of a big set, O(log n); otherwise counts the inside and the outside in
-/// turns and stops at whichever ends first, so the cost is the smaller of
-/// the two (`size` is exact).
-fn count_in(cx: &Ctx, key: &[u8], m: &Meta, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>) -> Res<u64> {
-    if bounds_empty(&lo, &hi) {
-        return Ok(0);
-    }
-    if let Some(n) = zranks::count(cx, key, m, &lo, &hi)? {
-        return Ok(n);
-    }
-    let mut outside: Vec<Walk> = Vec::new();
-    if let Some(b) = flip(&lo) {
-        outside.push(Walk::new(ZIDX, key, m, Bound::Unbounded, b, true));
-    }
-    if let Some(b) = flip(&hi) {
-        outside.push(Walk::new(ZIDX, key, m, b, Bound::Unbounded, false));
-    }
-    let mut inside = Walk::new(ZIDX, key, m, lo, hi, false);
-    let (mut n_in, mut n_out) = (0u64, 0u64);
-    loop {
-        match inside.count_chunk(cx)? {
-            Some(n) => n_in += n,
-            None => return Ok(n_in),
-        }
-        let mut i = 0;
-        while i < outside.len() {
-            match outside[i].count_chunk(cx)? {
-                Some(n) => {
-                    n_out += n;
-                    i += 1;
-                }
-                None => {
-                    outside.swap_remove(i);
-                }
-            }
-        }
-        if outside.is_empty() {
-            return Ok(m.size.saturating_sub(n_out));
-        }
-    }
-}
-
 /// From `first` (if any) then `walk`: skips `offset` entries, then takes up
 /// to `limit` (all if negative) while `keep` holds for the member.
 fn take_walk(
@@ -408,7 +355,7 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
             let (fs, fe) = if rev { (size - 1 - e, size - 1 - s) } else { (s, e) };
             let n = fe - fs + 1;
             let from_tail = size - 1 - fe;
-            if fs.min(from_tail) as u64 > NEAR_END {
+            if zranks::worth_it(cx, key, m, fs.min(from_tail) as u64) {
                 if let Some(first) = zranks::nth(cx, key, m, fs as u64)? {
                     let Some(first) = first else { return Ok(Vec::new()) };
                     let walk = Walk::new(ZIDX, key, m, Bound::Included(first), Bound::Unbounded, false)
@@ -437,7 +384,7 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
         }
         Sel::Score(r) => {
             let Some((lo, hi)) = r.bounds() else { return Ok(Vec::new()) };
-            if offset > NEAR_END as i64 {
+            if zranks::worth_it(cx, key, m, offset as u64) {
                 if let Some(items) = score_page(cx, key, m, (&lo, &hi), rev, offset, limit)? {
                     return Ok(items);
                 }
@@ -512,7 +459,7 @@ fn score_page(
         n as i64 - 1 - offset
     } else {
         let Some(n) = zranks::before(cx, key, m, lo)? else { return Ok(None) };
-        n as i64 + offset
+        (n as i64).saturating_add(offset)
     };
     if pos < 0 {
         return Ok(Some(Vec::new()));
@@ -685,7 +632,7 @@ fn zcount(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let r = parse_score_range(&a[2], &a[3])?;
     let Some(m) = zset(cx, &a[1])? else { return Ok(Reply::Int(0)) };
     let Some((lo, hi)) = r.bounds() else { return Ok(Reply::Int(0)) };
-    Ok(Reply::Int(count_in(cx, &a[1], &m, lo, hi)? as i64))
+    Ok(Reply::Int(zranks::count_in(cx, &a[1], &m, lo, hi)? as i64))
 }
 
 fn zlexcount(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -699,7 +646,7 @@ fn zlexcount(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if let (Some(f), Some(l)) = (&first, &last) {
         if f.len() >= 8 && l.len() >= 8 && f[..8] == l[..8] {
             let Some((lo, hi)) = r.bounds_at(&f[..8]) else { return Ok(Reply::Int(0)) };
-            return Ok(Reply::Int(count_in(cx, key, &m, lo, hi)? as i64));
+            return Ok(Reply::Int(zranks::count_in(cx, key, &m, lo, hi)? as i64));
         }
     }
     Ok(Reply::Int(select(cx, key, &m, &Sel::Lex(r), false, 0, -1)?.len() as i64))
@@ -710,7 +657,7 @@ fn rank(cx: &mut Ctx, a: &[Vec<u8>], rev: bool) -> CmdResult {
     let Some(m) = zset(cx, key)? else { return Ok(Reply::Nil) };
     let Some(score) = score_of(cx, key, &m, &a[2])? else { return Ok(Reply::Nil) };
     let field = [&score_bytes(normalize_zero(score))[..], &a[2]].concat();
-    let below = count_in(cx, key, &m, Bound::Unbounded, Bound::Excluded(field))?;
+    let below = zranks::count_in(cx, key, &m, Bound::Unbounded, Bound::Excluded(field))?;
     Ok(Reply::Int(if rev { m.size - 1 - below } else { below } as i64))
 }
 
