@@ -24,19 +24,11 @@ shift 3
 PORT=7031
 DIR=/dev/shm/tembo-random-ab
 OUT=$(mktemp)
-bench() { redis-benchmark -p $PORT -c 50 -P 16 -q "$@" 2>&1 | tr '\r' '\n' | grep "per second" | sed 's/.*: \([0-9.]*\) requests per second.*/\1/' | tail -1; }
+# shellcheck source=bench/ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
 for r in $(seq 1 "$ROUNDS"); do
   for BIN in "$@" redis; do
-    rm -rf "$DIR" && mkdir -p "$DIR"
-    if [ "$BIN" = redis ]; then
-      redis-server --port $PORT --bind 127.0.0.1 --dir "$DIR" --appendonly yes --appendfsync always --save '' >"$DIR/log" 2>&1 &
-      name=redis-aof
-    else
-      "$BIN" serve --port $PORT --pool "$DIR/p.pool" --pool-size 1G --pool-max-size 8G --loglevel warning >"$DIR/log" 2>&1 &
-      name=$(basename "$BIN")
-    fi
-    SP=$!
-    for _ in $(seq 100); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+    ab_start "$BIN"
     fill=$((M * 8 / 5))
     bench -n $fill -r $fill sadd s member:__rand_int__ >/dev/null
     bench -n $fill -r $fill hset h field:__rand_int__ value-__rand_int__ >/dev/null
@@ -51,14 +43,9 @@ for r in $(seq 1 "$ROUNDS"); do
       size=$(redis-cli -p $PORT eval "local t = redis.call('type', KEYS[1]).ok; if t == 'set' then return redis.call('scard', KEYS[1]) elseif t == 'hash' then return redis.call('hlen', KEYS[1]) else return redis.call('zcard', KEYS[1]) end" 1 "$key")
       echo "round $r $name ${t// /_} $rps size $size" | tee -a "$OUT"
     done
-    redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true
-    wait $SP || true
+    ab_stop
   done
 done
 rm -rf "$DIR"
-echo "medians of $ROUNDS rounds (requests/s):"
-awk '{print $3, $4}' "$OUT" | sort -u | while read -r name t; do
-  med=$(awk -v n="$name" -v t="$t" '$3 == n && $4 == t {print $5}' "$OUT" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
-  printf '%-12s %-20s %s\n' "$name" "$t" "$med"
-done
+ab_medians "$OUT" "$ROUNDS"
 rm -f "$OUT"

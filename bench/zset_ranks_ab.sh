@@ -28,21 +28,13 @@ shift 3
 PORT=7032
 DIR=/dev/shm/tembo-zrank-ab
 OUT=$(mktemp)
-bench() { redis-benchmark -p $PORT -c 50 -P 16 -q "$@" 2>&1 | tr '\r' '\n' | grep "per second" | sed 's/.*: \([0-9.]*\) requests per second.*/\1/' | tail -1; }
+# shellcheck source=bench/ab_lib.sh
+. "$(dirname "$0")/ab_lib.sh"
 fill=$((M * 8 / 5))
 mid=$((M / 2))
 for r in $(seq 1 "$ROUNDS"); do
   for BIN in "$@" redis; do
-    rm -rf "$DIR" && mkdir -p "$DIR"
-    if [ "$BIN" = redis ]; then
-      redis-server --port $PORT --bind 127.0.0.1 --dir "$DIR" --appendonly yes --appendfsync always --save '' >"$DIR/log" 2>&1 &
-      name=redis-aof
-    else
-      "$BIN" serve --port $PORT --pool "$DIR/p.pool" --pool-size 1G --pool-max-size 8G --loglevel warning >"$DIR/log" 2>&1 &
-      name=$(basename "$BIN")
-    fi
-    SP=$!
-    for _ in $(seq 100); do redis-cli -p $PORT ping >/dev/null 2>&1 && break; sleep 0.1; done
+    ab_start "$BIN"
     bench -n $fill -r $fill zadd z __rand_int__ member:__rand_int__ >/dev/null
     for t in "zrank z member:__rand_int__" "zrevrank z member:__rand_int__" "zcount z $((fill / 4)) __rand_int__" \
       "zrange z $mid $((mid + 9))" "zrangebyscore z $((fill / 10)) +inf limit $mid 10" \
@@ -54,14 +46,9 @@ for r in $(seq 1 "$ROUNDS"); do
       rps=$(bench -r $fill -n "$n" $t)
       echo "round $r $name $(echo "$t" | cut -d' ' -f1) $rps" | tee -a "$OUT"
     done
-    redis-cli -p $PORT shutdown nosave >/dev/null 2>&1 || true
-    wait $SP || true
+    ab_stop
   done
 done
 rm -rf "$DIR"
-echo "medians of $ROUNDS rounds (requests/s):"
-awk '{print $3, $4}' "$OUT" | sort -u | while read -r name t; do
-  med=$(awk -v n="$name" -v t="$t" '$3 == n && $4 == t {print $5}' "$OUT" | sort -n | awk '{a[NR] = $1} END {print a[int((NR + 1) / 2)]}')
-  printf '%-14s %-16s %s\n' "$name" "$t" "$med"
-done
+ab_medians "$OUT" "$ROUNDS"
 rm -f "$OUT"
