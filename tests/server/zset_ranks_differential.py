@@ -97,7 +97,7 @@ def run_seed(tembo, redis_c, seed, steps):
         elif op < 0.65:
             lo, hi = score(), score()
             both("ZCOUNT", "z", lo, hi)
-            off = rnd.choice([0, rnd.randrange(card + 10), rnd.randrange(5000), 2**63 - 1])
+            off = rnd.choice([0, rnd.randrange(card + 10), rnd.randrange(5000), 2**63 - 1, -rnd.randrange(1, 5000)])
             n = rnd.choice([-1, 0, 1, 5])
             if n != -1 or off < 300:
                 both("ZRANGEBYSCORE", "z", lo, hi, "LIMIT", off, n)

@@ -331,4 +331,12 @@ fn short_counts_walk_and_build_no_index() {
     assert_eq!(page, Reply::Array(vec![]));
     let rpage = s.call(&["ZREVRANGEBYSCORE", "lb", "+inf", "(0", "LIMIT", &huge, "1"]);
     assert_eq!(rpage, Reply::Array(vec![]));
+    // A negative offset is an empty page too (Redis's answer), not one
+    // that starts before the range.
+    for off in ["-1", "-5", "-3000"] {
+        let page = s.call(&["ZRANGEBYSCORE", "lb", "100", "200", "LIMIT", off, "3"]);
+        assert_eq!(page, Reply::Array(vec![]), "offset {off}");
+        let rpage = s.call(&["ZREVRANGEBYSCORE", "lb", "200", "100", "LIMIT", off, "3"]);
+        assert_eq!(rpage, Reply::Array(vec![]), "offset {off}");
+    }
 }

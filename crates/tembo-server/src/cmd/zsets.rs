@@ -384,7 +384,7 @@ fn select(cx: &Ctx, key: &[u8], m: &Meta, sel: &Sel, rev: bool, offset: i64, lim
         }
         Sel::Score(r) => {
             let Some((lo, hi)) = r.bounds() else { return Ok(Vec::new()) };
-            if zranks::worth_it(cx, key, m, offset as u64) {
+            if offset > 0 && zranks::worth_it(cx, key, m, offset as u64) {
                 if let Some(items) = score_page(cx, key, m, (&lo, &hi), rev, offset, limit)? {
                     return Ok(items);
                 }
@@ -444,7 +444,8 @@ type Scored = Vec<(Vec<u8>, f64)>;
 
 /// A LIMIT page of a score range `[lo, hi]` far from its start: the
 /// rank index finds where the page starts, the walk reads only the page;
-/// `None` when there is no index (the caller walks from the start).
+/// `None` when there is no index (the caller walks from the start). A
+/// negative offset is an empty page, as in Redis.
 fn score_page(
     cx: &Ctx,
     key: &[u8],
@@ -454,6 +455,9 @@ fn score_page(
     offset: i64,
     limit: i64,
 ) -> Res<Option<Scored>> {
+    if offset < 0 {
+        return Ok(Some(Vec::new()));
+    }
     let pos = if rev {
         let Some(n) = zranks::count(cx, key, m, &Bound::Unbounded, hi)? else { return Ok(None) };
         n as i64 - 1 - offset
