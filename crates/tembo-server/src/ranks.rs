@@ -289,6 +289,16 @@ fn head(key: &[u8], skip: usize) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// What a write does to a range's key count: +1 for a put of a key that
+/// was not there, -1 for a delete of one that was, else 0.
+pub fn delta(put: bool, existed: bool) -> i64 {
+    match (put, existed) {
+        (true, false) => 1,
+        (false, true) => -1,
+        _ => 0,
+    }
+}
+
 /// Whether `key` lies before start bound `at`.
 fn precedes(key: &[u8], at: Bound<&[u8]>) -> bool {
     match at {

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use tembo_store::{Db, DbError, KeyValue, WriteBatch};
 
 use crate::encoding::{be64, GLOBAL};
-use crate::ranks::{Change, RankIndexes, MIN_KEYS};
+use crate::ranks::{delta, Change, RankIndexes, MIN_KEYS};
 
 /// How many engine draws [`Store::sample`] makes per pair it returns
 /// before it gives up: a draw that pending deletes hide is drawn again.
@@ -375,15 +375,14 @@ impl Store {
                 if !indexed.is_empty() {
                     let mut changes = Vec::with_capacity(indexed.len());
                     for (i, k, put) in indexed {
-                        match (put, outcome.existed.get(i)) {
-                            (true, Some(false)) => changes.push((k, 1)),
-                            (false, Some(true)) => changes.push((k, -1)),
-                            (_, Some(_)) => {}
+                        let Some(&existed) = outcome.existed.get(i) else {
                             // The indexes are a cache: without the outcome they go, the commit stays.
-                            (_, None) => {
-                                *ranks = RankIndexes::default();
-                                return Ok(());
-                            }
+                            *ranks = RankIndexes::default();
+                            return Ok(());
+                        };
+                        match delta(put, existed) {
+                            0 => {}
+                            d => changes.push((k, d)),
                         }
                     }
                     ranks.apply(&self.db, &changes);
@@ -505,10 +504,9 @@ impl Store {
             if i == RANK_PENDING_MAX {
                 return Ok(None);
             }
-            match (v.is_some(), self.db.contains(k)?) {
-                (true, false) => out.push((k.as_slice(), 1)),
-                (false, true) => out.push((k.as_slice(), -1)),
-                _ => {}
+            match delta(v.is_some(), self.db.contains(k)?) {
+                0 => {}
+                d => out.push((k.as_slice(), d)),
             }
         }
         Ok(Some(out))

@@ -53,12 +53,7 @@ pub(super) fn before(cx: &Ctx, key: &[u8], m: &Meta, at: &Bound<Vec<u8>>) -> Res
 /// How many index entries lie within `[lo, hi]` (field bounds).
 pub(super) fn count(cx: &Ctx, key: &[u8], m: &Meta, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>) -> Res<Option<u64>> {
     // The entries before the end of `hi` are those before the start of what follows it.
-    let after_hi = match hi {
-        Bound::Unbounded => None,
-        Bound::Included(f) => Some(Bound::Excluded(f.clone())),
-        Bound::Excluded(f) => Some(Bound::Included(f.clone())),
-    };
-    let upto_hi = match after_hi {
+    let upto_hi = match flip(hi) {
         None => m.size,
         Some(b) => match before(cx, key, m, &b)? {
             Some(n) => n,
