@@ -198,3 +198,51 @@ def test_shutdown_during_bgsave_closes_cleanly(servers):
     # The pool reopens clean, with everything.
     _, c2 = servers.start(pool)
     assert c2.dbsize() == 30000 + 5
+
+
+def test_bgsave_in_a_pipeline_that_is_rerun_applies_nothing_twice(servers):
+    """BGSAVE and DEBUG POPULATE commit midway. In the middle of a commit
+    group whose rerun a later command forces (here a contained panic), the
+    rerun used to apply the writes before them a second time. Their backup
+    still holds exactly what ran before them."""
+    pool = f"{servers.dir}/main.pool"
+    _, c = servers.start(pool)
+    for rounds in range(1, 4):
+        p = c.pipeline(transaction=False)
+        p.incr("x").bgsave().execute_command("DEBUG", "PANIC").incr("x")
+        out = p.execute(raise_on_error=False)
+        assert out[0] == 2 * rounds - 1 and out[3] == 2 * rounds, out
+        assert out[1] is True and isinstance(out[2], redis.ResponseError), out
+        assert wait_for_bgsave(c)["rdb_last_bgsave_status"] == "ok"
+        assert int(c.get("x")) == 2 * rounds
+        copy_path = f"{servers.dir}/copy-{rounds}.pool"
+        shutil.copyfile(f"{servers.dir}/main-backup.pool", copy_path)
+        _, b = servers.start(copy_path)
+        assert int(b.get("x")) == 2 * rounds - 1  # the INCR before BGSAVE, not the one after
+        b.close()
+    p = c.pipeline(transaction=False)
+    p.incr("y").execute_command("DEBUG", "POPULATE", 25000, "pop").execute_command("DEBUG", "PANIC").incr("y")
+    out = p.execute(raise_on_error=False)
+    assert out[0] == 1 and out[1] == "OK" and out[3] == 2, out
+    assert c.get("y") == "2" and c.get("pop:24999") == "value:24999"
+    # Inside a transaction nothing commits midway: it is applied whole.
+    t = c.pipeline(transaction=True)
+    t.incr("y").execute_command("DEBUG", "POPULATE", 21000, "tx").incr("y")
+    assert t.execute() == [3, "OK", 4]
+    assert c.get("tx:20999") == "value:20999"
+
+
+def test_a_shutdown_in_a_rerun_group_keeps_what_ran_before_it(servers):
+    """A SHUTDOWN in a commit group that is rerun one command per commit
+    stops the rerun where it stopped the first run: what ran before it is
+    applied (the rerun used to run nothing)."""
+    pool = f"{servers.dir}/main.pool"
+    p, c = servers.start(pool)
+    conn = socket.create_connection(("127.0.0.1", c.connection_pool.connection_kwargs["port"]))
+    conn.sendall(b"SET a 1\r\nBGSAVE\r\nDEBUG PANIC\r\nSET b 2\r\nSHUTDOWN NOSAVE\r\nSET c 3\r\n")
+    while conn.recv(4096):  # as from Redis, no reply: the server exits
+        pass
+    conn.close()
+    assert p.wait(30) == 0
+    _, c2 = servers.start(pool)
+    assert (c2.get("a"), c2.get("b"), c2.get("c")) == ("1", "2", None)

@@ -99,6 +99,9 @@ impl Bgsave {
             .name("tembo-bgsave".into())
             .spawn(move || db2.backup_with(&path2, &control2))
             .map_err(|e| format!("cannot start the backup thread: {e}"))?;
+        // The backup holds what was committed before BGSAVE, not what the
+        // executor commits next.
+        control.wait_for_version();
         log::info!("Background saving started: backup of the database to {}", path.display());
         self.running = Some(Running { handle, control, started: Instant::now(), path });
         Ok(())

@@ -257,6 +257,9 @@ pub struct State {
     pub rerunning: bool,
     /// A busy script's hook is running another client's requests.
     serving_busy: bool,
+    /// SHUTDOWN NOSAVE (or a signal) stopped a busy script: the group is
+    /// not rerun.
+    pub script_stopped_by_shutdown: bool,
     /// The runtime the connections run on (a busy script has it driven by
     /// a helper thread), when the executor serves sockets.
     pub runtime: Option<Arc<tokio::runtime::Runtime>>,
@@ -371,6 +374,7 @@ impl State {
             first_of_client: false,
             rerunning: false,
             serving_busy: false,
+            script_stopped_by_shutdown: false,
             runtime: None,
         };
         st.maxmemory.limit = st.cfg.maxmemory;
@@ -817,12 +821,20 @@ impl State {
             // A script busy in the rerun answers no one meanwhile (the
             // clients later in the rerun have yet to get their replies).
             self.rerunning = true;
+            // SHUTDOWN NOSAVE stopped a busy script: nothing more is run.
+            // Any other SHUTDOWN, or a signal, in the group stops the rerun
+            // where it stopped the first run.
+            if !std::mem::take(&mut self.script_stopped_by_shutdown) {
+                self.shutdown = false;
+            }
             let mut rerun: VecDeque<Msg> = group.into();
             loop {
-                // SHUTDOWN NOSAVE stopped a busy script: nothing more is run.
                 while let Some(msg) = rerun.pop_front().filter(|_| !self.shutdown) {
-                    if let Msg::Requests { id, reqs, .. } = &msg {
-                        self.process(*id, reqs, Vec::new(), true);
+                    match &msg {
+                        Msg::Requests { id, reqs, .. } => self.process(*id, reqs, Vec::new(), true),
+                        Msg::Shutdown => self.shutdown = true,
+                        // Connections opened and closed in the first run stay so.
+                        Msg::Connect(_) | Msg::Disconnect(_) | Msg::Served => {}
                     }
                     rerun.extend(self.after_busy.drain(..));
                 }
@@ -1082,6 +1094,13 @@ impl State {
         for (i, args) in reqs.iter().enumerate() {
             if args.is_empty() {
                 continue;
+            }
+            if !commit_each && !self.serving_busy && client.multi.is_none() && cmd::runs_alone(args) {
+                // It must run in a commit of its own: this run of the
+                // group is dropped and the group rerun one command per
+                // commit, this client's earlier requests included.
+                self.torn = true;
+                break;
             }
             client.reply_skip = std::mem::take(&mut client.reply_skip_next);
             client.argv_mem = args.iter().map(Vec::len).sum();

@@ -505,6 +505,7 @@ impl Engine {
         if cx.st.script_run.as_ref().is_some_and(|r| r.kill == Some(crate::busy::Kill::Shutdown)) {
             // SHUTDOWN NOSAVE: none of the script's writes may be committed.
             cx.st.torn = true;
+            cx.st.script_stopped_by_shutdown = true;
         }
         if watch.killed {
             log::warn!("Lua script killed by user with SCRIPT KILL.");

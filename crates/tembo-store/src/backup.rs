@@ -25,6 +25,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::batch::WriteBatch;
@@ -52,14 +53,46 @@ pub struct BackupReport {
     pub elapsed: Duration,
 }
 
-/// Shared with a backup running on another thread: cancel it, or watch it.
+/// Shared with a backup running on another thread: cancel it, watch it,
+/// or wait until it has chosen its version.
 #[derive(Debug, Default)]
 pub struct BackupControl {
     cancel: AtomicBool,
     keys: AtomicU64,
+    /// The backup has pinned its snapshot, or has ended without one.
+    settled: Mutex<bool>,
+    settled_cv: Condvar,
+}
+
+/// Marks its control settled when dropped: a backup that fails before its
+/// snapshot must not leave a waiter waiting.
+struct SettleOnDrop<'a>(&'a BackupControl);
+
+impl Drop for SettleOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.settle();
+    }
 }
 
 impl BackupControl {
+    fn settle(&self) {
+        // A poisoned lock still holds a bool worth setting.
+        *self.settled.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.settled_cv.notify_all();
+    }
+
+    /// Waits until the backup has pinned the version it copies (every
+    /// commit after this returns is left out of the copy), or has ended
+    /// without one. A caller that starts a backup on another thread and
+    /// then goes on writing calls this in between, so that the copy holds
+    /// exactly what was committed before the start.
+    pub fn wait_for_version(&self) {
+        let mut settled = self.settled.lock().unwrap_or_else(|p| p.into_inner());
+        while !*settled {
+            settled = self.settled_cv.wait(settled).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// Asks the backup to stop at its next batch (it then removes its
     /// partial file and fails with [`DbError::Backup`]).
     pub fn cancel(&self) {
@@ -92,6 +125,7 @@ impl Db {
     /// As [`Db::backup`]; [`DbError::Backup`] once cancelled.
     pub fn backup_with(&self, dst: impl AsRef<Path>, control: &BackupControl) -> Result<BackupReport> {
         let started = Instant::now();
+        let settle = SettleOnDrop(control);
         let dst = dst.as_ref();
         let fail = |why: String| DbError::Backup { path: dst.to_path_buf(), why };
         self.cdds("a backup")?;
@@ -100,6 +134,7 @@ impl Db {
             return Err(fail("it is this database's own pool file; choose another path".into()));
         }
         let snap = self.snapshot()?;
+        drop(settle);
         // A partial file is only ever a backup that did not finish.
         match std::fs::remove_file(&partial) {
             Ok(()) => {}

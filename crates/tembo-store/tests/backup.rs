@@ -136,3 +136,33 @@ fn bad_destinations_cancellation_and_engines_get_clear_errors() {
         other => panic!("kamino backup: {other:?}"),
     }
 }
+
+#[test]
+fn a_backup_started_on_another_thread_holds_what_was_committed_before_its_version_was_pinned() {
+    let dir = TempDir::new("pinned");
+    let db = Arc::new(Db::create(dir.file("src.pool"), &opts()).unwrap());
+    for i in 0..20_000u32 {
+        db.put(format!("k{i:05}").as_bytes(), &[1u8; 64]).unwrap();
+    }
+    let dst = dir.file("b.pool");
+    for round in 0..5u8 {
+        db.put(b"marker", &[round]).unwrap();
+        let control = Arc::new(BackupControl::default());
+        let (db2, control2, dst2) = (Arc::clone(&db), Arc::clone(&control), dst.clone());
+        let copier = std::thread::spawn(move || db2.backup_with(&dst2, &control2));
+        control.wait_for_version();
+        // Committed at once after the start: never in this copy.
+        db.put(b"marker", &[round + 100]).unwrap();
+        db.put(b"after", &[round]).unwrap();
+        let report = copier.join().unwrap().unwrap();
+        assert_eq!(report.keys, 20_001 + u64::from(round > 0));
+        let copy = Db::open(&dst, &opts()).unwrap();
+        assert_eq!(copy.get(b"marker").unwrap(), Some(vec![round]));
+        assert_eq!(copy.get(b"after").unwrap().is_some(), round > 0);
+        copy.close().unwrap();
+    }
+    // One that fails before its snapshot does not leave the waiter waiting.
+    let control = BackupControl::default();
+    assert!(db.backup_with(dir.file("src.pool"), &control).is_err());
+    control.wait_for_version();
+}

@@ -190,8 +190,9 @@ const POPULATE_STEP: u64 = 10_000;
 /// DEBUG POPULATE count [prefix] [size], as Redis 7.0 does it: `prefix:j`
 /// (the name cut at 127 bytes, as Redis's 128-byte buffer cuts it) gets
 /// `value:j`, or that cut or padded with zero bytes to `size`, unless the
-/// key exists. Committed every [`POPULATE_STEP`] keys: a full pool stops
-/// it with an error, and the keys written until then stay.
+/// key exists. Committed every [`POPULATE_STEP`] keys (but inside EXEC):
+/// a full pool stops it with an error, and the keys written until then
+/// stay.
 fn populate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let count = super::lists::positive(&a[2])?;
     let size = if a.len() == 5 { Some(super::lists::positive(&a[4])? as usize) } else { None };
@@ -209,7 +210,10 @@ fn populate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             value.resize(size, 0);
         }
         super::strings::put_string_from(cx, &key, None, &value, 0)?;
-        if (j + 1) % POPULATE_STEP == 0 {
+        // Run in a commit of its own (`cmd::runs_alone`), so a commit here
+        // takes nothing of other commands; not inside EXEC, which commits
+        // whole.
+        if (j + 1) % POPULATE_STEP == 0 && !cx.client.no_block {
             cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
         }
     }

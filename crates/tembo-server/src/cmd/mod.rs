@@ -310,6 +310,19 @@ pub fn spec(name: &[u8]) -> Option<&'static Spec> {
 const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
 /// Commands refused inside MULTI (Redis's `no-multi` flag); the
 /// transaction then fails at EXEC.
+/// Commands that commit midway and so must run in a commit of their own:
+/// BGSAVE (its backup holds everything its group ran before it) and
+/// DEBUG POPULATE (durable every few thousand keys). Met in the first run
+/// of a commit group, they make the executor drop that run and rerun the
+/// group one command per commit (`exec::State::process`): committed in
+/// the middle of a group, the group's rerun after a later refusal or
+/// panic would apply the writes before them a second time.
+pub fn runs_alone(args: &[Vec<u8>]) -> bool {
+    let Some(name) = args.first() else { return false };
+    name.eq_ignore_ascii_case(b"bgsave")
+        || (name.eq_ignore_ascii_case(b"debug") && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"populate")))
+}
+
 const NO_MULTI: &[&str] = &["save", "shutdown", "monitor", "sync", "psync", "replconf", "failover"];
 /// Commands that run at once inside MULTI instead of being queued.
 const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];

@@ -973,7 +973,7 @@ fn save(cx: &mut Ctx, _: &[Vec<u8>]) -> CmdResult {
 }
 
 /// BGSAVE [SCHEDULE]: a backup of the whole database into the backup
-/// path, on a thread of its own (see `bgsave`).
+/// path, on a thread of its own (see `bgsave`), from the last commit.
 fn bgsave(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     if a.len() > 2 || (a.len() == 2 && !is(&a[1], "schedule")) {
         return Err(CmdError::syntax());
@@ -986,12 +986,10 @@ fn bgsave(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             db.engine()
         )));
     }
-    // What earlier commands of this group wrote is in the backup too; not
-    // inside EXEC, whose commands commit together (the backup then holds
-    // the state before the transaction).
-    if !cx.client.no_block {
-        cx.st.commit().map_err(|e| CmdError::from_commit(&e))?;
-    }
+    // What the commands before it wrote is committed already: the executor
+    // runs BGSAVE in a commit of its own (`cmd::runs_alone`). Inside EXEC
+    // (or a test session) it is not: the backup holds the state before
+    // the transaction.
     let path = cx.st.cfg.backup_file();
     match cx.st.bgsave.start(&db, path, a.len() == 2) {
         Ok(crate::bgsave::Started::Now) => Ok(Reply::Simple("Background saving started".into())),
