@@ -503,7 +503,9 @@ impl State {
             let db = k.get(1).copied().unwrap_or(0) as usize;
             // Keys of an older generation are flushed, waiting for the sweep.
             let gen = k.get(2..4).and_then(|g| <[u8; 2]>::try_from(g).ok()).map(u16::from_be_bytes);
-            if gen != Some(self.gens.get(db).copied().unwrap_or(0)) {
+            // Nor is a record too short to name a key (damage that key
+            // walks pass over).
+            if gen != Some(self.gens.get(db).copied().unwrap_or(0)) || encoding::meta_user_key(&k).is_none() {
                 continue;
             }
             counts[db].0 += 1;

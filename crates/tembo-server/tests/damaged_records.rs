@@ -370,3 +370,44 @@ fn a_chunked_string_with_a_huge_length_is_an_error_not_an_allocation() {
     assert_eq!(s.call(&["DEL", "big"]), Reply::Int(1));
     assert_eq!(s.call(&["EXISTS", "big"]), Reply::Int(0));
 }
+
+/// A metadata record too short to name a key (damage no command can name
+/// or delete) is passed over by SCAN, KEYS and the key count; it used to
+/// stop every SCAN there with an error.
+#[test]
+fn a_metadata_record_too_short_to_name_a_key_is_passed_over() {
+    use std::sync::Arc;
+    use tembo_server::encoding::meta_prefix;
+    use tembo_server::resp::Reply;
+    let db = Arc::new(tembo_store::Db::in_memory(&tembo_store::Options::with_size(16 << 20)).expect("db"));
+    let mut s = tembo_server::Session::new(db.clone()).expect("session");
+    for i in 0..30 {
+        assert_eq!(s.call(&["SET", &format!("k{i:02}"), "v"]), Reply::ok());
+    }
+    drop(s);
+    for tail in [&[][..], &[0x00][..], &[0x7f, 0xff, 0xff][..]] {
+        let mut short = meta_prefix(0, 0);
+        short.extend_from_slice(tail);
+        db.put(&short, b"\x01garbage").expect("put the damaged record");
+    }
+    let mut s = tembo_server::Session::new(db.clone()).expect("session");
+    assert_eq!(s.call(&["DBSIZE"]), Reply::Int(30));
+    let mut seen = Vec::new();
+    let mut cursor = "0".to_string();
+    loop {
+        let Reply::Array(parts) = s.call(&["SCAN", &cursor, "COUNT", "7"]) else { panic!("SCAN failed") };
+        let [Reply::Bulk(next), Reply::Array(keys)] = &parts[..] else { panic!("SCAN reply {parts:?}") };
+        seen.extend(keys.iter().cloned());
+        cursor = String::from_utf8(next.clone()).unwrap();
+        if cursor == "0" {
+            break;
+        }
+    }
+    let want: Vec<Reply> = (0..30).map(|i| Reply::Bulk(format!("k{i:02}").into_bytes())).collect();
+    seen.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(seen, want);
+    let Reply::Array(mut keys) = s.call(&["KEYS", "*"]) else { panic!("KEYS failed") };
+    keys.sort_by_key(|r| format!("{r:?}"));
+    assert_eq!(keys, want);
+    assert!(matches!(s.call(&["RANDOMKEY"]), Reply::Bulk(_)));
+}

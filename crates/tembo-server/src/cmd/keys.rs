@@ -230,7 +230,16 @@ pub(super) fn walk_keys(
     let mut last = None;
     for kv in cx.st.store.scan(lo, hi, false) {
         let (k, v) = kv?;
-        let user_key = encoding::meta_user_key(&k).ok_or_else(|| CmdError::unnamed_record(&k))?;
+        let Some(user_key) = encoding::meta_user_key(&k) else {
+            // Too short to name a key: damage that no command can name,
+            // so none can reach or remove it (`tembo pool check` reports
+            // it). The walk goes past it rather than stop every SCAN there.
+            log::warn!(
+                "a metadata record's engine key {k:02x?} is too short to name a key (a damaged pool): \
+                 SCAN and KEYS pass over it; run `tembo pool check`"
+            );
+            continue;
+        };
         let meta = Meta::decode(&v).ok_or_else(|| CmdError::corrupt(user_key))?;
         let go_on = meta.expired(now) || f(user_key, &meta);
         last = Some(k);

@@ -98,10 +98,6 @@ impl CmdError {
     pub fn corrupt(key: &[u8]) -> CmdError {
         CmdError::damaged(key, UNDECODABLE)
     }
-    /// A metadata record whose engine key `k` names no user key.
-    pub fn unnamed_record(k: &[u8]) -> CmdError {
-        CmdError(format!("{DAMAGE}a metadata record's engine key {k:02x?} is too short; run `tembo pool check`"))
-    }
     /// Whether this is [`CmdError::corrupt`]'s error.
     pub fn is_undecodable(&self) -> bool {
         self.0.starts_with(DAMAGE) && self.0.ends_with(&format!("{UNDECODABLE}{AFTER_DAMAGE}"))
