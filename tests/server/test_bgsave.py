@@ -220,6 +220,18 @@ def test_bgsave_in_a_pipeline_that_is_rerun_applies_nothing_twice(servers):
         _, b = servers.start(copy_path)
         assert int(b.get("x")) == 2 * rounds - 1  # the INCR before BGSAVE, not the one after
         b.close()
+    # An EXEC holding BGSAVE: the backup has what came before the
+    # transaction, in the same pipeline, and not the transaction.
+    p = c.pipeline(transaction=False)
+    p.set("before-tx", 1).execute_command("MULTI").set("in-tx", 1).bgsave().execute_command("EXEC")
+    p.execute_command("DEBUG", "PANIC")
+    out = p.execute(raise_on_error=False)
+    assert out[4] == ["OK", "Background saving started"] and isinstance(out[5], redis.ResponseError), out
+    assert wait_for_bgsave(c)["rdb_last_bgsave_status"] == "ok"
+    shutil.copyfile(f"{servers.dir}/main-backup.pool", f"{servers.dir}/copy-tx.pool")
+    _, b = servers.start(f"{servers.dir}/copy-tx.pool")
+    assert (b.get("before-tx"), b.get("in-tx")) == ("1", None)
+    assert c.get("in-tx") == "1"
     p = c.pipeline(transaction=False)
     p.incr("y").execute_command("DEBUG", "POPULATE", 25000, "pop").execute_command("DEBUG", "PANIC").incr("y")
     out = p.execute(raise_on_error=False)

@@ -1097,7 +1097,7 @@ impl State {
             if args.is_empty() {
                 continue;
             }
-            if !commit_each && !self.serving_busy && client.multi.is_none() && cmd::runs_alone(args) {
+            if !commit_each && !self.serving_busy && cmd::runs_alone(&client, args) {
                 // It must run in a commit of its own: this run of the
                 // group is dropped and the group rerun one command per
                 // commit, this client's earlier requests included.

@@ -306,14 +306,23 @@ pub fn spec(name: &[u8]) -> Option<&'static Spec> {
 const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
 /// Commands refused inside MULTI (Redis's `no-multi` flag); the
 /// transaction then fails at EXEC.
-/// Commands that commit midway and so must run in a commit of their own:
-/// BGSAVE (its backup holds everything its group ran before it) and
-/// DEBUG POPULATE (durable every few thousand keys). Met in the first run
-/// of a commit group, they make the executor drop that run and rerun the
-/// group one command per commit (`exec::State::process`): committed in
-/// the middle of a group, the group's rerun after a later refusal or
-/// panic would apply the writes before them a second time.
-pub fn runs_alone(args: &[Vec<u8>]) -> bool {
+/// Commands that must run in a commit of their own: BGSAVE (its backup
+/// holds everything the commands before it wrote, and nothing after) and
+/// DEBUG POPULATE (durable every few thousand keys), and an EXEC whose
+/// transaction holds one. Met in the first run of a commit group, they
+/// make the executor drop that run and rerun the group one command per
+/// commit (`exec::State::process`). (Committed in the middle of a group,
+/// the group's rerun after a later refusal or panic applied the writes
+/// before them a second time.)
+pub fn runs_alone(client: &Client, args: &[Vec<u8>]) -> bool {
+    let Some(name) = args.first() else { return false };
+    match client.multi.as_ref() {
+        None => alone_command(args),
+        Some(queued) => name.eq_ignore_ascii_case(b"exec") && queued.iter().any(|q| alone_command(q)),
+    }
+}
+
+fn alone_command(args: &[Vec<u8>]) -> bool {
     let Some(name) = args.first() else { return false };
     name.eq_ignore_ascii_case(b"bgsave")
         || (name.eq_ignore_ascii_case(b"debug") && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"populate")))

@@ -987,9 +987,9 @@ fn bgsave(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         )));
     }
     // What the commands before it wrote is committed already: the executor
-    // runs BGSAVE in a commit of its own (`cmd::runs_alone`). Inside EXEC
-    // (or a test session) it is not: the backup holds the state before
-    // the transaction.
+    // runs BGSAVE (and an EXEC holding it) in a commit of its own
+    // (`cmd::runs_alone`). Inside EXEC the backup holds the state before
+    // the transaction, which commits whole.
     let path = cx.st.cfg.backup_file();
     match cx.st.bgsave.start(&db, path, a.len() == 2) {
         Ok(crate::bgsave::Started::Now) => Ok(Reply::Simple("Background saving started".into())),

@@ -177,7 +177,9 @@ impl Counted {
     fn block_keys(&self, db: &Db, p: usize, b: usize, upto: Bound<Vec<u8>>) -> Result<u64, Miss> {
         let limit = self.pages[p].counts[b];
         let mut n = 0u64;
-        for kv in db.scan((Bound::Included(self.pages[p].fences[b].clone()), upto)) {
+        let mut it = db.scan((Bound::Included(self.pages[p].fences[b].clone()), upto));
+        let (mut k, mut v) = (Vec::new(), Vec::new());
+        while let Some(kv) = it.next_into(&mut k, &mut v) {
             kv?;
             n += 1;
             if n > limit {
@@ -220,10 +222,16 @@ impl Counted {
                     continue;
                 }
                 let range = (Bound::Included(pg.fences[b].clone()), self.block_end(p, b));
-                return match db.scan(range).nth(left as usize) {
-                    Some(kv) => Ok(Some(kv?.0)),
-                    None => Err(Miss::Stale),
-                };
+                // Two buffers for the whole walk, not two vectors a key.
+                let mut it = db.scan(range);
+                let (mut k, mut v) = (Vec::new(), Vec::new());
+                for _ in 0..=left {
+                    match it.next_into(&mut k, &mut v) {
+                        Some(kv) => kv?,
+                        None => return Err(Miss::Stale),
+                    }
+                }
+                return Ok(Some(k));
             }
             return Err(Miss::Stale);
         }
