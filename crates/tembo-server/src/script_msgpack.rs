@@ -143,10 +143,19 @@ fn pack_value(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
     Ok(())
 }
 
+/// Arrays and maps nested deeper than this are refused: each level is a
+/// recursion on the thread's stack, and damaged or hostile input may nest
+/// as deep as it is long. (lua-cmsgpack stops where Lua's stack runs out,
+/// near 4,000 levels; 1,000 is also the deepest reply a script may return
+/// and cjson's default decoding depth.)
+const MAX_UNPACK_NESTING: usize = 1000;
+
 /// A reader over packed bytes.
 struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
+    /// Arrays and maps open around the value being read.
+    depth: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -207,16 +216,28 @@ impl<'a> Reader<'a> {
         Ok(Value::String(lua.create_string(self.take(n)?)?))
     }
 
+    /// Enters an array or a map (`what`, for the error).
+    fn nest(&mut self, what: &str) -> mlua::Result<()> {
+        if self.depth >= MAX_UNPACK_NESTING {
+            return Err(err(&format!("stack overflow (in function {what})")));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
     fn array(&mut self, lua: &Lua, n: usize) -> mlua::Result<Value> {
+        self.nest("mp_decode_to_lua_array")?;
         // A count past the input's size is damage, not a reason to allocate.
         let t = lua.create_table_with_capacity(n.min(self.buf.len() - self.at), 0)?;
         for i in 1..=n {
             t.raw_set(i, self.value(lua)?)?;
         }
+        self.depth -= 1;
         Ok(Value::Table(t))
     }
 
     fn map(&mut self, lua: &Lua, n: usize) -> mlua::Result<Value> {
+        self.nest("mp_decode_to_lua_hash")?;
         let t = lua.create_table_with_capacity(0, n.min(self.buf.len() - self.at))?;
         for _ in 0..n {
             let k = self.value(lua)?;
@@ -225,6 +246,7 @@ impl<'a> Reader<'a> {
                 t.raw_set(k, v)?;
             }
         }
+        self.depth -= 1;
         Ok(Value::Table(t))
     }
 }
@@ -236,7 +258,7 @@ fn unpack_from(lua: &Lua, s: &[u8], limit: usize, offset: i64) -> mlua::Result<(
         .ok()
         .filter(|&o| o <= s.len())
         .ok_or_else(|| err("Start offset is greater than input length."))?;
-    let mut r = Reader { buf: s, at: start };
+    let mut r = Reader { buf: s, at: start, depth: 0 };
     let mut out = Vec::new();
     while r.at < s.len() && (limit == 0 || out.len() < limit) {
         if out.len() >= MAX_RESULTS {

@@ -1,0 +1,151 @@
+//! The `script_decoders` fuzz target's logic, and more. The decoders
+//! scripts can feed any bytes to — `cmsgpack.unpack` (and its
+//! `unpack_one` / `unpack_limit` with offsets and limits) and
+//! `cjson.decode` — and the `bit` library's numeric edge cases, run on
+//! random and damaged input through EVAL. A script's bad input is bad
+//! input like any other: the reply is a value or an error reply, never the
+//! "internal error" of a panicking command, and the session serves on.
+//! Valid input round-trips: what `cmsgpack.pack` / `cjson.encode` wrote
+//! decodes to the value it was written from.
+
+use proptest::prelude::*;
+use tembo_server::resp::Reply;
+use tembo_server::Session;
+
+mod logic {
+    include!("../../../fuzz/fuzz_targets/script_decoders_logic.rs");
+}
+use logic::session;
+
+/// Runs `script` with `args` as ARGV; fails on a panic's reply.
+fn eval(s: &mut Session, script: &str, args: &[&[u8]]) -> Reply {
+    logic::eval(s, script, args).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Encodings of nested values to damage (written by the libraries
+/// themselves, so that the damage starts from what a script would hold).
+fn seeds(s: &mut Session, script: &str) -> Vec<Vec<u8>> {
+    let values = [
+        "{1, 2, 3}",
+        "{a = 1, b = {c = 'x', d = {1.5, -7, true, false}}}",
+        "'a string of some length, longer than thirty-one bytes'",
+        "{[1] = 'x', [3] = 'y', name = {}}",
+        "{1e300, -1e-300, 2^53, -2^63, 255, 256, 65535, 65536, 4294967296}",
+        "string.rep('z', 70000)",
+        "{{{{{{{{{{'deep'}}}}}}}}}}",
+    ];
+    values
+        .iter()
+        .map(|v| match eval(s, &format!("return {script}({v})"), &[]) {
+            Reply::Bulk(b) => b,
+            other => panic!("{script}({v}): {other:?}"),
+        })
+        .collect()
+}
+
+fn damaged(seed: &[u8], flips: &[(usize, u8)], cut: usize, extra: &[u8]) -> Vec<u8> {
+    let mut d = seed.to_vec();
+    let n = d.len().max(1);
+    for &(at, byte) in flips {
+        if let Some(b) = d.get_mut(at % n) {
+            *b = byte;
+        }
+    }
+    d.truncate(cut % (n + 1));
+    d.extend_from_slice(extra);
+    d
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn damaged_encodings_get_replies_not_panics(
+        which in 0..7usize,
+        json in any::<bool>(),
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..5),
+        cut in any::<usize>(),
+        extra in proptest::collection::vec(any::<u8>(), 0..12),
+        offset in prop_oneof![Just(-1i64), Just(0), 0..40i64, Just(i64::MAX), Just(i64::MIN)],
+        limit in prop_oneof![Just(-1i64), Just(0), 1..5i64, Just(1 << 40)],
+    ) {
+        let mut s = session();
+        let seed = &seeds(&mut s, if json { "cjson.encode" } else { "cmsgpack.pack" })[which];
+        let data = damaged(seed, &flips, cut, &extra);
+        let (offset, limit) = (offset.to_string(), limit.to_string());
+        let failure = logic::decode_all(&mut s, &data, offset.as_bytes(), limit.as_bytes());
+        prop_assert!(failure.is_none(), "{}", failure.unwrap_or_default());
+    }
+
+    #[test]
+    fn random_bytes_get_replies_not_panics(data in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let failure = logic::script_decoders(&mut session(), &data);
+        prop_assert!(failure.is_none(), "{}", failure.unwrap_or_default());
+    }
+
+    #[test]
+    fn bit_operations_take_any_number(x in any::<f64>(), n in any::<f64>(), i in any::<i64>()) {
+        let mut s = session();
+        let (x, n, i) = (format!("{x:e}"), format!("{n:e}"), i.to_string());
+        for f in ["tobit", "bnot", "bswap"] {
+            eval(&mut s, &format!("return bit.{f}(tonumber(ARGV[1]))"), &[x.as_bytes()]);
+        }
+        for f in ["band", "bor", "bxor", "lshift", "rshift", "arshift", "rol", "ror", "tohex"] {
+            for (a, b) in [(&x, &n), (&x, &i), (&i, &n)] {
+                eval(&mut s, &format!("return bit.{f}(tonumber(ARGV[1]), tonumber(ARGV[2]))"), &[a.as_bytes(), b.as_bytes()]);
+            }
+        }
+    }
+}
+
+/// A deep comparison of two Lua values (tables by contents).
+const SAME: &str = "local function same(a, b) \
+  if type(a) ~= type(b) then return false end \
+  if type(a) ~= 'table' then return a == b end \
+  for k, v in pairs(a) do if not same(v, b[k]) then return false end end \
+  for k in pairs(b) do if a[k] == nil then return false end end \
+  return true end ";
+
+#[test]
+fn valid_encodings_round_trip() {
+    let mut s = session();
+    for (pack, unpack) in [("cmsgpack.pack", "cmsgpack.unpack"), ("cjson.encode", "cjson.decode")] {
+        for seed in seeds(&mut s, pack) {
+            // A table's keys come in no set order: the bytes may differ, the values may not.
+            let script = format!("{SAME} local v = {unpack}(ARGV[1]) return same(v, {unpack}({pack}(v))) and 1 or 0");
+            assert_eq!(eval(&mut s, &script, &[&seed]), Reply::Int(1), "{pack} of {unpack}");
+        }
+    }
+}
+
+/// Nesting deeper than the decoders allow is an error reply, not a stack
+/// overflow: msgpack arrays and maps of one element each, JSON brackets,
+/// and a script's own deep table returned as its reply.
+#[test]
+fn deep_nesting_is_an_error_not_a_crash() {
+    let mut s = session();
+    for (depth, fits) in [(999usize, true), (1_001, false), (100_000, false)] {
+        for (open, key) in [(0x91u8, &[][..]), (0x81, &[0x01][..])] {
+            let mut msgpack = Vec::new();
+            for _ in 0..depth {
+                msgpack.push(open);
+                msgpack.extend_from_slice(key);
+            }
+            msgpack.push(0x01);
+            let script = "local ok, v = pcall(cmsgpack.unpack, ARGV[1]) if ok then return 'unpacked' end return v";
+            let r = eval(&mut s, script, &[&msgpack]);
+            if fits {
+                assert_eq!(r, Reply::Bulk(b"unpacked".to_vec()), "{depth} deep");
+            } else {
+                assert!(matches!(&r, Reply::Bulk(e) if e.starts_with(b"stack overflow")), "{depth} deep: {r:?}");
+            }
+        }
+        let json = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let r = eval(&mut s, "return cjson.decode(ARGV[1])", &[json.as_bytes()]);
+        assert!(matches!(r, Reply::Error(_)), "{depth} deep JSON: {r:?}");
+    }
+    let r = eval(&mut s, "local t = 1 for i = 1, 100000 do t = {t} end return t", &[]);
+    // As in Redis: the levels that fit, the error where they stop.
+    assert!(format!("{r:?}").ends_with(&format!("Error(\"ERR reached lua stack limit\"){}", "])".repeat(1001))));
+    assert_eq!(s.call(&["PING"]), Reply::Simple("PONG".into()));
+}
