@@ -4,7 +4,7 @@
 
 #![no_main]
 
-use std::sync::Mutex;
+use std::cell::RefCell;
 
 use libfuzzer_sys::fuzz_target;
 
@@ -13,14 +13,14 @@ mod logic {
     include!("script_decoders_logic.rs");
 }
 
-/// One session for the whole run: scripts write nothing, so inputs do not
-/// see each other.
-static SESSION: Mutex<Option<tembo_server::Session>> = Mutex::new(None);
+thread_local! {
+    /// One session for the whole run (scripts here write nothing, so
+    /// inputs do not see each other); a session is not `Send`.
+    static SESSION: RefCell<tembo_server::Session> = RefCell::new(logic::session());
+}
 
 fuzz_target!(|data: &[u8]| {
-    let mut guard = SESSION.lock().unwrap_or_else(|p| p.into_inner());
-    let s = guard.get_or_insert_with(logic::session);
-    if let Some(failure) = logic::script_decoders(s, data) {
+    if let Some(failure) = SESSION.with(|s| logic::script_decoders(&mut s.borrow_mut(), data)) {
         panic!("{failure}");
     }
 });

@@ -113,6 +113,38 @@ def test_a_pcall_loop_cannot_hold_a_killed_script(r, threshold):
     assert "killed by user" in bg.join().error
 
 
+@pytest.mark.parametrize("body", [
+    # (The kill raises inside the coroutine, which resume hands back; the
+    # script's next line raises again, as in Redis.)
+    "local co = coroutine.create(function() while true do end end)\ncoroutine.resume(co)\nreturn 1",
+    "return coroutine.wrap(function() while true do end end)()",
+    # A killed coroutine's error comes back to the script, which loops on:
+    # the script itself is stopped on its next line.
+    "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+    # Nested coroutines, and one that yields between loops.
+    "local co = coroutine.wrap(function() local inner = coroutine.wrap(function() while true do "
+    "coroutine.yield(1) end end) while true do inner() end end) return co()",
+])
+def test_a_loop_inside_a_coroutine_becomes_busy_and_is_killed(r, threshold, body):
+    """The hook that makes a long script busy (others get BUSY, SCRIPT KILL
+    stops it) watches coroutines too: unwatched, such a loop held the
+    whole server for ever."""
+    bg = Background(lambda c: c.eval(body, 0))
+    wait_busy(r)
+    assert r.script_kill()
+    assert wait_free(r)
+    assert "killed by user" in bg.join().error
+    # Coroutines still work as in Redis afterwards.
+    body = ("local co = coroutine.create(function(a) local b = coroutine.yield(a + 1) return b * 2 end) "
+            "local _, x = coroutine.resume(co, 1) local _, y = coroutine.resume(co, 10) "
+            "local ok, e = coroutine.resume(co) return {x, y, tostring(ok), coroutine.status(co)}")
+    assert r.eval(body, 0) == [2, 20, "false", "dead"]
+    assert r.eval("return coroutine.wrap(function(...) return select('#', ...) end)(1, nil, 3)", 0) == 3
+    with pytest.raises(redis.ResponseError) as e:
+        r.eval("return coroutine.wrap(function() error('inner') end)()", 0)
+    assert "inner" in str(e.value)
+
+
 def test_function_kill_stops_a_busy_function(r, threshold):
     r.function_load(f"#!lua name=busylib\nredis.register_function('spin', function() {SPIN} end)", replace=True)
     try:

@@ -36,9 +36,10 @@
 //! that must come first. While another client's request runs, no blocked
 //! client is served: what the script pushed is its own until it ends.
 //!
-//! Left as in Redis's own model or not handled: a loop inside a Lua
-//! coroutine is not watched (the interpreter's hook covers the main
-//! thread only), so it never becomes busy; and SCRIPT KILL from a client
+//! A loop inside a Lua coroutine is watched too: the hook moves to the
+//! coroutine while it runs (see the prelude in `crate::script`).
+//!
+//! Left as in Redis's own model or not handled: SCRIPT KILL from a client
 //! whose earlier request is in the script's group waits with it.
 
 use std::sync::Arc;

@@ -79,6 +79,32 @@ local raw_loadstring, raw_setfenv, raw_getfenv = loadstring, setfenv, getfenv
 -- library: `tembo_raised_at` reads the stack from Rust.
 local raised_at, error_text = tembo_raised_at, tembo_error_text
 tembo_raised_at, tembo_error_text = nil, nil
+-- The interpreter's hook (time limit, SCRIPT KILL) watches one Lua thread
+-- at a time (mlua's rule), so a coroutine takes it while it runs and gives
+-- it back when it yields or ends: `hook_on` hooks the coroutine, `rehook`
+-- hooks the thread that resumed it again and passes its arguments on.
+-- (Unhooked, `while true do end` inside a coroutine held the server for
+-- ever.) `coroutine.wrap` is made on the same `resume`.
+local hook_on, rehook = tembo_hook_on, tembo_rehook
+tembo_hook_on, tembo_rehook = nil, nil
+-- (The locals are named after the functions whose argument errors name
+-- them: "bad argument #1 to 'resume'".)
+local resume, wrap = coroutine.resume, coroutine.create
+local hooked_resume = function(co, ...)
+  hook_on(co)
+  return rehook(resume(co, ...))
+end
+coroutine.resume = hooked_resume
+local function wrapped(ok, ...)
+  if ok then return ... end
+  error((...), 2)
+end
+coroutine.wrap = function(f)
+  local co = wrap(f)
+  return function(...)
+    return wrapped(hooked_resume(co, ...))
+  end
+end
 local raw_pcall = pcall
 local function on_error(err)
   local text, is_reply = error_text(err)
@@ -314,6 +340,27 @@ impl Engine {
         globals.raw_set("tembo_raised_at", lua.create_function(raised_at).map_err(lua_err)?).map_err(lua_err)?;
         let error_text = lua.create_function(|_, v: Value| Ok(error_text(&v))).map_err(lua_err)?;
         globals.raw_set("tembo_error_text", error_text).map_err(lua_err)?;
+        let hook_on = lua
+            .create_function(|lua, co: Value| {
+                // On behalf of the script that resumes: a killed run's
+                // error is its own.
+                watch_step(lua, || false)?;
+                // Not a thread: `coroutine.resume` itself says so.
+                if let Value::Thread(co) = co {
+                    co.set_hook(triggers(lua), hook);
+                }
+                Ok(())
+            })
+            .map_err(lua_err)?;
+        globals.raw_set("tembo_hook_on", hook_on).map_err(lua_err)?;
+        // Called by the thread that resumed: `set_hook` hooks the caller.
+        let rehook = lua
+            .create_function(|lua, results: mlua::MultiValue| {
+                lua.set_hook(triggers(lua), hook);
+                Ok(results)
+            })
+            .map_err(lua_err)?;
+        globals.raw_set("tembo_rehook", rehook).map_err(lua_err)?;
         lua.load(PRELUDE).set_name("@prelude").exec().map_err(lua_err)?;
         let install = lua.load(INSTALL).set_name("@install").eval::<Function>().map_err(lua_err)?;
         let take = |name: &str| -> Result<Function, CmdError> {
@@ -578,19 +625,35 @@ impl Engine {
     }
 }
 
+/// What the hook runs on: every 10,000 instructions, or every line once
+/// the run is killed.
+fn triggers(lua: &Lua) -> HookTriggers {
+    match lua.app_data_ref::<SharedWatch>() {
+        Some(w) if w.lock().killed => HookTriggers::EVERY_LINE,
+        _ => EVERY_10K,
+    }
+}
+
 /// The instruction hook: past its deadline a library's load is stopped,
 /// and a script's run serves the other clients and is stopped if one of
 /// them kills it. Once killed, it raises on every line of the script's
 /// own code, so that no `pcall` in a loop can hold the script (as Redis
 /// does); the prelude's wrappers and error handler run on.
 fn hook(lua: &Lua, debug: mlua::Debug) -> mlua::Result<VmState> {
+    watch_step(lua, || debug.source().source.as_deref() == Some("@prelude"))
+}
+
+/// The hook's work, also done at every coroutine switch (`tembo_hook_on`):
+/// a switch hooks the threads afresh, which restarts their instruction
+/// counts, so a loop that switches often would never reach its count.
+/// `in_prelude` says whether the code running is the prelude's own.
+fn watch_step(lua: &Lua, in_prelude: impl FnOnce() -> bool) -> mlua::Result<VmState> {
     let killed = || mlua::Error::RuntimeError(crate::busy::KILLED.into());
     let Some(shared) = lua.app_data_ref::<SharedWatch>().map(|w| w.clone()) else { return Ok(VmState::Continue) };
     {
         let mut watch = shared.lock();
         if watch.killed {
-            let in_prelude = debug.source().source.as_deref() == Some("@prelude");
-            return if in_prelude { Ok(VmState::Continue) } else { Err(killed()) };
+            return if in_prelude() { Ok(VmState::Continue) } else { Err(killed()) };
         }
         match watch.deadline {
             Some(at) if Instant::now() >= at => {}
