@@ -29,7 +29,7 @@ use crate::exec::Ctx;
 use crate::resp::Reply;
 
 /// Most memory the interpreter may hold (all scripts and their data).
-const SCRIPT_MEMORY_LIMIT: usize = 1 << 30;
+pub const SCRIPT_MEMORY_LIMIT: usize = 1 << 30;
 
 /// Past this much interpreter memory, a full collection follows a script.
 const GC_AFTER_BYTES: usize = 64 << 20;

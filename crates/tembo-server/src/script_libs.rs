@@ -58,6 +58,42 @@ struct JsonSettings {
     encode_max_depth: AtomicUsize,
     decode_max_depth: AtomicUsize,
     encode_invalid_numbers: AtomicBool,
+    /// `encode_sparse_array(convert, ratio, safe)`: a table whose integer
+    /// keys reach past `ratio` times their count and past `safe` is an
+    /// error, or (`convert`) an object.
+    sparse_convert: AtomicBool,
+    sparse_ratio: AtomicUsize,
+    sparse_safe: AtomicUsize,
+}
+
+impl JsonSettings {
+    /// How lua-cjson encodes a table whose keys are `keys`: `Some(n)` as an
+    /// array of `n` (its missing items null), `None` as an object (an empty
+    /// table too). Keys all integers from 1 make an array, unless it is
+    /// excessively sparse.
+    fn array_len(&self, keys: impl Iterator<Item = Value>) -> mlua::Result<Option<usize>> {
+        let (mut max, mut items) = (0f64, 0f64);
+        for k in keys {
+            let k = match k {
+                Value::Integer(i) => i as f64,
+                Value::Number(f) => f,
+                _ => return Ok(None),
+            };
+            if k < 1.0 || k.floor() != k {
+                return Ok(None);
+            }
+            max = max.max(k);
+            items += 1.0;
+        }
+        let ratio = self.sparse_ratio.load(Relaxed) as f64;
+        if ratio > 0.0 && max > items * ratio && max > self.sparse_safe.load(Relaxed) as f64 {
+            if !self.sparse_convert.load(Relaxed) {
+                return Err(json_err("Cannot serialise table: excessively sparse array"));
+            }
+            return Ok(None);
+        }
+        Ok((max > 0.0).then_some(max as usize))
+    }
 }
 
 fn json_err(msg: impl Into<String>) -> mlua::Error {
@@ -116,15 +152,24 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Strin
             if depth >= settings.encode_max_depth.load(Relaxed) {
                 return Err(json_err(format!("Cannot serialise, excessive nesting ({})", depth + 1)));
             }
-            let len = t.raw_len();
             let pairs: Vec<(Value, Value)> = t.clone().pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-            if len > 0 && pairs.len() == len {
+            if let Some(len) = settings.array_len(pairs.iter().map(|(k, _)| k.clone()))? {
+                // Sparse arrays allowed (ratio 0) may ask for far more nulls
+                // than the script could hold: the text is built outside the
+                // interpreter's memory limit, so it keeps to it here (an
+                // item takes two bytes at least).
+                if len.saturating_mul(2) > crate::script::SCRIPT_MEMORY_LIMIT {
+                    return Err(json_err("not enough memory"));
+                }
                 out.push('[');
                 for i in 1..=len {
                     if i > 1 {
                         out.push(',');
                     }
                     json_encode(&t.raw_get::<Value>(i)?, depth + 1, settings, out)?;
+                    if out.len() > crate::script::SCRIPT_MEMORY_LIMIT {
+                        return Err(json_err("not enough memory"));
+                    }
                 }
                 out.push(']');
             } else {
@@ -195,6 +240,10 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         encode_max_depth: AtomicUsize::new(1000),
         decode_max_depth: AtomicUsize::new(1000),
         encode_invalid_numbers: AtomicBool::new(false),
+        // lua-cjson's defaults.
+        sparse_convert: AtomicBool::new(false),
+        sparse_ratio: AtomicUsize::new(2),
+        sparse_safe: AtomicUsize::new(10),
     });
     let st = settings.clone();
     cjson.set(
@@ -238,6 +287,44 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
             Ok(st.decode_max_depth.load(Relaxed))
         })?,
     )?;
+    let st = settings.clone();
+    cjson.set(
+        "encode_sparse_array",
+        lua.create_function(move |_, (convert, ratio, safe): (Option<Value>, Option<f64>, Option<f64>)| {
+            if let Some(v) = convert {
+                // lua-cjson numbers every bad argument #1.
+                let on = match &v {
+                    Value::Boolean(b) => *b,
+                    Value::String(s) if s.as_bytes().as_ref() == b"on" => true,
+                    Value::String(s) if s.as_bytes().as_ref() == b"off" => false,
+                    other => {
+                        let text = match other {
+                            Value::String(s) => String::from_utf8_lossy(&s.as_bytes()).into_owned(),
+                            Value::Integer(n) => n.to_string(),
+                            Value::Number(f) => f.to_string(),
+                            other => other.type_name().to_string(),
+                        };
+                        return Err(json_err(format!(
+                            "bad argument #1 to 'encode_sparse_array' (invalid option '{text}')"
+                        )));
+                    }
+                };
+                st.sparse_convert.store(on, Relaxed);
+            }
+            for (n, slot) in [(ratio, &st.sparse_ratio), (safe, &st.sparse_safe)] {
+                if let Some(n) = n {
+                    if !(0.0..=i32::MAX as f64).contains(&n) {
+                        return Err(json_err(format!(
+                            "bad argument #1 to 'encode_sparse_array' (expected integer between 0 and {})",
+                            i32::MAX
+                        )));
+                    }
+                    slot.store(n as usize, Relaxed);
+                }
+            }
+            Ok((st.sparse_convert.load(Relaxed), st.sparse_ratio.load(Relaxed), st.sparse_safe.load(Relaxed)))
+        })?,
+    )?;
     let st = settings;
     cjson.set(
         "encode_invalid_numbers",
@@ -253,7 +340,7 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     // Settings that only tune cjson's C buffers or number text: kept, no effect.
-    for name in ["encode_keep_buffer", "encode_number_precision", "decode_invalid_numbers", "encode_sparse_array"] {
+    for name in ["encode_keep_buffer", "encode_number_precision", "decode_invalid_numbers"] {
         cjson.set(name, lua.create_function(|_, v: Variadic<Value>| Ok(v))?)?;
     }
     cjson.set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;

@@ -149,3 +149,54 @@ fn deep_nesting_is_an_error_not_a_crash() {
     assert!(format!("{r:?}").ends_with(&format!("Error(\"ERR reached lua stack limit\"){}", "])".repeat(1001))));
     assert_eq!(s.call(&["PING"]), Reply::Simple("PONG".into()));
 }
+
+/// `cjson.encode` decides array or object as lua-cjson does: integer keys
+/// from 1 make an array with nulls in its gaps, unless it is excessively
+/// sparse (keys past twice their count and past 10), which is an error —
+/// or an object once `encode_sparse_array(true)` says so.
+#[test]
+fn cjson_encodes_sparse_arrays_as_lua_cjson_does() {
+    let mut s = session();
+    let cases: [(&str, Reply); 7] = [
+        ("{[3] = 1}", Reply::Bulk(b"[null,null,1]".to_vec())),
+        ("{1, 2, nil, 4}", Reply::Bulk(b"[1,2,null,4]".to_vec())),
+        ("{[10] = 'x'}", Reply::Bulk(b"[null,null,null,null,null,null,null,null,null,\"x\"]".to_vec())),
+        ("{}", Reply::Bulk(b"{}".to_vec())),
+        ("{[1.5] = 1}", Reply::Bulk(b"{\"1.5\":1}".to_vec())),
+        ("{[11] = 1}", Reply::Error("x".into())),
+        ("{[1000000000] = 1}", Reply::Error("x".into())),
+    ];
+    for (table, want) in cases {
+        let r = eval(&mut s, &format!("return cjson.encode({table})"), &[]);
+        match want {
+            Reply::Error(_) => {
+                assert!(matches!(&r, Reply::Error(e) if e.contains("excessively sparse array")), "{table}: {r:?}")
+            }
+            want => assert_eq!(r, want, "{table}"),
+        }
+    }
+    // Converted to objects instead; the settings read back.
+    let r = eval(&mut s, "return {cjson.encode_sparse_array(true)}", &[]);
+    assert_eq!(r, Reply::Array(vec![Reply::Int(1), Reply::Int(2), Reply::Int(10)]));
+    assert_eq!(
+        eval(&mut s, "return cjson.encode({[1000000000] = 1})", &[]),
+        Reply::Bulk(b"{\"1000000000\":1}".to_vec())
+    );
+    // Ratio 0 allows any sparseness: an array past the memory limit is an
+    // error, not the server's memory.
+    eval(&mut s, "cjson.encode_sparse_array(false, 0)", &[]);
+    let r = eval(&mut s, "return #cjson.encode({[1000000000] = 1})", &[]);
+    assert!(matches!(&r, Reply::Error(e) if e.contains("not enough memory")), "{r:?}");
+    // Bad settings, in lua-cjson's words (which number every argument #1).
+    let r = eval(&mut s, "return cjson.encode_sparse_array(false, 1, -1)", &[]);
+    assert!(
+        matches!(&r, Reply::Error(e) if e.contains("bad argument #1 to 'encode_sparse_array' (expected integer between 0 and 2147483647)")),
+        "{r:?}"
+    );
+    let r = eval(&mut s, "return cjson.encode_sparse_array('maybe')", &[]);
+    assert!(matches!(&r, Reply::Error(e) if e.contains("(invalid option 'maybe')")), "{r:?}");
+    // Settings last: they are the interpreter's, as in Redis, and a bad
+    // safe limit still set the ratio before it (false reads back as nil).
+    let r = eval(&mut s, "return {cjson.encode_sparse_array()}", &[]);
+    assert_eq!(r, Reply::Array(vec![Reply::Nil, Reply::Int(1), Reply::Int(10)]));
+}
