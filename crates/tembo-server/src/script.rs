@@ -91,6 +91,7 @@ tembo_hook_on, tembo_rehook = nil, nil
 -- them: "bad argument #1 to 'resume'".)
 local resume, wrap = coroutine.resume, coroutine.create
 local hooked_resume = function(co, ...)
+  if type(co) ~= 'thread' then error("bad argument #1 to 'resume' (coroutine expected)", 2) end
   hook_on(co)
   return rehook(resume(co, ...))
 end
@@ -100,6 +101,7 @@ local function wrapped(ok, ...)
   error((...), 2)
 end
 coroutine.wrap = function(f)
+  if type(f) ~= 'function' then error("bad argument #1 to 'wrap' (Lua function expected)", 2) end
   local co = wrap(f)
   return function(...)
     return wrapped(hooked_resume(co, ...))
@@ -945,6 +947,16 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
 /// `resp3`: the script chose RESP3 with `redis.setresp(3)`, under which a
 /// boolean is a boolean reply (`#t`/`#f`, or `:1`/`:0` to a RESP2 client)
 /// rather than `:1` / nil.
+/// Redis's `(long long)` cast of a script's number: as x86 converts, a
+/// NaN or a number out of range is the smallest integer.
+fn c_long_long(f: f64) -> i64 {
+    if f.is_nan() || !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) {
+        i64::MIN
+    } else {
+        f as i64
+    }
+}
+
 pub fn lua_to_reply(value: Value, depth: usize, resp3: bool) -> Reply {
     if depth > 1000 {
         return Reply::Error("ERR reached lua stack limit".into());
@@ -955,7 +967,7 @@ pub fn lua_to_reply(value: Value, depth: usize, resp3: bool) -> Reply {
         Value::Boolean(true) => Reply::Int(1),
         Value::Boolean(false) => Reply::Nil,
         Value::Integer(n) => Reply::Int(n),
-        Value::Number(f) => Reply::Int(f as i64),
+        Value::Number(f) => Reply::Int(c_long_long(f)),
         Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
         Value::Table(t) => table_to_reply(t, depth, resp3),
         _ => Reply::Nil,

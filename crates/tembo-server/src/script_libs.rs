@@ -8,45 +8,97 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
-use mlua::{LightUserData, Lua, Table, Value, Variadic};
+use mlua::{LightUserData, Lua, MultiValue, Table, Value, Variadic};
 
 /// Lua 5.1 numbers are doubles; LuaBitOp maps them to signed 32 bits
 /// modulo 2^32.
+/// LuaBitOp's conversion of a number to 32 bits: adding 2^52 + 2^51 puts
+/// the number, rounded to the nearest integer (ties to even), in the low
+/// word of the double's bits, wrapped modulo 2^32.
 fn tobit(v: f64) -> i32 {
-    (v.rem_euclid(4_294_967_296.0) as u64 as u32) as i32
+    (v + 6_755_399_441_055_744.0).to_bits() as u32 as i32
+}
+
+/// Lua's `lua_tonumber`: numbers, and strings that read as one (decimal
+/// or hexadecimal, spaces around).
+fn lua_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(f) => Some(*f),
+        Value::String(s) => {
+            let text = String::from_utf8_lossy(&s.as_bytes()).trim().to_string();
+            let (neg, digits) = match text.strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, text.as_str()),
+            };
+            let hex = digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X"));
+            match hex {
+                Some(h) => u64::from_str_radix(h, 16).ok().map(|n| if neg { -(n as f64) } else { n as f64 }),
+                None if text.chars().all(|c| c.is_ascii_digit() || "+-.eE".contains(c)) => text.parse().ok(),
+                None => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// LuaBitOp's `barg`: argument `i` (from 1) of `name` as 32 bits; a value
+/// that is not a number is an error only where it gives 0, as there.
+fn barg(args: &[Value], i: usize, name: &str) -> mlua::Result<i32> {
+    let v = args.get(i - 1).unwrap_or(&Value::Nil);
+    let n = lua_number(v);
+    let b = tobit(n.unwrap_or(0.0));
+    if b == 0 && n.is_none() {
+        let got = if i > args.len() { "no value" } else { v.type_name() };
+        return Err(mlua::Error::RuntimeError(format!("bad argument #{i} to '{name}' (number expected, got {got})")));
+    }
+    Ok(b)
 }
 
 fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
     let bit = lua.create_table()?;
-    bit.set("tobit", lua.create_function(|_, x: f64| Ok(tobit(x)))?)?;
-    bit.set("bnot", lua.create_function(|_, x: f64| Ok(!tobit(x)))?)?;
-    let fold = |lua: &Lua, f: fn(i32, i32) -> i32| {
-        lua.create_function(move |_, xs: Variadic<f64>| {
-            let mut it = xs.iter().map(|&x| tobit(x));
-            let first =
-                it.next().ok_or_else(|| mlua::Error::RuntimeError("bad argument #1 (number expected)".into()))?;
-            Ok(it.fold(first, f))
+    let unary = |name: &'static str, f: fn(i32) -> i32| {
+        lua.create_function(move |_, args: Variadic<Value>| Ok(f(barg(&args, 1, name)?)))
+    };
+    bit.set("tobit", unary("tobit", |x| x)?)?;
+    bit.set("bnot", unary("bnot", |x| !x)?)?;
+    bit.set("bswap", unary("bswap", |x| (x as u32).swap_bytes() as i32)?)?;
+    let fold = |name: &'static str, f: fn(i32, i32) -> i32| {
+        lua.create_function(move |_, args: Variadic<Value>| {
+            let mut b = barg(&args, 1, name)?;
+            // From the last argument down, as LuaBitOp reads them.
+            for i in (2..=args.len()).rev() {
+                b = f(b, barg(&args, i, name)?);
+            }
+            Ok(b)
         })
     };
-    bit.set("band", fold(lua, |a, b| a & b)?)?;
-    bit.set("bor", fold(lua, |a, b| a | b)?)?;
-    bit.set("bxor", fold(lua, |a, b| a ^ b)?)?;
-    let shift = |lua: &Lua, f: fn(i32, u32) -> i32| {
-        lua.create_function(move |_, (x, n): (f64, f64)| Ok(f(tobit(x), (tobit(n) & 31) as u32)))
+    bit.set("band", fold("band", |a, b| a & b)?)?;
+    bit.set("bor", fold("bor", |a, b| a | b)?)?;
+    bit.set("bxor", fold("bxor", |a, b| a ^ b)?)?;
+    let shift = |name: &'static str, f: fn(i32, u32) -> i32| {
+        lua.create_function(move |_, args: Variadic<Value>| {
+            let x = barg(&args, 1, name)?;
+            Ok(f(x, (barg(&args, 2, name)? & 31) as u32))
+        })
     };
-    bit.set("lshift", shift(lua, |x, n| ((x as u32) << n) as i32)?)?;
-    bit.set("rshift", shift(lua, |x, n| ((x as u32) >> n) as i32)?)?;
-    bit.set("arshift", shift(lua, |x, n| x >> n)?)?;
-    bit.set("rol", shift(lua, |x, n| (x as u32).rotate_left(n) as i32)?)?;
-    bit.set("ror", shift(lua, |x, n| (x as u32).rotate_right(n) as i32)?)?;
-    bit.set("bswap", lua.create_function(|_, x: f64| Ok((tobit(x) as u32).swap_bytes() as i32))?)?;
+    bit.set("lshift", shift("lshift", |x, n| ((x as u32) << n) as i32)?)?;
+    bit.set("rshift", shift("rshift", |x, n| ((x as u32) >> n) as i32)?)?;
+    bit.set("arshift", shift("arshift", |x, n| x >> n)?)?;
+    bit.set("rol", shift("rol", |x, n| (x as u32).rotate_left(n) as i32)?)?;
+    bit.set("ror", shift("ror", |x, n| (x as u32).rotate_right(n) as i32)?)?;
     bit.set(
         "tohex",
-        lua.create_function(|_, (x, n): (f64, Option<f64>)| {
-            let n = n.map_or(8, |n| n as i32);
-            let (upper, digits) = (n < 0, n.unsigned_abs().clamp(1, 8) as usize);
-            let v = tobit(x) as u32 as u64 & ((1u64 << (4 * digits)) - 1);
-            Ok(if upper { format!("{v:0digits$X}") } else { format!("{v:0digits$x}") })
+        lua.create_function(|_, args: Variadic<Value>| {
+            let x = barg(&args, 1, "tohex")? as u32;
+            let n = if args.len() < 2 { 8 } else { barg(&args, 2, "tohex")? };
+            let digits = n.unsigned_abs().min(8) as usize;
+            let v = u64::from(x) & ((1u64 << (4 * digits)) - 1);
+            Ok(match (digits, n < 0) {
+                (0, _) => String::new(),
+                (_, true) => format!("{v:0digits$X}"),
+                (_, false) => format!("{v:0digits$x}"),
+            })
         })?,
     )?;
     Ok(bit)
@@ -101,51 +153,57 @@ fn json_err(msg: impl Into<String>) -> mlua::Error {
 }
 
 /// cjson's number text: `%.14g`, integers without a fraction.
-fn json_number(f: f64, out: &mut String, settings: &JsonSettings) -> mlua::Result<()> {
+fn json_number(f: f64, out: &mut Vec<u8>, settings: &JsonSettings) -> mlua::Result<()> {
     if !f.is_finite() {
         if !settings.encode_invalid_numbers.load(Relaxed) {
             return Err(json_err("Cannot serialise number: must not be NaN or Inf"));
         }
-        out.push_str(if f.is_nan() {
-            "nan"
+        out.extend_from_slice(if f.is_nan() {
+            b"nan"
         } else if f > 0.0 {
-            "inf"
+            b"inf"
         } else {
-            "-inf"
+            b"-inf"
         });
         return Ok(());
     }
-    if f.fract() == 0.0 && f.abs() < 1e14 {
-        out.push_str(&(f as i64).to_string());
+    if f == 0.0 {
+        out.extend_from_slice(if f.is_sign_negative() { b"-0" } else { b"0" });
+    } else if f.fract() == 0.0 && f.abs() < 1e14 {
+        out.extend_from_slice((f as i64).to_string().as_bytes());
     } else {
-        out.push_str(&crate::resp::format_g(f, 14));
+        out.extend_from_slice(crate::resp::format_g(f, 14).as_bytes());
     }
     Ok(())
 }
 
-fn json_string(b: &[u8], out: &mut String) {
-    out.push('"');
-    for ch in String::from_utf8_lossy(b).chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '/' => out.push_str("\\/"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+/// lua-cjson's string escaping, byte by byte (a script's strings are
+/// bytes, not text: they go out as they are).
+fn json_string(b: &[u8], out: &mut Vec<u8>) {
+    out.push(b'"');
+    for &c in b {
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'/' => out.extend_from_slice(b"\\/"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            c if c < 0x20 || c == 0x7f => out.extend_from_slice(format!("\\u{:04x}", c).as_bytes()),
             c => out.push(c),
         }
     }
-    out.push('"');
+    out.push(b'"');
 }
 
-fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut String) -> mlua::Result<()> {
+fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u8>) -> mlua::Result<()> {
     match v {
-        Value::Nil => out.push_str("null"),
-        Value::LightUserData(p) if p.0.is_null() => out.push_str("null"),
-        Value::Boolean(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Integer(n) => out.push_str(&n.to_string()),
+        Value::Nil => out.extend_from_slice(b"null"),
+        Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
+        Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Value::Integer(n) => json_number(*n as f64, out, settings)?,
         Value::Number(f) => json_number(*f, out, settings)?,
         Value::String(s) => json_string(&s.as_bytes(), out),
         Value::Table(t) => {
@@ -161,37 +219,42 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Strin
                 if len.saturating_mul(2) > crate::script::SCRIPT_MEMORY_LIMIT {
                     return Err(json_err("not enough memory"));
                 }
-                out.push('[');
+                out.push(b'[');
                 for i in 1..=len {
                     if i > 1 {
-                        out.push(',');
+                        out.push(b',');
                     }
                     json_encode(&t.raw_get::<Value>(i)?, depth + 1, settings, out)?;
                     if out.len() > crate::script::SCRIPT_MEMORY_LIMIT {
                         return Err(json_err("not enough memory"));
                     }
                 }
-                out.push(']');
+                out.push(b']');
             } else {
-                out.push('{');
+                out.push(b'{');
                 for (i, (k, val)) in pairs.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        out.push(b',');
                     }
                     match k {
                         Value::String(s) => json_string(&s.as_bytes(), out),
-                        Value::Integer(n) => json_string(n.to_string().as_bytes(), out),
-                        Value::Number(f) => {
-                            let mut text = String::new();
-                            json_number(*f, &mut text, settings)?;
-                            json_string(text.as_bytes(), out);
+                        Value::Integer(_) | Value::Number(_) => {
+                            let f = lua_number(k).unwrap_or(0.0);
+                            out.push(b'"');
+                            json_number(f, out, settings)?;
+                            out.push(b'"');
                         }
-                        _ => return Err(json_err("Cannot serialise table: table key must be a number or string")),
+                        other => {
+                            return Err(json_err(format!(
+                                "Cannot serialise {}: table key must be a number or string",
+                                other.type_name()
+                            )))
+                        }
                     }
-                    out.push(':');
+                    out.push(b':');
                     json_encode(val, depth + 1, settings, out)?;
                 }
-                out.push('}');
+                out.push(b'}');
             }
         }
         other => return Err(json_err(format!("Cannot serialise {}: type not supported", other.type_name()))),
@@ -248,10 +311,12 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let st = settings.clone();
     cjson.set(
         "encode",
-        lua.create_function(move |_, v: Value| {
-            let mut out = String::new();
+        lua.create_function(move |lua, args: MultiValue| {
+            let [v] = <[Value; 1]>::try_from(args.into_vec())
+                .map_err(|_| json_err("bad argument #1 to 'encode' (expected 1 argument)"))?;
+            let mut out = Vec::new();
             json_encode(&v, 0, &st, &mut out)?;
-            Ok(out)
+            lua.create_string(&out)
         })?,
     )?;
     let st = settings.clone();
@@ -404,10 +469,44 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
 pub fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("redis", redis_lib(lua)?)?;
-    g.raw_set("cjson", cjson_lib(lua)?)?;
-    g.raw_set("cmsgpack", crate::script_msgpack::lib(lua)?)?;
-    g.raw_set("bit", bit_lib(lua)?)?;
+    g.raw_set("cjson", positioned(lua, cjson_lib(lua)?)?)?;
+    g.raw_set("cmsgpack", positioned(lua, crate::script_msgpack::lib(lua)?)?)?;
+    g.raw_set("bit", positioned(lua, bit_lib(lua)?)?)?;
     Ok(())
+}
+
+/// `lib` with each function's errors prefixed with where the script called
+/// it (`user_script:3: `), as the C libraries' `luaL_error` does; nothing
+/// when a C function such as `pcall` called it.
+fn positioned(lua: &Lua, lib: Table) -> mlua::Result<Table> {
+    let out = lua.create_table()?;
+    for pair in lib.pairs::<Value, Value>() {
+        let (name, v) = pair?;
+        let Value::Function(f) = v else {
+            out.raw_set(name, v)?;
+            continue;
+        };
+        let g = lua.create_function(move |lua, args: MultiValue| {
+            f.call::<MultiValue>(args).map_err(|e| {
+                let innermost = e.chain().last().map_or_else(|| e.to_string(), |c| c.to_string());
+                let text = match e.chain().last().and_then(|c| c.downcast_ref::<mlua::Error>()) {
+                    Some(mlua::Error::RuntimeError(m)) => m.clone(),
+                    _ => innermost,
+                };
+                let at = lua
+                    .inspect_stack(1)
+                    .and_then(|d| {
+                        let line = d.curr_line();
+                        let src = d.source().short_src.map(|s| s.into_owned());
+                        src.filter(|_| line > 0).map(|s| format!("{s}:{line}: "))
+                    })
+                    .unwrap_or_default();
+                mlua::Error::RuntimeError(format!("{at}{text}"))
+            })
+        })?;
+        out.raw_set(name, g)?;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -420,5 +519,7 @@ mod tests {
         assert_eq!(tobit(4_294_967_295.0), -1);
         assert_eq!(tobit(-1.0), -1);
         assert_eq!(tobit(2_147_483_648.0), i32::MIN);
+        // Rounded to the nearest, ties to even, as LuaBitOp does.
+        assert_eq!((tobit(1.5), tobit(2.5), tobit(-1.5), tobit(1.4)), (2, 2, -2, 1));
     }
 }

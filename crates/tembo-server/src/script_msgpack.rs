@@ -193,7 +193,8 @@ impl<'a> Reader<'a> {
             0xcc => int(self.uint(1)? as i64),
             0xcd => int(self.uint(2)? as i64),
             0xce => int(self.uint(4)? as i64),
-            0xcf => Value::Number(self.uint(8)? as f64),
+            // As lua-cmsgpack: a uint64 goes through int64 (past 2^63, negative).
+            0xcf => int(self.uint(8)? as i64),
             0xd0 => int(self.uint(1)? as u8 as i8 as i64),
             0xd1 => int(self.uint(2)? as u16 as i16 as i64),
             0xd2 => int(self.uint(4)? as u32 as i32 as i64),
@@ -251,31 +252,35 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Unpacks at most `limit` objects (0: all) from `offset`: the objects and
-/// the offset after them, or -1 at the end of the input.
-fn unpack_from(lua: &Lua, s: &[u8], limit: usize, offset: i64) -> mlua::Result<(i64, Vec<Value>)> {
+/// lua-cmsgpack's `mp_unpack_full`: at most `limit` objects from
+/// `offset`. With both 0 (`unpack`, and `unpack_limit(s, 0)`) the objects
+/// alone; otherwise the offset after them (-1 at the end of the input)
+/// first. A negative offset or limit is refused in its words (which name
+/// the input's length as the limit).
+fn unpack_full(lua: &Lua, s: &[u8], limit: i64, offset: i64) -> mlua::Result<MultiValue> {
+    let all = limit == 0 && offset == 0;
+    if offset < 0 || limit < 0 {
+        let msg = format!("Invalid request to unpack with offset of {offset} and limit of {}.", s.len());
+        return Err(err(&msg));
+    }
     let start = usize::try_from(offset)
         .ok()
         .filter(|&o| o <= s.len())
-        .ok_or_else(|| err("Start offset is greater than input length."))?;
+        .ok_or_else(|| err(&format!("Start offset {offset} greater than input length {}.", s.len())))?;
+    let limit = if all { usize::MAX } else { usize::try_from(limit).unwrap_or(usize::MAX) };
     let mut r = Reader { buf: s, at: start, depth: 0 };
     let mut out = Vec::new();
-    while r.at < s.len() && (limit == 0 || out.len() < limit) {
+    while r.at < s.len() && out.len() < limit {
         if out.len() >= MAX_RESULTS {
-            return Err(err("too many results to unpack"));
+            return Err(err("too many return values at once; use unpack_one or unpack_limit instead."));
         }
         out.push(r.value(lua)?);
     }
-    let next = if r.at >= s.len() { -1 } else { r.at as i64 };
-    Ok((next, out))
-}
-
-/// `unpack_one` and `unpack_limit`'s results: the offset after the
-/// objects (-1 at the end), then the objects.
-fn unpack_with_offset(lua: &Lua, s: &[u8], limit: usize, offset: i64) -> mlua::Result<MultiValue> {
-    let (next, mut values) = unpack_from(lua, s, limit, offset)?;
-    values.insert(0, Value::Number(next as f64));
-    Ok(MultiValue::from_vec(values))
+    if !all {
+        let next = if r.at >= s.len() { -1 } else { r.at as i64 };
+        out.insert(0, Value::Integer(next));
+    }
+    Ok(MultiValue::from_vec(out))
 }
 
 /// The `cmsgpack` table.
@@ -285,7 +290,7 @@ pub fn lib(lua: &Lua) -> mlua::Result<Table> {
         "pack",
         lua.create_function(|lua, args: MultiValue| {
             if args.is_empty() {
-                return Err(err("MessagePack pack needs input."));
+                return Err(err("bad argument #0 to 'pack' (MessagePack pack needs input.)"));
             }
             let mut out = Vec::new();
             for v in args.iter() {
@@ -294,23 +299,17 @@ pub fn lib(lua: &Lua) -> mlua::Result<Table> {
             lua.create_string(&out)
         })?,
     )?;
-    t.set(
-        "unpack",
-        lua.create_function(|lua, s: mlua::String| {
-            let (_, values) = unpack_from(lua, &s.as_bytes(), 0, 0)?;
-            Ok(MultiValue::from_vec(values))
-        })?,
-    )?;
+    t.set("unpack", lua.create_function(|lua, s: mlua::String| unpack_full(lua, &s.as_bytes(), 0, 0))?)?;
     t.set(
         "unpack_one",
         lua.create_function(|lua, (s, offset): (mlua::String, Option<i64>)| {
-            unpack_with_offset(lua, &s.as_bytes(), 1, offset.unwrap_or(0))
+            unpack_full(lua, &s.as_bytes(), 1, offset.unwrap_or(0))
         })?,
     )?;
     t.set(
         "unpack_limit",
-        lua.create_function(|lua, (s, limit, offset): (mlua::String, i64, Option<i64>)| {
-            unpack_with_offset(lua, &s.as_bytes(), limit.max(0) as usize, offset.unwrap_or(0))
+        lua.create_function(|lua, (s, limit, offset): (mlua::String, Option<i64>, Option<i64>)| {
+            unpack_full(lua, &s.as_bytes(), limit.unwrap_or(0), offset.unwrap_or(0))
         })?,
     )?;
     Ok(t)

@@ -200,3 +200,46 @@ fn cjson_encodes_sparse_arrays_as_lua_cjson_does() {
     let r = eval(&mut s, "return {cjson.encode_sparse_array()}", &[]);
     assert_eq!(r, Reply::Array(vec![Reply::Nil, Reply::Int(1), Reply::Int(10)]));
 }
+
+/// Library corners where Tembo answered unlike redis-server 7.0.15, each
+/// reply as that server gives it (an error by the text it contains).
+#[test]
+fn library_corners_answer_as_redis_7_0() {
+    let mut s = session();
+    let bulk = |b: &[u8]| Reply::Bulk(b.to_vec());
+    let err = |e: &str| Reply::Error(e.to_string());
+    let cases: Vec<(&str, Reply)> = vec![
+        // %.14g numbers; a script's strings are bytes, DEL escaped.
+        ("cjson.encode(2^53)", bulk(b"9.007199254741e+15")),
+        ("cjson.encode({[2^53] = 1, [1.5] = 2}) == '{\"1.5\":2,\"9.007199254741e+15\":1}' or cjson.encode({[2^53] = 1, [1.5] = 2}) == '{\"9.007199254741e+15\":1,\"1.5\":2}'", Reply::Int(1)),
+        ("cjson.encode('\\127\\128\\255\\8\\12')", bulk(b"\"\\u007f\x80\xff\\b\\f\"")),
+        // Errors with the script's position, in lua-cjson's words.
+        ("cjson.encode({[true] = 1})", err("user_script:1: Cannot serialise boolean: table key must be a number or string")),
+        ("cjson.encode()", err("user_script:1: bad argument #1 to 'encode' (expected 1 argument)")),
+        ("cjson.encode(1/0)", err("user_script:1: Cannot serialise number: must not be NaN or Inf")),
+        // lua-cmsgpack: a uint64 through int64; unpack_full's offsets and messages.
+        ("cmsgpack.unpack('\\207\\255\\255\\255\\255\\255\\255\\255\\255')", Reply::Int(-1)),
+        ("{cmsgpack.unpack_one('\\1\\2\\3', 4)}", err("user_script:1: Start offset 4 greater than input length 3.")),
+        ("{cmsgpack.unpack_limit('\\1\\2\\3', 0)}", Reply::Array(vec![Reply::Int(1), Reply::Int(2), Reply::Int(3)])),
+        ("{cmsgpack.unpack_limit('\\1\\2\\3', 2)}", Reply::Array(vec![Reply::Int(2), Reply::Int(1), Reply::Int(2)])),
+        ("{cmsgpack.unpack_limit('\\1\\2\\3', -1)}", err("user_script:1: Invalid request to unpack with offset of 0 and limit of 3.")),
+        ("cmsgpack.pack()", err("user_script:1: bad argument #0 to 'pack' (MessagePack pack needs input.)")),
+        // LuaBitOp: round to nearest, 0 hex digits, its argument errors.
+        ("bit.bxor(1.5, 2)", Reply::Int(0)),
+        ("bit.tobit(2.5)", Reply::Int(2)),
+        ("bit.tohex(1, 0)", bulk(b"")),
+        ("bit.tohex(-1, -4)", bulk(b"FFFF")),
+        ("bit.band()", err("user_script:1: bad argument #1 to 'band' (number expected, got no value)")),
+        // Numbers past the integers reply as C's cast gives them.
+        ("math.huge", Reply::Int(i64::MIN)),
+        ("cmsgpack.unpack(cmsgpack.pack(2^63))", Reply::Int(i64::MIN)),
+        ("{coroutine.resume(1)}", err("user_script:1: bad argument #1 to 'resume' (coroutine expected)")),
+    ];
+    for (expr, want) in cases {
+        let got = eval(&mut s, &format!("return {expr}"), &[]);
+        match (&got, &want) {
+            (Reply::Error(g), Reply::Error(w)) => assert!(g.contains(w.as_str()), "{expr}: {g}"),
+            _ => assert_eq!(got, want, "{expr}"),
+        }
+    }
+}
