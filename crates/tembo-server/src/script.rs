@@ -950,7 +950,9 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
 /// Redis's `(long long)` cast of a script's number: as x86 converts, a
 /// NaN or a number out of range is the smallest integer.
 fn c_long_long(f: f64) -> i64 {
-    if f.is_nan() || !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) {
+    // -2^63 and 2^63, exactly.
+    let (lo, hi) = (i64::MIN as f64, -(i64::MIN as f64));
+    if f.is_nan() || !(lo..hi).contains(&f) {
         i64::MIN
     } else {
         f as i64
