@@ -82,6 +82,7 @@ mod rdb_sync;
 pub mod rdb_value;
 pub mod resp;
 mod script;
+mod script_json;
 mod script_libs;
 mod script_msgpack;
 mod session;

@@ -1,6 +1,6 @@
 //! The libraries Redis gives scripts beyond Lua's own, written in Rust
 //! (`cmsgpack` has a module of its own, `crate::script_msgpack`):
-//! `cjson` (encode, decode, null) on serde_json, and `bit` (LuaBitOp's
+//! `cjson` (encode, null, and decode in `crate::script_json`), and `bit` (LuaBitOp's
 //! 32-bit operations: tobit, tohex, bnot, band, bor, bxor, lshift, rshift,
 //! arshift, rol, ror, bswap). `redis.*` helpers that need no command
 //! state (sha1hex, error_reply, status_reply, log, constants) live here too.
@@ -58,13 +58,13 @@ fn barg(args: &[Value], i: usize, name: &str) -> mlua::Result<i32> {
 fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
     let bit = lua.create_table()?;
     let unary = |name: &'static str, f: fn(i32) -> i32| {
-        lua.create_function(move |_, args: Variadic<Value>| Ok(f(barg(&args, 1, name)?)))
+        placed(lua, move |_, args: Variadic<Value>| Ok(f(barg(&args, 1, name)?)))
     };
     bit.set("tobit", unary("tobit", |x| x)?)?;
     bit.set("bnot", unary("bnot", |x| !x)?)?;
     bit.set("bswap", unary("bswap", |x| (x as u32).swap_bytes() as i32)?)?;
     let fold = |name: &'static str, f: fn(i32, i32) -> i32| {
-        lua.create_function(move |_, args: Variadic<Value>| {
+        placed(lua, move |_, args: Variadic<Value>| {
             let mut b = barg(&args, 1, name)?;
             // From the last argument down, as LuaBitOp reads them.
             for i in (2..=args.len()).rev() {
@@ -77,7 +77,7 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
     bit.set("bor", fold("bor", |a, b| a | b)?)?;
     bit.set("bxor", fold("bxor", |a, b| a ^ b)?)?;
     let shift = |name: &'static str, f: fn(i32, u32) -> i32| {
-        lua.create_function(move |_, args: Variadic<Value>| {
+        placed(lua, move |_, args: Variadic<Value>| {
             let x = barg(&args, 1, name)?;
             Ok(f(x, (barg(&args, 2, name)? & 31) as u32))
         })
@@ -89,7 +89,7 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
     bit.set("ror", shift("ror", |x, n| (x as u32).rotate_right(n) as i32)?)?;
     bit.set(
         "tohex",
-        lua.create_function(|_, args: Variadic<Value>| {
+        placed(lua, |_, args: Variadic<Value>| {
             let x = barg(&args, 1, "tohex")? as u32;
             let n = if args.len() < 2 { 8 } else { barg(&args, 2, "tohex")? };
             let digits = n.unsigned_abs().min(8) as usize;
@@ -113,6 +113,9 @@ struct JsonSettings {
     /// `encode_sparse_array(convert, ratio, safe)`: a table whose integer
     /// keys reach past `ratio` times their count and past `safe` is an
     /// error, or (`convert`) an object.
+    /// `decode_invalid_numbers`: numbers JSON does not allow (hex, inf,
+    /// nan, a leading `+` or zero) are read as C's `strtod` reads them.
+    decode_invalid_numbers: AtomicBool,
     sparse_convert: AtomicBool,
     sparse_ratio: AtomicUsize,
     sparse_safe: AtomicUsize,
@@ -224,7 +227,7 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u
                     if i > 1 {
                         out.push(b',');
                     }
-                    json_encode(&t.raw_get::<Value>(i)?, depth + 1, settings, out)?;
+                    json_encode(&exact(t, i, t.raw_get::<Value>(i)?), depth + 1, settings, out)?;
                     if out.len() > crate::script::SCRIPT_MEMORY_LIMIT {
                         return Err(json_err("not enough memory"));
                     }
@@ -252,7 +255,7 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u
                         }
                     }
                     out.push(b':');
-                    json_encode(val, depth + 1, settings, out)?;
+                    json_encode(&exact(t, k.clone(), val.clone()), depth + 1, settings, out)?;
                 }
                 out.push(b'}');
             }
@@ -262,41 +265,6 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u
     Ok(())
 }
 
-fn json_depth(j: &serde_json::Value) -> usize {
-    match j {
-        serde_json::Value::Array(items) => 1 + items.iter().map(json_depth).max().unwrap_or(0),
-        serde_json::Value::Object(map) => 1 + map.values().map(json_depth).max().unwrap_or(0),
-        _ => 0,
-    }
-}
-
-fn lua_of(lua: &Lua, j: &serde_json::Value) -> mlua::Result<Value> {
-    use serde_json::Value as J;
-    Ok(match j {
-        J::Null => Value::LightUserData(LightUserData(std::ptr::null_mut())),
-        J::Bool(b) => Value::Boolean(*b),
-        J::Number(n) => match n.as_i64() {
-            Some(i) if i.unsigned_abs() < 1 << 53 => Value::Integer(i),
-            _ => Value::Number(n.as_f64().unwrap_or(0.0)),
-        },
-        J::String(s) => Value::String(lua.create_string(s)?),
-        J::Array(items) => {
-            let t = lua.create_table_with_capacity(items.len(), 0)?;
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, lua_of(lua, item)?)?;
-            }
-            Value::Table(t)
-        }
-        J::Object(map) => {
-            let t = lua.create_table_with_capacity(0, map.len())?;
-            for (k, v) in map {
-                t.raw_set(k.as_str(), lua_of(lua, v)?)?;
-            }
-            Value::Table(t)
-        }
-    })
-}
-
 fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let cjson = lua.create_table()?;
     let settings = Arc::new(JsonSettings {
@@ -304,6 +272,7 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         decode_max_depth: AtomicUsize::new(1000),
         encode_invalid_numbers: AtomicBool::new(false),
         // lua-cjson's defaults.
+        decode_invalid_numbers: AtomicBool::new(true),
         sparse_convert: AtomicBool::new(false),
         sparse_ratio: AtomicUsize::new(2),
         sparse_safe: AtomicUsize::new(10),
@@ -311,7 +280,7 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let st = settings.clone();
     cjson.set(
         "encode",
-        lua.create_function(move |lua, args: MultiValue| {
+        placed(lua, move |lua, args: MultiValue| {
             let [v] = <[Value; 1]>::try_from(args.into_vec())
                 .map_err(|_| json_err("bad argument #1 to 'encode' (expected 1 argument)"))?;
             let mut out = Vec::new();
@@ -322,20 +291,27 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let st = settings.clone();
     cjson.set(
         "decode",
-        lua.create_function(move |lua, s: mlua::String| {
-            let j: serde_json::Value = serde_json::from_slice(&s.as_bytes())
-                .map_err(|e| json_err(format!("Expected value but found invalid token: {e}")))?;
-            let depth = json_depth(&j);
-            if depth > st.decode_max_depth.load(Relaxed) {
-                return Err(json_err(format!("Found too many nested data structures ({depth})")));
-            }
-            lua_of(lua, &j)
+        placed(lua, move |lua, args: MultiValue| {
+            let [s] = <[Value; 1]>::try_from(args.into_vec())
+                .map_err(|_| json_err("bad argument #1 to 'decode' (expected 1 argument)"))?;
+            let s = match s {
+                Value::String(s) => s,
+                Value::Integer(_) | Value::Number(_) => lua.coerce_string(s)?.unwrap_or(lua.create_string("")?),
+                other => {
+                    return Err(json_err(format!(
+                        "bad argument #1 to 'decode' (string expected, got {})",
+                        other.type_name()
+                    )))
+                }
+            };
+            let (depth, invalid) = (st.decode_max_depth.load(Relaxed), st.decode_invalid_numbers.load(Relaxed));
+            crate::script_json::decode(lua, &s.as_bytes(), depth, invalid)
         })?,
     )?;
     let st = settings.clone();
     cjson.set(
         "encode_max_depth",
-        lua.create_function(move |_, n: Option<usize>| {
+        placed(lua, move |_, n: Option<usize>| {
             if let Some(n) = n {
                 st.encode_max_depth.store(n.max(1), Relaxed);
             }
@@ -345,7 +321,7 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let st = settings.clone();
     cjson.set(
         "decode_max_depth",
-        lua.create_function(move |_, n: Option<usize>| {
+        placed(lua, move |_, n: Option<usize>| {
             if let Some(n) = n {
                 st.decode_max_depth.store(n.max(1), Relaxed);
             }
@@ -355,7 +331,7 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
     let st = settings.clone();
     cjson.set(
         "encode_sparse_array",
-        lua.create_function(move |_, (convert, ratio, safe): (Option<Value>, Option<f64>, Option<f64>)| {
+        placed(lua, move |_, (convert, ratio, safe): (Option<Value>, Option<f64>, Option<f64>)| {
             if let Some(v) = convert {
                 // lua-cjson numbers every bad argument #1.
                 let on = match &v {
@@ -390,10 +366,24 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
             Ok((st.sparse_convert.load(Relaxed), st.sparse_ratio.load(Relaxed), st.sparse_safe.load(Relaxed)))
         })?,
     )?;
+    let st = settings.clone();
+    cjson.set(
+        "decode_invalid_numbers",
+        placed(lua, move |_, v: Option<Value>| {
+            if let Some(v) = v {
+                st.decode_invalid_numbers.store(
+                    matches!(v, Value::Boolean(true))
+                        || matches!(&v, Value::String(s) if s.as_bytes().as_ref() == b"on"),
+                    Relaxed,
+                );
+            }
+            Ok(st.decode_invalid_numbers.load(Relaxed))
+        })?,
+    )?;
     let st = settings;
     cjson.set(
         "encode_invalid_numbers",
-        lua.create_function(move |_, v: Option<Value>| {
+        placed(lua, move |_, v: Option<Value>| {
             if let Some(v) = v {
                 st.encode_invalid_numbers.store(
                     matches!(v, Value::Boolean(true))
@@ -405,8 +395,8 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
         })?,
     )?;
     // Settings that only tune cjson's C buffers or number text: kept, no effect.
-    for name in ["encode_keep_buffer", "encode_number_precision", "decode_invalid_numbers"] {
-        cjson.set(name, lua.create_function(|_, v: Variadic<Value>| Ok(v))?)?;
+    for name in ["encode_keep_buffer", "encode_number_precision"] {
+        cjson.set(name, placed(lua, |_, v: Variadic<Value>| Ok(v))?)?;
     }
     cjson.set("null", Value::LightUserData(LightUserData(std::ptr::null_mut())))?;
     Ok(cjson)
@@ -469,44 +459,50 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
 pub fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("redis", redis_lib(lua)?)?;
-    g.raw_set("cjson", positioned(lua, cjson_lib(lua)?)?)?;
-    g.raw_set("cmsgpack", positioned(lua, crate::script_msgpack::lib(lua)?)?)?;
-    g.raw_set("bit", positioned(lua, bit_lib(lua)?)?)?;
+    g.raw_set("cjson", cjson_lib(lua)?)?;
+    g.raw_set("cmsgpack", crate::script_msgpack::lib(lua)?)?;
+    g.raw_set("bit", bit_lib(lua)?)?;
     Ok(())
 }
 
-/// `lib` with each function's errors prefixed with where the script called
-/// it (`user_script:3: `), as the C libraries' `luaL_error` does; nothing
-/// when a C function such as `pcall` called it.
-fn positioned(lua: &Lua, lib: Table) -> mlua::Result<Table> {
-    let out = lua.create_table()?;
-    for pair in lib.pairs::<Value, Value>() {
-        let (name, v) = pair?;
-        let Value::Function(f) = v else {
-            out.raw_set(name, v)?;
-            continue;
-        };
-        let g = lua.create_function(move |lua, args: MultiValue| {
-            f.call::<MultiValue>(args).map_err(|e| {
-                let innermost = e.chain().last().map_or_else(|| e.to_string(), |c| c.to_string());
-                let text = match e.chain().last().and_then(|c| c.downcast_ref::<mlua::Error>()) {
-                    Some(mlua::Error::RuntimeError(m)) => m.clone(),
-                    _ => innermost,
-                };
-                let at = lua
-                    .inspect_stack(1)
-                    .and_then(|d| {
-                        let line = d.curr_line();
-                        let src = d.source().short_src.map(|s| s.into_owned());
-                        src.filter(|_| line > 0).map(|s| format!("{s}:{line}: "))
-                    })
-                    .unwrap_or_default();
-                mlua::Error::RuntimeError(format!("{at}{text}"))
-            })
-        })?;
-        out.raw_set(name, g)?;
+/// `v`, read as `t[k]`, with its exact number: mlua reads a number within
+/// 2^-52 of an integer as that integer, so 1e-20 comes back as 0 (and
+/// -0.0 as 0); read again as a float, it is itself.
+pub(crate) fn exact(t: &Table, k: impl mlua::IntoLua, v: Value) -> Value {
+    match v {
+        Value::Integer(0) => t.raw_get::<f64>(k).map_or(v, Value::Number),
+        v => v,
     }
-    Ok(out)
+}
+
+/// `lua.create_function(f)`, with `f`'s errors prefixed with where the
+/// script called it (`user_script:3: `), as the C libraries' `luaL_error`
+/// prefixes theirs; nothing when a C function such as `pcall` called it.
+/// (Values pass straight through: a wrapper calling `f` from Rust would
+/// read its results back through mlua, which turns numbers within 2^-52
+/// of an integer into that integer.)
+pub(crate) fn placed<A, R>(lua: &Lua, f: impl Fn(&Lua, A) -> mlua::Result<R> + 'static) -> mlua::Result<mlua::Function>
+where
+    A: mlua::FromLuaMulti,
+    R: mlua::IntoLuaMulti,
+{
+    lua.create_function(move |lua, args: A| {
+        f(lua, args).map_err(|e| {
+            let text = match &e {
+                mlua::Error::RuntimeError(m) => m.clone(),
+                other => other.to_string(),
+            };
+            let at = lua
+                .inspect_stack(1)
+                .and_then(|d| {
+                    let line = d.curr_line();
+                    let src = d.source().short_src.map(|s| s.into_owned());
+                    src.filter(|_| line > 0).map(|s| format!("{s}:{line}: "))
+                })
+                .unwrap_or_default();
+            mlua::Error::RuntimeError(format!("{at}{text}"))
+        })
+    })
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ fn pack_value(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
             Some(n) => {
                 pack_len(out, n, (0x90, 16), None, 0xdc, 0xdd);
                 for i in 1..=n {
-                    pack_value(out, &t.raw_get::<Value>(i)?, depth + 1)?;
+                    pack_value(out, &crate::script_libs::exact(t, i, t.raw_get::<Value>(i)?), depth + 1)?;
                 }
             }
             None => {
@@ -133,7 +133,7 @@ fn pack_value(out: &mut Vec<u8>, v: &Value, depth: usize) -> mlua::Result<()> {
                 for pair in t.clone().pairs::<Value, Value>() {
                     let (k, v) = pair?;
                     pack_value(out, &k, depth + 1)?;
-                    pack_value(out, &v, depth + 1)?;
+                    pack_value(out, &crate::script_libs::exact(t, k, v), depth + 1)?;
                 }
             }
         },
@@ -288,7 +288,7 @@ pub fn lib(lua: &Lua) -> mlua::Result<Table> {
     let t = lua.create_table()?;
     t.set(
         "pack",
-        lua.create_function(|lua, args: MultiValue| {
+        crate::script_libs::placed(lua, |lua, args: MultiValue| {
             if args.is_empty() {
                 return Err(err("bad argument #0 to 'pack' (MessagePack pack needs input.)"));
             }
@@ -299,16 +299,16 @@ pub fn lib(lua: &Lua) -> mlua::Result<Table> {
             lua.create_string(&out)
         })?,
     )?;
-    t.set("unpack", lua.create_function(|lua, s: mlua::String| unpack_full(lua, &s.as_bytes(), 0, 0))?)?;
+    t.set("unpack", crate::script_libs::placed(lua, |lua, s: mlua::String| unpack_full(lua, &s.as_bytes(), 0, 0))?)?;
     t.set(
         "unpack_one",
-        lua.create_function(|lua, (s, offset): (mlua::String, Option<i64>)| {
+        crate::script_libs::placed(lua, |lua, (s, offset): (mlua::String, Option<i64>)| {
             unpack_full(lua, &s.as_bytes(), 1, offset.unwrap_or(0))
         })?,
     )?;
     t.set(
         "unpack_limit",
-        lua.create_function(|lua, (s, limit, offset): (mlua::String, Option<i64>, Option<i64>)| {
+        crate::script_libs::placed(lua, |lua, (s, limit, offset): (mlua::String, Option<i64>, Option<i64>)| {
             unpack_full(lua, &s.as_bytes(), limit.unwrap_or(0), offset.unwrap_or(0))
         })?,
     )?;
