@@ -121,6 +121,12 @@ def test_a_pcall_loop_cannot_hold_a_killed_script(r, threshold):
     # A killed coroutine's error comes back to the script, which loops on:
     # the script itself is stopped on its next line.
     "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
+    # A resume that raises itself (too many results to move) still gives
+    # the watch back to the script (it stayed with the coroutine, and the
+    # loop after it could not be stopped).
+    "local t = {} for i = 1, 7997 do t[i] = i end "
+    "local co = coroutine.create(function() return 1, 2, 3, unpack(t, 1, 7997) end) "
+    "pcall(coroutine.resume, co) while true do end",
     # Nested coroutines, and one that yields between loops.
     "local co = coroutine.wrap(function() local inner = coroutine.wrap(function() while true do "
     "coroutine.yield(1) end end) while true do inner() end end) return co()",

@@ -748,7 +748,10 @@ impl State {
     /// Runs the group's messages from `group_at` on; stops at a shutdown
     /// (what is left is never run, and never answered).
     fn run_rest_of_group(&mut self, requests: &mut usize, prefetched: &mut usize) {
-        while self.group_at < self.group.len() && !self.shutdown {
+        // A torn first run is dropped and rerun: running on would only
+        // do work the rerun does again (and a busy script in it would
+        // answer other clients, for nothing).
+        while self.group_at < self.group.len() && !self.shutdown && !self.torn {
             let i = self.group_at;
             if i >= *prefetched {
                 *prefetched = self.prefetch_ahead(&self.group, i);
@@ -792,7 +795,7 @@ impl State {
         self.group_at = 0;
         loop {
             self.run_rest_of_group(&mut requests, &mut prefetched);
-            if !self.shutdown {
+            if !self.shutdown && !self.torn {
                 self.drain_resume(false);
             }
             // A script that went busy while resumed clients ran may have left
@@ -803,6 +806,8 @@ impl State {
             self.group.extend(self.after_busy.drain(..));
         }
         let group = std::mem::take(&mut self.group);
+        // Messages from here on were not run (a torn first run stops).
+        let reached = self.group_at;
         self.group_at = 0;
         let torn = std::mem::take(&mut self.torn);
         let committed =
@@ -830,14 +835,19 @@ impl State {
                 self.shutdown = false;
             }
             let mut rerun: VecDeque<Msg> = group.into();
+            let mut at = 0;
             loop {
                 while let Some(msg) = rerun.pop_front().filter(|_| !self.shutdown) {
                     match &msg {
                         Msg::Requests { id, reqs, .. } => self.process(*id, reqs, Vec::new(), true),
                         Msg::Shutdown => self.shutdown = true,
-                        // Connections opened and closed in the first run stay so.
+                        // Connections the first run opened or closed stay so;
+                        // those it did not reach open and close now.
+                        Msg::Connect(c) if at >= reached => self.connect((**c).clone()),
+                        Msg::Disconnect(id) if at >= reached => self.disconnect(*id),
                         Msg::Connect(_) | Msg::Disconnect(_) | Msg::Served => {}
                     }
+                    at += 1;
                     rerun.extend(self.after_busy.drain(..));
                 }
                 if !self.shutdown {
@@ -1097,7 +1107,9 @@ impl State {
             if args.is_empty() {
                 continue;
             }
-            if !commit_each && !self.serving_busy && cmd::runs_alone(&client, args) {
+            // (Only for a logged-in client: another would make every group
+            // it lands in run twice, for an error.)
+            if !commit_each && !self.serving_busy && client.authed && cmd::runs_alone(&client, args) {
                 // It must run in a commit of its own: this run of the
                 // group is dropped and the group rerun one command per
                 // commit, this client's earlier requests included.

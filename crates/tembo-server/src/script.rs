@@ -82,7 +82,7 @@ tembo_raised_at, tembo_error_text = nil, nil
 -- The interpreter's hook (time limit, SCRIPT KILL) watches one Lua thread
 -- at a time (mlua's rule), so a coroutine takes it while it runs and gives
 -- it back when it yields or ends: `hook_on` hooks the coroutine, `rehook`
--- hooks the thread that resumed it again and passes its arguments on.
+-- hooks the thread that resumed it again.
 -- (Unhooked, `while true do end` inside a coroutine held the server for
 -- ever.) `coroutine.wrap` is made on the same `resume`.
 local hook_on, rehook = tembo_hook_on, tembo_rehook
@@ -90,10 +90,19 @@ tembo_hook_on, tembo_rehook = nil, nil
 -- (The locals are named after the functions whose argument errors name
 -- them: "bad argument #1 to 'resume'".)
 local resume, wrap = coroutine.resume, coroutine.create
+-- `resume` itself may raise (too many results to move): the hook comes
+-- back to the resuming thread whatever happens, and the results stay in
+-- Lua (through Rust, mlua would read them back as its values).
+local protect = pcall
+local function resumed(ok, ...)
+  rehook()
+  if ok then return ... end
+  error((...), 0)
+end
 local hooked_resume = function(co, ...)
   if type(co) ~= 'thread' then error("bad argument #1 to 'resume' (coroutine expected)", 2) end
   hook_on(co)
-  return rehook(resume(co, ...))
+  return resumed(protect(resume, co, ...))
 end
 coroutine.resume = hooked_resume
 local function wrapped(ok, ...)
@@ -357,9 +366,9 @@ impl Engine {
         globals.raw_set("tembo_hook_on", hook_on).map_err(lua_err)?;
         // Called by the thread that resumed: `set_hook` hooks the caller.
         let rehook = lua
-            .create_function(|lua, results: mlua::MultiValue| {
+            .create_function(|lua, ()| {
                 lua.set_hook(triggers(lua), hook);
-                Ok(results)
+                Ok(())
             })
             .map_err(lua_err)?;
         globals.raw_set("tembo_rehook", rehook).map_err(lua_err)?;
@@ -614,6 +623,8 @@ impl Engine {
     /// Starts the hook's watch of a run (`serve`) or a load.
     fn arm(&self, deadline: Instant, serve: bool) {
         *self.watch.lock() = Watch { deadline: Some(deadline), serve, stopped: false, killed: false };
+        // On the main thread again, whatever a coroutine of an earlier run did.
+        self.lua.set_hook(EVERY_10K, hook);
     }
 
     /// Ends the watch; what it saw. A killed run's line hook goes back to

@@ -104,6 +104,12 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
     Ok(bit)
 }
 
+/// The deepest a script's JSON may nest, whatever `encode_max_depth` and
+/// `decode_max_depth` say (their default): each level is a recursion on
+/// the thread's stack holding an mlua reference. (lua-cjson stops where
+/// Lua's stack runs out, near 2,700 levels when decoding.)
+const MAX_JSON_NESTING: usize = 1000;
+
 /// cjson's settings that change what it does (the others are accepted
 /// and kept, with no effect).
 struct JsonSettings {
@@ -126,10 +132,10 @@ impl JsonSettings {
     /// array of `n` (its missing items null), `None` as an object (an empty
     /// table too). Keys all integers from 1 make an array, unless it is
     /// excessively sparse.
-    fn array_len(&self, keys: impl Iterator<Item = Value>) -> mlua::Result<Option<usize>> {
+    fn array_len(&self, keys: impl Iterator<Item = mlua::Result<Value>>) -> mlua::Result<Option<usize>> {
         let (mut max, mut items) = (0f64, 0f64);
         for k in keys {
-            let k = match k {
+            let k = match k? {
                 Value::Integer(i) => i as f64,
                 Value::Number(f) => f,
                 _ => return Ok(None),
@@ -210,16 +216,17 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u
         Value::Number(f) => json_number(*f, out, settings)?,
         Value::String(s) => json_string(&s.as_bytes(), out),
         Value::Table(t) => {
-            if depth >= settings.encode_max_depth.load(Relaxed) {
+            if depth >= settings.encode_max_depth.load(Relaxed).min(MAX_JSON_NESTING) {
                 return Err(json_err(format!("Cannot serialise, excessive nesting ({})", depth + 1)));
             }
-            let pairs: Vec<(Value, Value)> = t.clone().pairs::<Value, Value>().collect::<mlua::Result<_>>()?;
-            if let Some(len) = settings.array_len(pairs.iter().map(|(k, _)| k.clone()))? {
+            // The pairs are walked, never held: each held value is an mlua
+            // reference, and mlua has room for some thousands only.
+            if let Some(len) = settings.array_len(t.clone().pairs::<Value, Value>().map(|p| p.map(|(k, _)| k)))? {
                 // Sparse arrays allowed (ratio 0) may ask for far more nulls
                 // than the script could hold: the text is built outside the
-                // interpreter's memory limit, so it keeps to it here (an
-                // item takes two bytes at least).
-                if len.saturating_mul(2) > crate::script::SCRIPT_MEMORY_LIMIT {
+                // interpreter's memory limit, so it keeps to it here (a
+                // missing item is five bytes, `null,`).
+                if len.saturating_mul(5) > crate::script::SCRIPT_MEMORY_LIMIT {
                     return Err(json_err("not enough memory"));
                 }
                 out.push(b'[');
@@ -235,7 +242,9 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u
                 out.push(b']');
             } else {
                 out.push(b'{');
-                for (i, (k, val)) in pairs.iter().enumerate() {
+                for (i, pair) in t.clone().pairs::<Value, Value>().enumerate() {
+                    let (k, val) = pair?;
+                    let k = &k;
                     if i > 0 {
                         out.push(b',');
                     }
@@ -255,7 +264,7 @@ fn json_encode(v: &Value, depth: usize, settings: &JsonSettings, out: &mut Vec<u
                         }
                     }
                     out.push(b':');
-                    json_encode(&exact(t, k.clone(), val.clone()), depth + 1, settings, out)?;
+                    json_encode(&exact(t, k.clone(), val), depth + 1, settings, out)?;
                 }
                 out.push(b'}');
             }
@@ -304,7 +313,8 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
                     )))
                 }
             };
-            let (depth, invalid) = (st.decode_max_depth.load(Relaxed), st.decode_invalid_numbers.load(Relaxed));
+            let depth = st.decode_max_depth.load(Relaxed).min(MAX_JSON_NESTING);
+            let invalid = st.decode_invalid_numbers.load(Relaxed);
             crate::script_json::decode(lua, &s.as_bytes(), depth, invalid)
         })?,
     )?;

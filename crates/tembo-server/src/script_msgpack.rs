@@ -308,8 +308,8 @@ pub fn lib(lua: &Lua) -> mlua::Result<Table> {
     )?;
     t.set(
         "unpack_limit",
-        crate::script_libs::placed(lua, |lua, (s, limit, offset): (mlua::String, Option<i64>, Option<i64>)| {
-            unpack_full(lua, &s.as_bytes(), limit.unwrap_or(0), offset.unwrap_or(0))
+        crate::script_libs::placed(lua, |lua, (s, limit, offset): (mlua::String, i64, Option<i64>)| {
+            unpack_full(lua, &s.as_bytes(), limit, offset.unwrap_or(0))
         })?,
     )?;
     Ok(t)

@@ -264,3 +264,31 @@ fn library_corners_answer_as_redis_7_0() {
         }
     }
 }
+
+/// Tables too big to hold as mlua references (some thousands) encode, and
+/// a depth setting past 1,000 does not lift the nesting limit (each level
+/// is a recursion holding a reference).
+#[test]
+fn big_tables_encode_and_depth_settings_keep_the_limit() {
+    let mut s = session();
+    let script = "local t = {} for i = 1, 20000 do t['k' .. i] = i end \
+                  local a = {} for i = 1, 20000 do a[i] = 'v' .. i end \
+                  local n = 0 for _ in pairs(cjson.decode(cjson.encode(t))) do n = n + 1 end \
+                  return {n, #cjson.decode(cjson.encode(a)), #cmsgpack.unpack(cmsgpack.pack(a))}";
+    let want = Reply::Array(vec![Reply::Int(20000), Reply::Int(20000), Reply::Int(20000)]);
+    assert_eq!(eval(&mut s, script, &[]), want);
+    let deep = format!("{}1{}", "[".repeat(9000), "]".repeat(9000));
+    let script = "cjson.decode_max_depth(1e9) cjson.encode_max_depth(1e9) \
+                  local ok, e = pcall(cjson.decode, ARGV[1]) \
+                  local t = {} t[1] = t local ok2, e2 = pcall(cjson.encode, t) return {e, e2}";
+    let r = eval(&mut s, script, &[deep.as_bytes()]);
+    let Reply::Array(errs) = &r else { panic!("{r:?}") };
+    assert!(
+        matches!(&errs[0], Reply::Bulk(e) if e.starts_with(b"Found too many nested data structures (1001)")),
+        "{r:?}"
+    );
+    assert!(
+        matches!(&errs[1], Reply::Bulk(e) if e.starts_with(b"Cannot serialise, excessive nesting (1001)")),
+        "{r:?}"
+    );
+}

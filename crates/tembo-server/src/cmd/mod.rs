@@ -304,8 +304,6 @@ pub fn spec(name: &[u8]) -> Option<&'static Spec> {
 
 /// Commands allowed before AUTH.
 const NO_AUTH: &[&str] = &["auth", "hello", "quit", "reset"];
-/// Commands refused inside MULTI (Redis's `no-multi` flag); the
-/// transaction then fails at EXEC.
 /// Commands that must run in a commit of their own: BGSAVE (its backup
 /// holds everything the commands before it wrote, and nothing after) and
 /// DEBUG POPULATE (durable every few thousand keys), and an EXEC whose
@@ -328,6 +326,8 @@ fn alone_command(args: &[Vec<u8>]) -> bool {
         || (name.eq_ignore_ascii_case(b"debug") && args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"populate")))
 }
 
+/// Commands refused inside MULTI (Redis's `no-multi` flag); the
+/// transaction then fails at EXEC.
 const NO_MULTI: &[&str] = &["save", "shutdown", "monitor", "sync", "psync", "replconf", "failover"];
 /// Commands that run at once inside MULTI instead of being queued.
 const NOT_QUEUED: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
