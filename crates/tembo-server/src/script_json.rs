@@ -153,11 +153,13 @@ impl Parser<'_> {
         word(b"inf") || word(b"nan")
     }
 
+    /// A number as C's `strtod` reads it (`-nan` keeps its sign bit).
     fn number(&mut self) -> Token {
-        match strtod(&self.s[self.at.min(self.s.len())..]) {
-            Some((n, used)) => {
+        let rest = &self.s[self.at.min(self.s.len())..];
+        match crate::cmd::strtod::number(rest) {
+            Some((n, used, _)) => {
                 self.at += used;
-                Token::Number(n)
+                Token::Number(if n.is_nan() && rest.first() == Some(&b'-') { -n } else { n })
             }
             None => Token::Error("invalid number"),
         }
@@ -323,157 +325,5 @@ impl Parser<'_> {
         }
         self.depth -= 1;
         Ok(t)
-    }
-}
-
-/// C's `strtod` on the front of `s`: the number and the bytes it took, or
-/// `None` if no number starts there. Decimal (overflow is infinity), hex
-/// with an optional binary exponent, `inf`, `infinity`, `nan`.
-fn strtod(s: &[u8]) -> Option<(f64, usize)> {
-    let mut i = 0;
-    let neg = match s.first() {
-        Some(b'-') => {
-            i += 1;
-            true
-        }
-        Some(b'+') => {
-            i += 1;
-            false
-        }
-        _ => false,
-    };
-    let sign = |v: f64| if neg { -v } else { v };
-    let rest = &s[i..];
-    let starts = |w: &[u8]| rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w);
-    if starts(b"infinity") {
-        return Some((sign(f64::INFINITY), i + 8));
-    }
-    if starts(b"inf") {
-        return Some((sign(f64::INFINITY), i + 3));
-    }
-    if starts(b"nan") {
-        let mut used = i + 3;
-        // nan(chars)
-        if s.get(used) == Some(&b'(') {
-            if let Some(close) = s[used..].iter().position(|&c| c == b')') {
-                if s[used + 1..used + close].iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_') {
-                    used += close + 1;
-                }
-            }
-        }
-        return Some((sign(f64::NAN), used));
-    }
-    if (starts(b"0x")) && rest.get(2).is_some_and(|c| c.is_ascii_hexdigit() || *c == b'.') {
-        let (mut m, mut j, mut digits, mut exp) = (0f64, i + 2, 0, 0i64);
-        while let Some(d) = s.get(j).and_then(|c| (*c as char).to_digit(16)) {
-            m = m * 16.0 + d as f64;
-            j += 1;
-            digits += 1;
-        }
-        if s.get(j) == Some(&b'.') {
-            j += 1;
-            while let Some(d) = s.get(j).and_then(|c| (*c as char).to_digit(16)) {
-                m = m * 16.0 + d as f64;
-                exp -= 4;
-                j += 1;
-                digits += 1;
-            }
-        }
-        if digits == 0 {
-            // Only "0" of "0x" is a number.
-            return Some((sign(0.0), i + 1));
-        }
-        if matches!(s.get(j), Some(b'p' | b'P')) {
-            let mut k = j + 1;
-            let eneg = match s.get(k) {
-                Some(b'-') => {
-                    k += 1;
-                    true
-                }
-                Some(b'+') => {
-                    k += 1;
-                    false
-                }
-                _ => false,
-            };
-            let start = k;
-            let mut e = 0i64;
-            while let Some(d) = s.get(k).filter(|c| c.is_ascii_digit()) {
-                e = (e * 10 + i64::from(d - b'0')).min(1 << 20);
-                k += 1;
-            }
-            if k > start {
-                exp += if eneg { -e } else { e };
-                j = k;
-            }
-        }
-        return Some((sign(m * 2f64.powi(exp.clamp(-2000, 2000) as i32)), j));
-    }
-    let mut j = i;
-    let int_start = j;
-    while s.get(j).is_some_and(|c| c.is_ascii_digit()) {
-        j += 1;
-    }
-    let mut digits = j - int_start;
-    if s.get(j) == Some(&b'.') {
-        let frac_start = j + 1;
-        let mut k = frac_start;
-        while s.get(k).is_some_and(|c| c.is_ascii_digit()) {
-            k += 1;
-        }
-        digits += k - frac_start;
-        if digits > 0 {
-            j = k;
-        }
-    }
-    if digits == 0 {
-        return None;
-    }
-    if matches!(s.get(j), Some(b'e' | b'E')) {
-        let mut k = j + 1;
-        if matches!(s.get(k), Some(b'+' | b'-')) {
-            k += 1;
-        }
-        let start = k;
-        while s.get(k).is_some_and(|c| c.is_ascii_digit()) {
-            k += 1;
-        }
-        if k > start {
-            j = k;
-        }
-    }
-    let text = std::str::from_utf8(&s[i..j]).ok()?;
-    // Rust reads what C's strtod reads here, overflow to infinity included.
-    let v: f64 = text.parse().ok()?;
-    Some((sign(v), j))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::strtod;
-
-    #[test]
-    fn strtod_reads_what_c_reads() {
-        let cases: [(&str, Option<(f64, usize)>); 14] = [
-            ("1", Some((1.0, 1))),
-            ("-2.5e3,", Some((-2500.0, 6))),
-            ("1e400", Some((f64::INFINITY, 5))),
-            ("0x10]", Some((16.0, 4))),
-            ("0x1p4", Some((16.0, 5))),
-            ("0x", Some((0.0, 1))),
-            ("1e", Some((1.0, 1))),
-            ("1.", Some((1.0, 2))),
-            (".5", Some((0.5, 2))),
-            ("+7", Some((7.0, 2))),
-            ("-Infinity", Some((f64::NEG_INFINITY, 9))),
-            ("inFx", Some((f64::INFINITY, 3))),
-            ("-", None),
-            ("x", None),
-        ];
-        for (text, want) in cases {
-            assert_eq!(strtod(text.as_bytes()), want, "{text}");
-        }
-        let (nan, used) = strtod(b"nan(12)x").unwrap();
-        assert!(nan.is_nan() && used == 7);
     }
 }

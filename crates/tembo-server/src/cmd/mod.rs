@@ -54,7 +54,7 @@ mod stream_info;
 mod stream_pel;
 mod streams;
 mod strings;
-mod strtod;
+pub(crate) mod strtod;
 mod txn;
 mod zparse;
 mod zranks;

@@ -36,8 +36,9 @@ fn is_inf_word(s: &[u8]) -> bool {
 }
 
 /// The longest number at the start of `s` (after the blanks): its value,
-/// how many bytes it took, and whether its digits were all zeros.
-fn number(s: &[u8]) -> Option<(f64, usize, bool)> {
+/// how many bytes it took, and whether its digits were all zeros. (Also
+/// `cjson.decode`'s number reader, `crate::script_json`.)
+pub(crate) fn number(s: &[u8]) -> Option<(f64, usize, bool)> {
     let (neg, mut i) = match s.first() {
         Some(b'-') => (true, 1),
         Some(b'+') => (false, 1),
