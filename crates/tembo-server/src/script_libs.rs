@@ -110,6 +110,9 @@ fn bit_lib(lua: &Lua) -> mlua::Result<Table> {
 /// Lua's stack runs out, near 2,700 levels when decoding.)
 const MAX_JSON_NESTING: usize = 1000;
 
+/// One of [`JsonSettings`]' on/off flags.
+type FlagOf = fn(&JsonSettings) -> &AtomicBool;
+
 /// cjson's settings that change what it does (the others are accepted
 /// and kept, with no effect).
 struct JsonSettings {
@@ -376,34 +379,26 @@ fn cjson_lib(lua: &Lua) -> mlua::Result<Table> {
             Ok((st.sparse_convert.load(Relaxed), st.sparse_ratio.load(Relaxed), st.sparse_safe.load(Relaxed)))
         })?,
     )?;
-    let st = settings.clone();
-    cjson.set(
-        "decode_invalid_numbers",
-        placed(lua, move |_, v: Option<Value>| {
-            if let Some(v) = v {
-                st.decode_invalid_numbers.store(
-                    matches!(v, Value::Boolean(true))
-                        || matches!(&v, Value::String(s) if s.as_bytes().as_ref() == b"on"),
-                    Relaxed,
-                );
-            }
-            Ok(st.decode_invalid_numbers.load(Relaxed))
-        })?,
-    )?;
-    let st = settings;
-    cjson.set(
-        "encode_invalid_numbers",
-        placed(lua, move |_, v: Option<Value>| {
-            if let Some(v) = v {
-                st.encode_invalid_numbers.store(
-                    matches!(v, Value::Boolean(true))
-                        || matches!(&v, Value::String(s) if s.as_bytes().as_ref() == b"on"),
-                    Relaxed,
-                );
-            }
-            Ok(st.encode_invalid_numbers.load(Relaxed))
-        })?,
-    )?;
+    // On/off settings: `true` or "on" sets, anything else clears; each
+    // answers the setting.
+    let flags: [(&str, FlagOf); 2] = [
+        ("decode_invalid_numbers", |s| &s.decode_invalid_numbers),
+        ("encode_invalid_numbers", |s| &s.encode_invalid_numbers),
+    ];
+    for (name, flag) in flags {
+        let st = settings.clone();
+        cjson.set(
+            name,
+            placed(lua, move |_, v: Option<Value>| {
+                if let Some(v) = v {
+                    let on = matches!(v, Value::Boolean(true))
+                        || matches!(&v, Value::String(s) if s.as_bytes().as_ref() == b"on");
+                    flag(&st).store(on, Relaxed);
+                }
+                Ok(flag(&st).load(Relaxed))
+            })?,
+        )?;
+    }
     // Settings that only tune cjson's C buffers or number text: kept, no effect.
     for name in ["encode_keep_buffer", "encode_number_precision"] {
         cjson.set(name, placed(lua, |_, v: Variadic<Value>| Ok(v))?)?;
