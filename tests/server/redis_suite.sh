@@ -65,6 +65,34 @@ if [ ! -f "$SRC/tests/test_helper.tcl" ]; then
   [ -n "$tarball" ] || { echo "redis_suite: expected redis 7.0.15 sources in $DIR, found: $(ls "$DIR")" >&2; exit 1; }
   tar -xzf "$tarball" -C "$DIR"
 fi
+# Debian's package carries security fixes with tests of their own (Lua's
+# unpack bounds, deprecated Lua functions hidden, glob nesting limits, ACL
+# selectors, CRLF in error replies, damaged RESTORE payloads): the suite
+# runs as Debian ships it, patches applied in the order of their series.
+# A tree kept from before (unpatched, or edited by the lines below) is
+# extracted again first.
+if [ ! -f "$SRC/.tembo-debian-patched" ]; then
+  for tool in patch xz; do
+    command -v "$tool" >/dev/null 2>&1 && continue
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq patch xz-utils
+  done
+  debian=$(ls "$DIR"/redis_7.0.15-*.debian.tar.xz 2>/dev/null | head -1 || true)
+  if [ -z "$debian" ]; then
+    (cd "$DIR" && apt-get source --download-only -qq redis >/dev/null 2>&1) || true
+    debian=$(ls "$DIR"/redis_7.0.15-*.debian.tar.xz 2>/dev/null | head -1 || true)
+  fi
+  [ -n "$debian" ] || { echo "redis_suite: Debian's patches for redis 7.0.15 are missing from $DIR" >&2; exit 1; }
+  rm -rf "$SRC" "$DIR/debian"
+  tar -xzf "$DIR/redis_7.0.15.orig.tar.gz" -C "$DIR"
+  tar -xJf "$debian" -C "$DIR"
+  while read -r p; do
+    case "$p" in '' | '#'*) continue ;; esac
+    (cd "$SRC" && patch -p1 -s --forward <"$DIR/debian/patches/$p") ||
+      { echo "redis_suite: Debian's patch $p does not apply to $SRC" >&2; exit 1; }
+  done <"$DIR/debian/patches/series"
+  basename "$debian" >"$SRC/.tembo-debian-patched"
+fi
 # Earlier versions of this script ran scripting.tcl's EVAL half only: undo
 # that edit in a kept source tree.
 sed -i 's/^foreach is_eval {1} {/foreach is_eval {0 1} {/' "$SRC/tests/unit/scripting.tcl"

@@ -85,6 +85,7 @@ mod script;
 mod script_json;
 mod script_libs;
 mod script_msgpack;
+mod script_struct;
 mod session;
 pub mod size;
 mod stats;

@@ -66,6 +66,64 @@ local function readonly(t)
 end
 getmetatable("").__metatable = readonly(string)
 local raw_loadstring, raw_setfenv, raw_getfenv = loadstring, setfenv, getfenv
+-- Scripts have no getfenv, setfenv or newproxy, as in Redis with its fix
+-- for CVE-2025-46818 (lua-enable-deprecated-api off): an environment or a
+-- __gc metamethod could carry code into another user's script.
+getfenv, setfenv, newproxy = nil, nil, nil
+-- Lua 5.1's unpack counts its results in a C int: `unpack(t, -2, 2^31-1)`
+-- overflowed, passed the stack check and pushed values until the server
+-- died (CVE-2025-46817). Its arguments are checked here as luaB_unpack
+-- checks them, with Redis's fixed count, before the C function runs.
+local raw_unpack, fmod = unpack, math.fmod
+-- C's (int)(ptrdiff_t)d on x86-64: truncated, out of range as INT64_MIN,
+-- then wrapped to 32 bits.
+local function c_int(d)
+  if d ~= d or d >= 2^63 or d < -2^63 then return 0 end
+  d = fmod(d, 2^32)
+  d = d - fmod(d, 1)
+  if d >= 2^31 then d = d - 2^32 elseif d < -2^31 then d = d + 2^32 end
+  return d
+end
+local function unpack_int(v, n)
+  local d = tonumber(v)
+  if d == nil then error("bad argument #" .. n .. " to 'unpack' (number expected, got " .. type(v) .. ")", 3) end
+  return c_int(d)
+end
+unpack = function(...)
+  local nargs = select('#', ...)
+  local t, i, e = ...
+  if type(t) ~= 'table' then
+    error("bad argument #1 to 'unpack' (table expected, got " .. (nargs == 0 and "no value" or type(t)) .. ")", 2)
+  end
+  if i == nil then i = 1 else i = unpack_int(i, 2) end
+  if e == nil then e = #t else e = unpack_int(e, 3) end
+  if i > e then return end
+  -- Lua's C stack holds 8,000 values, the arguments among them.
+  if e - i >= 2147483647 or nargs + e - i + 1 > 8000 then error("too many results to unpack", 2) end
+  if nargs == 1 then return raw_unpack(t) elseif nargs == 2 then return raw_unpack(t, i) end
+  return raw_unpack(t, i, e)
+end
+-- `luaL_checklstring`/`luaL_optstring` for the Lua wrappers below: a
+-- number is read as its text; anything else is argument `n`'s error.
+local function string_arg(v, n, fname, nargs)
+  local tv = type(v)
+  if tv == 'string' then return v end
+  if tv == 'number' then return tostring(v) end
+  error("bad argument #" .. n .. " to '" .. fname .. "' (string expected, got " .. (n > nargs and "no value" or tv) .. ")", 3)
+end
+-- Compiles source text into a chunk run in `env`. Redis's Lua has no
+-- loader for bytecode (5.1 loads it unchecked: a crafted chunk reads and
+-- writes the server's memory), so a binary chunk gets what its parser
+-- says of the first byte; the message is the parser's own, for `name`.
+local function compile(s, name, env)
+  if string.byte(s, 1) == 27 then
+    local _, e = raw_loadstring("\1", name)
+    return nil, string.sub(e, 1, -9) .. "char(27)'"
+  end
+  local chunk, e = raw_loadstring(s, name)
+  if chunk then raw_setfenv(chunk, env) end
+  return chunk, e
+end
 -- Errors as Redis 7.0 shapes them. `redis.call` (Rust) raises its
 -- command's error as a Rust error value, as other Rust helpers raise
 -- theirs; `error_text` gives such a value's text (and whether it is a
@@ -140,29 +198,61 @@ pcall = function(f, ...)
   return caught(raw_pcall(f, ...))
 end
 local raw_setmetatable, raw_getmetatable = setmetatable, getmetatable
-local libs = {"redis", "cjson", "cmsgpack", "bit", "string", "math", "table", "coroutine"}
+-- struct.pack (Rust) takes its values in a table: mlua reads a number
+-- under 2^-52 passed straight to Rust as 0, a table's items exactly.
+local pack_values = struct.pack
+struct.pack = function(...) return pack_values(select('#', ...), {...}) end
+local libs = {"redis", "cjson", "cmsgpack", "bit", "struct", "string", "math", "table", "coroutine"}
 local G = _G
 local function missing(n)
   error("Script attempted to access nonexistent global variable '" .. tostring(n) .. "'", 3)
 end
 -- What a script or a library function sees as globals while it runs,
 -- besides the shared ones: read-only views of the libraries, and _G,
--- getfenv, setfenv, setmetatable and loadstring bound to its environment.
+-- setmetatable, and loadstring and load compiling into its environment.
 local function runtime_vars(env)
   local vars = {}
   for _, n in ipairs(libs) do vars[n] = readonly(G[n]) end
   vars._G = env
-  vars.getfenv = function() return env end
-  vars.setfenv = function() error("Attempt to modify a readonly table", 2) end
   vars.setmetatable = function(t, mt)
     if raw_getmetatable(t) == ro_mt.__metatable then error("Attempt to modify a readonly table", 2) end
     return raw_setmetatable(t, mt)
   end
-  vars.loadstring = function(s, name)
-    if type(s) == "string" and string.byte(s, 1) == 27 then return nil, "binary chunks are not allowed" end
-    local chunk, e = raw_loadstring(s, name)
-    if chunk then raw_setfenv(chunk, env) end
-    return chunk, e
+  vars.loadstring = function(...)
+    local nargs = select('#', ...)
+    local s, name = ...
+    s = string_arg(s, 1, 'loadstring', nargs)
+    if name == nil then name = s else name = string_arg(name, 2, 'loadstring', nargs) end
+    return compile(s, name, env)
+  end
+  -- 5.1's load runs the reader while the chunk's name is not yet anchored
+  -- (CVE-2025-49844, a use after free): the reader is drained here first,
+  -- and the text compiled as loadstring compiles it. What the reader
+  -- raises, or a piece that is not a string, is load's error result,
+  -- shaped by the run's message handler as 5.1's protected parser does.
+  vars.load = function(...)
+    local nargs = select('#', ...)
+    local reader, name = ...
+    if name == nil then name = "=(load)" else name = string_arg(name, 2, 'load', nargs) end
+    if type(reader) ~= 'function' then
+      error("bad argument #1 to 'load' (function expected, got " .. (nargs == 0 and "no value" or type(reader)) .. ")", 2)
+    end
+    local parts = {}
+    while true do
+      local ok, piece = xpcall(reader, on_error)
+      if not ok then return nil, piece end
+      if piece == nil then break end
+      local tp = type(piece)
+      if tp ~= 'string' and tp ~= 'number' then
+        -- Raised as the C reader raises it: at the line that called load.
+        local _, e = raw_pcall(error, "reader function must return a string", 3)
+        return nil, on_error(e)
+      end
+      piece = tostring(piece)
+      if piece == '' then break end
+      parts[#parts + 1] = piece
+    end
+    return compile(table.concat(parts), name, env)
   end
   return vars
 end
@@ -909,7 +999,10 @@ pub fn reply_to_lua(lua: &Lua, reply: Reply, resp3: bool) -> mlua::Result<Value>
         Reply::Nil | Reply::NilArray if resp3 => Value::Nil,
         Reply::Nil | Reply::NilArray => Value::Boolean(false),
         Reply::Simple(s) => single(lua, "ok", Value::String(lua.create_string(s)?))?,
-        Reply::Error(e) => single(lua, "err", Value::String(lua.create_string(e)?))?,
+        Reply::Error(e) => {
+            let text = crate::script_libs::error_table_text(e.as_bytes());
+            single(lua, "err", Value::String(lua.create_string(text)?))?
+        }
         // What a call that adds out-of-band data (attributes, a push) to
         // its reply gives a script is the reply alone.
         Reply::Many(mut items) if items.iter().any(|r| matches!(r, Reply::Attribute(_) | Reply::Push(_))) => {
@@ -990,7 +1083,9 @@ pub fn lua_to_reply(value: Value, depth: usize, resp3: bool) -> Reply {
 fn table_to_reply(t: Table, depth: usize, resp3: bool) -> Reply {
     let field = |k: &str| t.raw_get::<Value>(k).unwrap_or(Value::Nil);
     if let Value::String(e) = field("err") {
-        return Reply::Error(String::from_utf8_lossy(&e.as_bytes()).into_owned());
+        // Redis drops line breaks at the end (those inside become spaces).
+        let text = String::from_utf8_lossy(&e.as_bytes()).into_owned();
+        return Reply::Error(text.trim_end_matches(['\r', '\n']).to_string());
     }
     if let Value::String(s) = field("ok") {
         return Reply::Simple(String::from_utf8_lossy(&s.as_bytes()).into_owned());

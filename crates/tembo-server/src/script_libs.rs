@@ -21,7 +21,7 @@ fn tobit(v: f64) -> i32 {
 
 /// Lua's `lua_tonumber`: numbers, and strings that read as one (decimal
 /// or hexadecimal, spaces around).
-fn lua_number(v: &Value) -> Option<f64> {
+pub(crate) fn lua_number(v: &Value) -> Option<f64> {
     match v {
         Value::Integer(i) => Some(*i as f64),
         Value::Number(f) => Some(*f),
@@ -421,10 +421,11 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
         lua.create_function(move |lua, s: mlua::String| {
             let t = lua.create_table()?;
             let b = s.as_bytes();
-            let text = if key == "err" { b.strip_prefix(b"-").unwrap_or(&b) } else { &b[..] };
-            // An empty error still needs a code for the client to read.
-            let text = if key == "err" && text.is_empty() { b"ERR" } else { text };
-            t.raw_set(key, lua.create_string(text)?)?;
+            if key == "err" {
+                t.raw_set(key, lua.create_string(error_table_text(&b))?)?;
+            } else {
+                t.raw_set(key, s)?;
+            }
             Ok(t)
         })
     };
@@ -460,13 +461,33 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
     Ok(redis)
 }
 
-/// Sets the globals `redis`, `cjson` and `bit`.
+/// The `err` text of the table Redis gives a script for an error (from
+/// `redis.error_reply`, or a command's error reply to `redis.pcall`): the
+/// first word, after a leading `-`, is the error code, and a message of
+/// one word gets the code `ERR`; line breaks at either end are dropped.
+pub(crate) fn error_table_text(raw: &[u8]) -> Vec<u8> {
+    let body = raw.strip_prefix(b"-").unwrap_or(raw);
+    let (code, msg) = match body.iter().position(|&b| b == b' ') {
+        Some(at) => (&body[..at], &body[at + 1..]),
+        None => (&b"ERR"[..], body),
+    };
+    let is_break = |b: &u8| *b == b'\r' || *b == b'\n';
+    let start = msg.iter().position(|b| !is_break(b)).unwrap_or(msg.len());
+    let end = msg.iter().rposition(|b| !is_break(b)).map_or(start, |e| e + 1);
+    let mut text = code.to_vec();
+    text.push(b' ');
+    text.extend_from_slice(&msg[start..end.max(start)]);
+    text
+}
+
+/// Sets the globals `redis`, `cjson`, `cmsgpack`, `bit` and `struct`.
 pub fn install(lua: &Lua) -> mlua::Result<()> {
     let g = lua.globals();
     g.raw_set("redis", redis_lib(lua)?)?;
     g.raw_set("cjson", cjson_lib(lua)?)?;
     g.raw_set("cmsgpack", crate::script_msgpack::lib(lua)?)?;
     g.raw_set("bit", bit_lib(lua)?)?;
+    g.raw_set("struct", crate::script_struct::lib(lua)?)?;
     Ok(())
 }
 
@@ -491,23 +512,52 @@ where
     A: mlua::FromLuaMulti,
     R: mlua::IntoLuaMulti,
 {
+    placed_at(lua, 1, f)
+}
+
+/// [`placed`] for a function called through a Lua wrapper: its errors
+/// name the place `level` calls up (2: the wrapper's caller).
+pub(crate) fn placed_at<A, R>(
+    lua: &Lua,
+    level: usize,
+    f: impl Fn(&Lua, A) -> mlua::Result<R> + 'static,
+) -> mlua::Result<mlua::Function>
+where
+    A: mlua::FromLuaMulti,
+    R: mlua::IntoLuaMulti,
+{
     lua.create_function(move |lua, args: A| {
         f(lua, args).map_err(|e| {
             let text = match &e {
                 mlua::Error::RuntimeError(m) => m.clone(),
                 other => other.to_string(),
             };
-            let at = lua
-                .inspect_stack(1)
+            let caller = lua.inspect_stack(level);
+            let at = caller
+                .as_ref()
                 .and_then(|d| {
                     let line = d.curr_line();
                     let src = d.source().short_src.map(|s| s.into_owned());
                     src.filter(|_| line > 0).map(|s| format!("{s}:{line}: "))
                 })
                 .unwrap_or_default();
+            // Called from C (`pcall(bit.tohex, ...)`), a function has no
+            // name for Lua's argument errors to give: they say '?'.
+            let text = match caller.map(|d| d.source().what) {
+                Some("C") => unnamed_argument_error(&text).unwrap_or(text),
+                _ => text,
+            };
             mlua::Error::RuntimeError(format!("{at}{text}"))
         })
     })
+}
+
+/// "bad argument #1 to 'tohex' (...)" as "bad argument #1 to '?' (...)".
+fn unnamed_argument_error(text: &str) -> Option<String> {
+    let rest = text.strip_prefix("bad argument #")?;
+    let (n, rest) = rest.split_once(" to '")?;
+    let (_, rest) = rest.split_once('\'')?;
+    Some(format!("bad argument #{n} to '?'{rest}"))
 }
 
 #[cfg(test)]

@@ -135,20 +135,24 @@ impl Selector {
         match op.first() {
             Some(b'~') => self.add_key(&op[1..], true, true),
             Some(b'%') => {
-                let tilde = op.iter().position(|&c| c == b'~').ok_or_else(|| SYNTAX.to_string())?;
-                let flags = &op[1..tilde];
-                if flags.is_empty() {
-                    return Err(SYNTAX.into());
-                }
+                // `%` then R and W, each at most once, then `~` and the
+                // pattern; with no `~` the pattern is empty (Redis accepts
+                // `%RW` since its fix for CVE-2024-51741, as access to no key).
                 let (mut read, mut write) = (false, false);
-                for f in flags {
-                    match f.to_ascii_uppercase() {
-                        b'R' => read = true,
-                        b'W' => write = true,
+                let mut at = 1;
+                while at < op.len() {
+                    match op[at].to_ascii_uppercase() {
+                        b'R' if !read => read = true,
+                        b'W' if !write => write = true,
+                        b'~' => break,
                         _ => return Err(SYNTAX.into()),
                     }
+                    at += 1;
                 }
-                self.add_key(&op[tilde + 1..], read, write)
+                if !read && !write {
+                    return Err(SYNTAX.into());
+                }
+                self.add_key(op.get(at + 1..).unwrap_or_default(), read, write)
             }
             Some(b'&') => {
                 if self.all_channels {

@@ -48,106 +48,114 @@ pub fn range(start: i64, stop: i64, len: i64) -> Option<(i64, i64)> {
     }
 }
 
-/// Redis's glob match (`*`, `?`, `[a-z]`, `[^x]`, `\x`), optionally ignoring case.
+/// Redis's glob match (`*`, `?`, `[a-z]`, `[^x]`, `\\x`), optionally ignoring
+/// case: Redis's `stringmatchlen`, corner for corner (an unclosed class
+/// ends the pattern, a range may end in `]`, escapes in a class keep
+/// case), with its guard against abusive patterns: past 1,000 nested `*`
+/// the match fails, so `KEYS` of a pattern built to take exponential time
+/// answers at once (the limit Redis added in its fix for CVE-2022-36021).
 pub fn glob(pattern: &[u8], s: &[u8], nocase: bool) -> bool {
-    let eq = |a: u8, b: u8| if nocase { a.eq_ignore_ascii_case(&b) } else { a == b };
-    let (mut p, mut i) = (0usize, 0usize);
-    let (mut star_p, mut star_i) = (usize::MAX, 0usize);
-    while i < s.len() {
-        if p < pattern.len() {
-            match pattern[p] {
-                b'*' => {
-                    while p < pattern.len() && pattern[p] == b'*' {
-                        p += 1;
-                    }
-                    if p == pattern.len() {
-                        return true;
-                    }
-                    star_p = p;
-                    star_i = i;
-                    continue;
-                }
-                b'?' => {
-                    p += 1;
-                    i += 1;
-                    continue;
-                }
-                b'[' => {
-                    if let Some((matched, next)) = class(pattern, p, s[i], nocase) {
-                        if matched {
-                            p = next;
-                            i += 1;
-                            continue;
-                        }
-                    }
-                }
-                b'\\' if p + 1 < pattern.len() => {
-                    if eq(pattern[p + 1], s[i]) {
-                        p += 2;
-                        i += 1;
-                        continue;
-                    }
-                }
-                c => {
-                    if eq(c, s[i]) {
-                        p += 1;
-                        i += 1;
-                        continue;
-                    }
-                }
-            }
-        }
-        if star_p == usize::MAX {
-            return false;
-        }
-        star_i += 1;
-        i = star_i;
-        p = star_p;
-    }
-    while p < pattern.len() && pattern[p] == b'*' {
-        p += 1;
-    }
-    p == pattern.len()
+    let mut skip_longer = false;
+    glob_at(pattern, s, nocase, &mut skip_longer, 0)
 }
 
-/// Matches `c` against the class starting at `pattern[p] == '['`; returns
-/// (matched, index after the class).
-fn class(pattern: &[u8], p: usize, c: u8, nocase: bool) -> Option<(bool, usize)> {
-    let mut j = p + 1;
-    let negate = pattern.get(j) == Some(&b'^');
-    if negate {
-        j += 1;
+/// How deep `*` may nest before a match gives up.
+const GLOB_MAX_NESTING: usize = 1000;
+
+fn glob_at(pattern: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesting: usize) -> bool {
+    if nesting > GLOB_MAX_NESTING {
+        return false;
     }
-    let mut matched = false;
-    let norm = |x: u8| if nocase { x.to_ascii_lowercase() } else { x };
-    let c = norm(c);
-    loop {
-        let ch = *pattern.get(j)?;
-        if ch == b']' {
+    let fold = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
+    // Past the end, C reads the pattern's terminating zero.
+    let at = |i: usize| pattern.get(i).copied().unwrap_or(0);
+    let (mut p, mut i) = (0usize, 0usize);
+    while p < pattern.len() && i < s.len() {
+        match pattern[p] {
+            b'*' => {
+                while p < pattern.len() && at(p + 1) == b'*' {
+                    p += 1;
+                }
+                if p + 1 == pattern.len() {
+                    return true;
+                }
+                while i < s.len() {
+                    if glob_at(&pattern[p + 1..], &s[i..], nocase, skip_longer, nesting + 1) {
+                        return true;
+                    }
+                    if *skip_longer {
+                        return false;
+                    }
+                    i += 1;
+                }
+                // Nothing after this star matches anywhere in the rest of
+                // the string: no earlier star can do better either.
+                *skip_longer = true;
+                return false;
+            }
+            b'?' => i += 1,
+            b'[' => {
+                p += 1;
+                let negate = at(p) == b'^';
+                if negate {
+                    p += 1;
+                }
+                let c = s[i];
+                let mut matched = false;
+                loop {
+                    let left = pattern.len().saturating_sub(p);
+                    if at(p) == b'\\' && left >= 2 {
+                        p += 1;
+                        if pattern[p] == c {
+                            matched = true;
+                        }
+                    } else if at(p) == b']' {
+                        break;
+                    } else if left == 0 {
+                        // Unclosed: the class ends with the pattern.
+                        p -= 1;
+                        break;
+                    } else if left >= 3 && pattern[p + 1] == b'-' {
+                        let (mut lo, mut hi) = (pattern[p], pattern[p + 2]);
+                        if lo > hi {
+                            std::mem::swap(&mut lo, &mut hi);
+                        }
+                        if (fold(lo)..=fold(hi)).contains(&fold(c)) {
+                            matched = true;
+                        }
+                        p += 2;
+                    } else if fold(pattern[p]) == fold(c) {
+                        matched = true;
+                    }
+                    p += 1;
+                }
+                if matched == negate {
+                    return false;
+                }
+                i += 1;
+            }
+            b => {
+                let b = if b == b'\\' && pattern.len() - p >= 2 {
+                    p += 1;
+                    pattern[p]
+                } else {
+                    b
+                };
+                if fold(b) != fold(s[i]) {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+        p += 1;
+        if i == s.len() {
+            while at(p) == b'*' {
+                p += 1;
+            }
             break;
         }
-        if ch == b'\\' && j + 1 < pattern.len() {
-            if norm(pattern[j + 1]) == c {
-                matched = true;
-            }
-            j += 2;
-        } else if pattern.get(j + 1) == Some(&b'-') && pattern.get(j + 2).is_some_and(|&e| e != b']') {
-            let (mut lo, mut hi) = (norm(ch), norm(pattern[j + 2]));
-            if lo > hi {
-                std::mem::swap(&mut lo, &mut hi);
-            }
-            if (lo..=hi).contains(&c) {
-                matched = true;
-            }
-            j += 3;
-        } else {
-            if norm(ch) == c {
-                matched = true;
-            }
-            j += 1;
-        }
     }
-    Some((matched != negate, j + 1))
+    p >= pattern.len() && i == s.len()
 }
 
 #[cfg(test)]
@@ -167,6 +175,35 @@ mod tests {
         assert!(glob(b"HELLO", b"hello", true));
         assert!(!glob(b"abc", b"abcd", false));
         assert!(glob(b"*:1", b"user:1", false));
+    }
+
+    /// Corners where Redis's `stringmatchlen` answers as it does (each
+    /// checked against redis-server 7.0.15's KEYS).
+    #[test]
+    fn globs_as_redis_does() {
+        // An unclosed class ends the pattern; a range may end in `]`.
+        assert!(glob(b"a[bc", b"ab", false));
+        assert!(!glob(b"a[bc", b"abc", false));
+        assert!(glob(b"[a-]", b"]", false));
+        assert!(glob(b"[z-a]", b"m", false));
+        // Escapes inside a class keep case even when matching without it.
+        assert!(!glob(b"[\\A]", b"a", true));
+        assert!(glob(b"[A]", b"a", true));
+        // A trailing backslash is itself.
+        assert!(glob(b"a\\", b"a\\", false));
+        // The matcher takes no empty string, even for `*` (callers treat
+        // `*` alone as everything).
+        assert!(!glob(b"*", b"", false));
+        assert!(glob(b"", b"", false));
+        // Past 1,000 nested stars a match gives up, where Redis does.
+        let key = vec![b'a'; 50_000];
+        assert!(!glob(&b"*?".repeat(50_000), &key, false));
+        assert!(glob(&b"*a".repeat(1000), &key, false));
+        assert!(!glob(&b"*a".repeat(1001), &key, false));
+        // A pattern built to take exponential time answers at once.
+        let mut p = b"a*".repeat(30);
+        p.push(b'b');
+        assert!(!glob(&p, &[b'a'; 60], false));
     }
 
     #[test]

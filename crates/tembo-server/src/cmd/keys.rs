@@ -252,9 +252,10 @@ pub(super) fn walk_keys(
 
 fn keys(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let pattern = a[1].clone();
+    let all = pattern == b"*";
     let mut out = Vec::new();
     walk_keys(cx, None, |k, _| {
-        if glob(&pattern, k, false) {
+        if all || glob(&pattern, k, false) {
             out.push(Reply::bulk(k));
         }
         true
@@ -281,7 +282,9 @@ pub fn scan_opts(a: &[Vec<u8>], allow_type: bool) -> Res<ScanOpts> {
             return Err(CmdError::syntax());
         }
         if is(&a[i], "MATCH") {
-            o.pattern = Some(a[i + 1].clone());
+            // `*` alone matches everything, the empty name too, without
+            // a match (as in Redis: its matcher takes no empty string).
+            o.pattern = (a[i + 1] != b"*").then(|| a[i + 1].clone());
         } else if is(&a[i], "COUNT") {
             let n = int(&a[i + 1])?;
             if n < 1 {

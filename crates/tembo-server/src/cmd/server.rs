@@ -177,8 +177,7 @@ fn command(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             a[2..]
                 .iter()
                 .map(|n| {
-                    t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str())
-                        .map_or(Reply::NilArray, |s| info_of(s))
+                    t.get(String::from_utf8_lossy(n).to_ascii_lowercase().as_str()).map_or(Reply::Nil, |s| info_of(s))
                 })
                 .collect()
         })),
@@ -661,19 +660,23 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             Ok(Reply::Map(out))
         }
         "set" if a.len() >= 4 && a.len() % 2 == 0 => {
-            let names: Vec<String> =
-                a[2..].chunks(2).map(|p| String::from_utf8_lossy(&p[0]).to_ascii_lowercase()).collect();
+            // Errors name a setting as the client wrote it.
+            let written: Vec<String> = a[2..].chunks(2).map(|p| String::from_utf8_lossy(&p[0]).into_owned()).collect();
+            let names: Vec<String> = written.iter().map(|n| n.to_ascii_lowercase()).collect();
             if let Some(dup) =
-                names.iter().enumerate().find(|(i, n)| names[..*i].iter().any(|m| canonical(m) == canonical(n)))
+                (0..names.len()).find(|&i| names[..i].iter().any(|m| canonical(m) == canonical(&names[i])))
             {
-                return Err(CmdError::err(format!("CONFIG SET failed - duplicate parameter '{}'", dup.1)));
+                return Err(CmdError::err(format!(
+                    "CONFIG SET failed (possibly related to argument '{}') - duplicate parameter",
+                    written[dup]
+                )));
             }
             cx.st.snapshot_acl();
             // All or nothing, as in Redis 7: a failed setting undoes the
             // ones before it.
             let before = ConfigSnapshot::take(cx);
-            for (name, pair) in names.iter().zip(a[2..].chunks(2)) {
-                if let Err(e) = config_set(cx, name, &String::from_utf8_lossy(&pair[1])) {
+            for ((name, written), pair) in names.iter().zip(&written).zip(a[2..].chunks(2)) {
+                if let Err(e) = config_set(cx, name, written, &String::from_utf8_lossy(&pair[1])) {
                     before.restore(cx);
                     return Err(e);
                 }
@@ -752,7 +755,8 @@ impl ConfigSnapshot {
     }
 }
 
-fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
+/// Sets `name` (lower case; `written` as the client wrote it) to `value`.
+fn config_set(cx: &mut Ctx, name: &str, written: &str, value: &str) -> Result<(), CmdError> {
     let bad = |why: &str| CmdError::err(format!("CONFIG SET failed (possibly related to argument '{name}') - {why}"));
     let num = |v: &str| crate::size::parse(v).ok_or_else(|| bad(super::config_compat::not_a_number(name)));
     match name {
@@ -923,7 +927,9 @@ fn config_set(cx: &mut Ctx, name: &str, value: &str) -> Result<(), CmdError> {
                 *v = value.to_string()
             }
             None => {
-                return Err(CmdError::err(format!("Unknown option or number of arguments for CONFIG SET - '{name}'")))
+                return Err(CmdError::err(format!(
+                    "Unknown option or number of arguments for CONFIG SET - '{written}'"
+                )))
             }
         },
     }
