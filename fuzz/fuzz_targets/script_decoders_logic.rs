@@ -5,7 +5,8 @@
 //
 // The input is bytes a script hands to the decoders Redis gives scripts:
 // `cmsgpack.unpack` (and `unpack_one` / `unpack_limit` with an offset and
-// a limit), `cjson.decode`, and each decoded value encoded again. Every
+// a limit), `cjson.decode`, and each decoded value encoded again, and
+// `struct`'s pack, unpack and size with formats taken from the input. Every
 // call must answer — a value or an error reply — and never with the
 // "internal error" of a panicking command; and never overflow the stack
 // (which would abort the process: the fuzzer or the test reports it).
@@ -25,6 +26,11 @@ pub const UNPACKS: &[&str] = &[
     "return cjson.decode(ARGV[1])",
     "return cjson.encode(cjson.decode(ARGV[1]))",
     "return cmsgpack.pack(cmsgpack.unpack(ARGV[1]))",
+    // `struct` with a format taken from the input itself.
+    "return {struct.unpack(string.sub(ARGV[1], 1, 6), ARGV[1], tonumber(ARGV[2]))}",
+    "return {struct.unpack(ARGV[1], ARGV[3] .. ARGV[2] .. ARGV[1])}",
+    "return struct.pack(string.sub(ARGV[1], 1, 6), tonumber(ARGV[2]) or 1, ARGV[3], ARGV[1], -1.5)",
+    "return struct.size(ARGV[1])",
 ];
 
 /// A session on a small in-memory pool.
