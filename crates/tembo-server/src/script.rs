@@ -417,6 +417,20 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// Compiles `code`, named `@{name}`, as Lua source text. Lua 5.1 loads
+/// bytecode unchecked (a crafted chunk reads and writes the server's
+/// memory); Redis's Lua has no loader for it, so its parser meets the
+/// binary chunk's first byte and says so: the same error here.
+pub(crate) fn compile_text(lua: &Lua, code: &[u8], name: &str) -> mlua::Result<Function> {
+    if code.first() == Some(&0x1b) {
+        return Err(mlua::Error::SyntaxError {
+            message: format!("{name}:1: unexpected symbol near 'char(27)'"),
+            incomplete_input: false,
+        });
+    }
+    lua.load(code).set_name(format!("@{name}")).set_mode(mlua::ChunkMode::Text).into_function()
+}
+
 /// The lower-case SHA-1 hex digest of `source`, a script's id.
 pub fn sha1hex(source: &[u8]) -> String {
     sha1_smol::Sha1::from(source).digest().to_string()
@@ -500,7 +514,7 @@ impl Engine {
         } else {
             source.to_vec()
         };
-        let function = self.lua.load(&body[..]).set_name("@user_script").into_function().map_err(|e| {
+        let function = compile_text(&self.lua, &body, "user_script").map_err(|e| {
             let msg = match &e {
                 mlua::Error::SyntaxError { message, .. } => message.clone(),
                 other => other.to_string(),

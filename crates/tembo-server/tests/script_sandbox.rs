@@ -67,6 +67,29 @@ fn unpack_counts_that_overflow_are_errors_and_the_server_serves_on() {
     assert_eq!(s.call(&["PING"]), Reply::Simple("PONG".into()));
 }
 
+/// Bytecode handed to EVAL, SCRIPT LOAD or FUNCTION LOAD is refused as
+/// Redis's parser refuses it (5.1 would run it unchecked).
+#[test]
+fn scripts_are_source_text_never_bytecode() {
+    let mut s = session();
+    let Reply::Bulk(code) = eval(&mut s, "return string.dump(function() return 42 end)") else { panic!("string.dump") };
+    assert_eq!(code[0], 0x1b);
+    let want = "ERR Error compiling script (new function): user_script:1: unexpected symbol near 'char(27)'";
+    assert_eq!(s.call(&[&b"EVAL"[..], &code, b"0"]), Reply::Error(want.into()));
+    assert_eq!(s.call(&[&b"SCRIPT"[..], b"LOAD", &code]), Reply::Error(want.into()));
+    let with_shebang = [&b"#!lua\n"[..], &code].concat();
+    let want = "ERR Error compiling script (new function): user_script:2: unexpected symbol near 'char(27)'";
+    assert_eq!(s.call(&[&b"EVAL"[..], &with_shebang, b"0"]), Reply::Error(want.into()));
+    let library = [&b"#!lua name=x\n"[..], &code].concat();
+    let want = "ERR Error compiling function: user_function:2: unexpected symbol near 'char(27)'";
+    assert_eq!(s.call(&[&b"FUNCTION"[..], b"LOAD", &library]), Reply::Error(want.into()));
+    // A shebang needs its line's end.
+    assert_eq!(s.call(&["EVAL", "#!lua", "0"]), Reply::Error("ERR Invalid script shebang".into()));
+    let e = s.call(&["EVAL", "#!python\nreturn 1", "0"]);
+    assert_eq!(e, Reply::Error("ERR Unexpected engine in script shebang: #!python".into()));
+    assert_eq!(s.call(&["EVAL", "#!\"lua\" flags=no-writes\nreturn 1", "0"]), Reply::Int(1));
+}
+
 #[test]
 fn deprecated_environment_functions_are_not_there() {
     let mut s = session();

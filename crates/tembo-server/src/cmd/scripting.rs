@@ -136,25 +136,37 @@ impl ScriptFlags {
 /// The flags of a script's shebang line (`None`: it has none, and runs as
 /// a Redis 6 script); errors name a bad one.
 pub(crate) fn shebang_flags(source: &[u8]) -> Result<Option<ScriptFlags>, CmdError> {
-    let Some(rest) = source.strip_prefix(b"#!") else { return Ok(None) };
-    let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
-    let line = String::from_utf8_lossy(line);
-    let mut words = line.split_whitespace();
-    let engine = words.next().unwrap_or("");
-    if engine != "lua" {
-        return Err(CmdError::err(format!("Unexpected engine in script shebang: {engine}")));
+    if !source.starts_with(b"#!") {
+        return Ok(None);
+    }
+    // Redis finds the line's end with C's strchr: a zero byte first ends
+    // the text, and a shebang with no newline after it is no shebang.
+    let end = source.iter().position(|&b| b == b'\n' || b == 0).filter(|&i| source[i] == b'\n');
+    let Some(end) = end else { return Err(CmdError::err("Invalid script shebang")) };
+    // Split as Redis splits it (quotes allowed), the `#!` kept.
+    let parts = crate::resp::split_args(&source[..end])
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| CmdError::err("Invalid engine in script shebang"))?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    if parts[0] != b"#!lua" {
+        return Err(CmdError::err(format!("Unexpected engine in script shebang: {}", text(&parts[0]))));
     }
     let mut flags = ScriptFlags::default();
-    for w in words {
-        let Some(list) = w.strip_prefix("flags=") else {
-            return Err(CmdError::err(format!("Unknown lua shebang option: {w}")));
+    for w in &parts[1..] {
+        let Some(list) = w.strip_prefix(b"flags=") else {
+            return Err(CmdError::err(format!("Unknown lua shebang option: {}", text(w))));
         };
-        for f in list.split(',').filter(|f| !f.is_empty()) {
+        if list.is_empty() {
+            continue;
+        }
+        for f in list.split(|&b| b == b',') {
             match f {
-                "no-writes" => flags.no_writes = true,
-                "allow-oom" => flags.allow_oom = true,
-                "allow-stale" | "no-cluster" | "allow-cross-slot-keys" => {}
-                other => return Err(CmdError::err(format!("Unexpected flag in script shebang: {other}"))),
+                b"no-writes" => flags.no_writes = true,
+                b"allow-oom" => flags.allow_oom = true,
+                b"allow-stale" | b"no-cluster" | b"allow-cross-slot-keys" => {}
+                other => {
+                    return Err(CmdError::err(format!("Unexpected flag in script shebang: {}", text(other))));
+                }
             }
         }
     }

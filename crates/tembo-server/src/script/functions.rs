@@ -175,11 +175,7 @@ impl Engine {
         // Blank the shebang line (its metadata is read above) and keep the
         // line count, so error lines match the code the user wrote.
         let nl = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
-        let chunk = self
-            .lua
-            .load(&code[nl..])
-            .set_name("@user_function")
-            .into_function()
+        let chunk = super::compile_text(&self.lua, &code[nl..], "user_function")
             .map_err(|e| CmdError::err(format!("Error compiling function: {}", compile_message(&e))))?;
         self.arm(Instant::now() + LOAD_TIMEOUT, false);
         let outcome = self.load_library.call::<(bool, Value)>(chunk);
