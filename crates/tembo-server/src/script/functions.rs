@@ -88,29 +88,29 @@ pub enum LoadPolicy {
 /// Redis's messages for a missing or malformed shebang, an engine other than
 /// Lua and a bad name.
 pub fn parse_library_code(code: &[u8]) -> Result<String, CmdError> {
-    let Some(rest) = code.strip_prefix(b"#!") else {
+    if !code.starts_with(b"#!") {
         return Err(CmdError::err("Missing library metadata"));
-    };
-    let line = &rest[..rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len())];
-    let parts = crate::resp::split_args(line).ok_or_else(|| CmdError::err("Invalid library metadata"))?;
-    let (engine, meta) = match line.first() {
-        // `#! name=x`: the engine is the empty word before the space.
-        Some(b' ') | None => (Vec::new(), &parts[..]),
-        Some(_) => (parts[0].clone(), &parts[1..]),
-    };
+    }
+    // As Redis reads it: the line ends at C's strchr of a newline (a zero
+    // byte first ends the text), split with quotes; the first word less
+    // its `#!` is the engine.
+    let end = code.iter().position(|&b| b == b'\n' || b == 0).filter(|&i| code[i] == b'\n');
+    let parts = end
+        .and_then(|end| crate::resp::split_args(&code[..end]))
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| CmdError::err("Invalid library metadata"))?;
+    let engine = parts[0].get(2..).unwrap_or_default().to_vec();
     let mut name: Option<String> = None;
-    for m in meta {
-        let Some(value) = m.strip_prefix(b"name=") else {
-            return Err(CmdError::err(format!("Invalid metadata value given: {}", String::from_utf8_lossy(m))));
+    for m in &parts[1..] {
+        let value = match m.get(..5) {
+            Some(key) if key.eq_ignore_ascii_case(b"name=") => &m[5..],
+            _ => {
+                return Err(CmdError::err(format!("Invalid metadata value given: {}", String::from_utf8_lossy(m))));
+            }
         };
         if name.is_some() {
             return Err(CmdError::err("Invalid metadata value, name argument was given multiple times"));
         }
-        // Redis's argument splitting takes quotes inside a word too.
-        let value = match value {
-            [q @ (b'"' | b'\''), inner @ .., last] if last == q => inner,
-            v => v,
-        };
         name = Some(String::from_utf8_lossy(value).into_owned());
     }
     let Some(name) = name else { return Err(CmdError::err("Library name was not given")) };
