@@ -35,6 +35,9 @@ pub const IMMUTABLE: &[(&str, &str)] = &[
     ("enable-protected-configs", "no"),
     ("enable-debug-command", "no"),
     ("enable-module-command", "no"),
+    // Debian's Redis (its fix for CVE-2025-46818): scripts get no getfenv,
+    // setfenv or newproxy. Hidden from `CONFIG GET *`, as there.
+    ("lua-enable-deprecated-api", "no"),
 ];
 
 /// Redis's reply to CONFIG SET of an immutable setting (after the common prefix).

@@ -615,7 +615,8 @@ pub const INERT: &[(&str, &str)] = &[
 
 /// Inert settings that, as in Redis, `CONFIG GET` shows only when named,
 /// not to a pattern.
-const HIDDEN_INERT: &[&str] = &["use-exit-on-panic", "key-load-delay", "rdb-key-save-delay"];
+const HIDDEN_INERT: &[&str] =
+    &["use-exit-on-panic", "key-load-delay", "rdb-key-save-delay", "lua-enable-deprecated-api"];
 
 /// Redis 7.0's old names for the listpack settings: setting either name
 /// sets both, and `CONFIG GET` answers to both.
