@@ -116,11 +116,14 @@ fn glob_at(pattern: &[u8], s: &[u8], nocase: bool, skip_longer: &mut bool, nesti
                         p -= 1;
                         break;
                     } else if left >= 3 && pattern[p + 1] == b'-' {
+                        // C compares these as (signed) chars: bytes from
+                        // 0x80 sort below ASCII.
+                        let signed = |b: u8| i32::from(fold(b) as i8);
                         let (mut lo, mut hi) = (pattern[p], pattern[p + 2]);
-                        if lo > hi {
+                        if (lo as i8) > (hi as i8) {
                             std::mem::swap(&mut lo, &mut hi);
                         }
-                        if (fold(lo)..=fold(hi)).contains(&fold(c)) {
+                        if (signed(lo)..=signed(hi)).contains(&signed(c)) {
                             matched = true;
                         }
                         p += 2;
@@ -186,6 +189,9 @@ mod tests {
         assert!(!glob(b"a[bc", b"abc", false));
         assert!(glob(b"[a-]", b"]", false));
         assert!(glob(b"[z-a]", b"m", false));
+        // Range ends compare as C's signed chars.
+        assert!(!glob(b"[a-\xff]", b"b", false));
+        assert!(glob(b"[\x80-c]", b"b", false));
         // Escapes inside a class keep case even when matching without it.
         assert!(!glob(b"[\\A]", b"a", true));
         assert!(glob(b"[A]", b"a", true));
