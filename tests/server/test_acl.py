@@ -506,6 +506,31 @@ def test_unauthenticated_requests_are_kept_small(own_server):
     assert got == b"+OK\r\n+OK\r\n:100000\r\n"
 
 
+def test_unauthenticated_client_that_does_not_read_is_closed(own_server):
+    """Debian's Redis (CVE-2025-21605): a client that has not logged in
+    cannot make the server hold replies it does not read; flooding
+    commands without reading ends with the connection closed."""
+    start, _ = own_server
+    _, port = start("--requirepass", "pw")
+    assert port
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    batch = b"*3\r\n$3\r\nSET\r\n$1\r\nx\r\n$1\r\n5\r\n" * 5000
+    ended = None
+    try:
+        for _ in range(200):  # up to 1,000,000 commands, as Redis's test
+            s.sendall(batch)
+    except socket.timeout:
+        ended = "blocked: the server stopped reading and kept the client"
+    except OSError:
+        ended = "closed"
+    s.close()
+    assert ended == "closed"
+    # The server serves the next client.
+    ok = redis.Redis(port=port, password="pw")
+    assert ok.ping()
+    ok.close()
+
+
 def test_unknown_subcommands_are_refused_before_acl_checks(r):
     # redis-py 8 sends CLIENT MAINT_NOTIFICATIONS at connect: Redis's command
     # table refuses the unknown subcommand before any permission check, so it

@@ -245,17 +245,52 @@ fn forward(
 }
 
 /// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
-async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared, shared: &Shared) -> bool {
-    if !bytes.is_empty() {
-        shared.count(Net::OutBytes, bytes.len() as u64);
+/// The most reply bytes a client that has not logged in may leave unread:
+/// past it the connection closes, unanswered, so that nobody without the
+/// password can make the server hold output (Redis as Debian ships it,
+/// its fix for CVE-2025-21605). Replies that wait for a write are unread.
+pub const UNAUTHENTICATED_OUTPUT_LIMIT: usize = 1024;
+
+/// Writes replies for a client not logged in, if they are within the
+/// limit and the socket takes them at once (what it cannot take now would
+/// wait for a client that may never read); false if the connection must
+/// close instead.
+fn write_unauthenticated(
+    wr: &tokio::net::tcp::OwnedWriteHalf,
+    bytes: &[u8],
+    spliced: &crate::resp::Spliced,
+    conn: &ConnShared,
+    shared: &Shared,
+) -> bool {
+    if !spliced.is_empty() || bytes.len() > UNAUTHENTICATED_OUTPUT_LIMIT {
+        return false;
+    }
+    counted(bytes.len(), shared);
+    let ok = bytes.is_empty() || matches!(wr.try_write(bytes), Ok(n) if n == bytes.len());
+    sent(bytes.len(), conn);
+    ok
+}
+
+/// Counts `n` bytes about to be written (INFO's network totals).
+fn counted(n: usize, shared: &Shared) {
+    if n > 0 {
+        shared.count(Net::OutBytes, n as u64);
         shared.count(Net::Writes, 1);
     }
+}
+
+/// `n` reply bytes no longer pending (CLIENT LIST's omem).
+fn sent(n: usize, conn: &ConnShared) {
+    let _ = conn.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
+}
+
+async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared, shared: &Shared) -> bool {
+    counted(bytes.len(), shared);
     let ok = tokio::select! {
         r = wr.write_all(bytes) => r.is_ok(),
         _ = conn.kill.notified() => false,
     };
-    let n = bytes.len();
-    let _ = conn.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
+    sent(bytes.len(), conn);
     ok
 }
 
@@ -281,13 +316,12 @@ async fn write_spliced(
     }
     parts.push(&bytes[from..]);
     let total: usize = parts.iter().map(|p| p.len()).sum();
-    shared.count(Net::OutBytes, total as u64);
-    shared.count(Net::Writes, 1);
+    counted(total, shared);
     let ok = tokio::select! {
         r = write_all_gathered(wr, &mut parts) => r.is_ok(),
         _ = conn.kill.notified() => false,
     };
-    let _ = conn.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(total)));
+    sent(total, conn);
     ok
 }
 
@@ -381,7 +415,19 @@ async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<M
                         }
                     }
                     Some(Out::Replies { bytes, spliced, close }) => {
-                        if !write_spliced(&mut wr, &bytes, &spliced, &conn, shared).await || close {
+                        let written = if conn.auth_required.load(Ordering::Relaxed) {
+                            if !write_unauthenticated(&wr, &bytes, &spliced, &conn, shared) {
+                                log::info!(
+                                    "closing client {id} ({peer}): not logged in, and its replies ({} bytes) over the {UNAUTHENTICATED_OUTPUT_LIMIT} it may leave unread",
+                                    bytes.len() + spliced.iter().map(|(_, v)| v.len()).sum::<usize>()
+                                );
+                                return;
+                            }
+                            true
+                        } else {
+                            write_spliced(&mut wr, &bytes, &spliced, &conn, shared).await
+                        };
+                        if !written || close {
                             return;
                         }
                         qb.wrote(Instant::now());
