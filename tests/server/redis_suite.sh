@@ -35,7 +35,7 @@ if [ ${#UNITS[@]} -eq 0 ]; then
     unit/type/incr unit/keyspace unit/dump unit/multi unit/pubsub unit/protocol unit/quit unit/tracking
     unit/info-command unit/functions unit/slowlog unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor
     unit/pause unit/introspection unit/tembo-info integration/tembo-corrupt-dump integration/redis-cli
-    integration/tembo-benchmark unit/tembo-pubsubshard unit/tembo-limits)
+    integration/tembo-benchmark unit/tembo-pubsubshard unit/tembo-limits unit/tembo-auth)
 fi
 SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
@@ -128,6 +128,19 @@ sed -n "1,$(grep -n '^}' "$SRC/tests/unit/pubsubshard.tcl" | head -1 | cut -d: -
   sed 's/tags {"pubsubshard external:skip"}/tags {"pubsubshard"}/' >"$SRC/tests/unit/tembo-pubsubshard.tcl"
 sed 's/tags {"limits network external:skip"}/tags {"limits network"}/' \
   "$SRC/tests/unit/limits.tcl" >"$SRC/tests/unit/tembo-limits.tcl"
+# unit/auth's blocks start Redis with a password (or set one and leave
+# it): the copy sets it with CONFIG SET, and RESET logs its client out,
+# and clears it after each block; the replication block stays out.
+awk '
+  /^start_server \{tags \{"auth external:skip"\} overrides \{requirepass foobar\}\} \{/ {
+    print "start_server {tags {\"auth\"}} {"; print "    r config set requirepass foobar"; print "    r reset"; pw = 1; next }
+  /^start_server \{tags \{"auth_binary_password external:skip"\}\} \{/ { print "start_server {tags {\"auth\"}} {"; bin = 1; next }
+  /^    start_server \{tags \{"masterauth"\}\} \{/ { skip = 1 }
+  skip { if ($0 ~ /^    \}$/) skip = 0; next }
+  /^\}$/ && pw { print "    r auth foobar"; print "    r config set requirepass \"\""; pw = 0 }
+  /^\}$/ && bin { print "    r config set requirepass \"\""; bin = 0 }
+  { sub(/tags \{"auth external:skip"\}/, "tags {\"auth\"}"); print }
+' "$SRC/tests/unit/auth.tcl" >"$SRC/tests/unit/tembo-auth.tcl"
 # integration/redis-benchmark nests a second start_server (one server
 # serves both levels here) and is tagged external:skip for that alone.
 sed 's/tags {"benchmark network external:skip"}/tags {"benchmark network"}/' \
