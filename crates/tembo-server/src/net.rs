@@ -244,7 +244,6 @@ fn forward(
     }
 }
 
-/// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
 /// The most reply bytes a client that has not logged in may leave unread:
 /// past it the connection closes, unanswered, so that nobody without the
 /// password can make the server hold output (Redis as Debian ships it,
@@ -284,6 +283,7 @@ fn sent(n: usize, conn: &ConnShared) {
     let _ = conn.pending.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |p| Some(p.saturating_sub(n)));
 }
 
+/// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
 async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared, shared: &Shared) -> bool {
     counted(bytes.len(), shared);
     let ok = tokio::select! {
