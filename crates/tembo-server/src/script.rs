@@ -11,11 +11,19 @@
 //! in Redis, while the other clients are answered BUSY and may kill it
 //! (`crate::busy`; the instruction hook here is where it looks). The
 //! interpreter loads the base, table,
-//! string and math libraries, plus `cjson` and `bit` (`crate::script_libs`)
-//! and `cmsgpack` (`crate::script_msgpack`); not `struct`. Each run gets its own environment over the
+//! string and math libraries, plus `cjson` and `bit` (`crate::script_libs`),
+//! `cmsgpack` (`crate::script_msgpack`) and `struct`
+//! (`crate::script_struct`). Each run gets its own environment over the
 //! shared globals, with read-only views of the libraries, so no script can
 //! change what the next one sees; new globals are refused ("Attempt to
 //! modify a readonly table"), as in Redis 7.
+//!
+//! The sandbox is Redis's as Debian ships 7.0.15, security fixes in: no
+//! bytecode is ever compiled ([`compile_text`]; Lua 5.1 runs it
+//! unchecked), no `getfenv`, `setfenv` or `newproxy`, and the 5.1 flaws
+//! scripts could reach in mlua's vendored Lua (`unpack`'s count overflow,
+//! `load`'s unanchored chunk name) are closed by checks in the prelude
+//! before the C code runs.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
