@@ -316,11 +316,13 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
         let mut cur = Vec::new();
         while !done {
             let c = at(p);
-            if in_double {
-                if c == b'\\' && at(p + 1) == b'x' && hex(at(p + 2)).is_some() && hex(at(p + 3)).is_some() {
+            if in_double || in_single {
+                let quote = if in_double { b'"' } else { b'\'' };
+                if in_double && c == b'\\' && at(p + 1) == b'x' && hex(at(p + 2)).is_some() && hex(at(p + 3)).is_some()
+                {
                     cur.push(hex(at(p + 2))? * 16 + hex(at(p + 3))?);
                     p += 3;
-                } else if c == b'\\' && at(p + 1) != 0 {
+                } else if in_double && c == b'\\' && at(p + 1) != 0 {
                     p += 1;
                     cur.push(match at(p) {
                         b'n' => b'\n',
@@ -330,26 +332,17 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                         b'a' => 7,
                         other => other,
                     });
-                } else if c == b'"' {
-                    if at(p + 1) != 0 && !is_space(at(p + 1)) {
-                        return None;
-                    }
-                    done = true;
-                } else if c == 0 {
-                    return None;
-                } else {
-                    cur.push(c);
-                }
-            } else if in_single {
-                if c == b'\\' && at(p + 1) == b'\'' {
+                } else if in_single && c == b'\\' && at(p + 1) == b'\'' {
                     p += 1;
                     cur.push(b'\'');
-                } else if c == b'\'' {
+                } else if c == quote {
+                    // A closing quote ends the argument: a blank must follow.
                     if at(p + 1) != 0 && !is_space(at(p + 1)) {
                         return None;
                     }
                     done = true;
                 } else if c == 0 {
+                    // The line ended inside the quotes.
                     return None;
                 } else {
                     cur.push(c);
