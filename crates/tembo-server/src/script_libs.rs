@@ -42,6 +42,11 @@ pub(crate) fn lua_number(v: &Value) -> Option<f64> {
     }
 }
 
+/// Lua's argument error: "bad argument #n to 'fname' (msg)".
+pub(crate) fn arg_err(n: usize, fname: &str, msg: &str) -> mlua::Error {
+    mlua::Error::RuntimeError(format!("bad argument #{n} to '{fname}' ({msg})"))
+}
+
 /// LuaBitOp's `barg`: argument `i` (from 1) of `name` as 32 bits; a value
 /// that is not a number is an error only where it gives 0, as there.
 fn barg(args: &[Value], i: usize, name: &str) -> mlua::Result<i32> {
@@ -50,7 +55,7 @@ fn barg(args: &[Value], i: usize, name: &str) -> mlua::Result<i32> {
     let b = tobit(n.unwrap_or(0.0));
     if b == 0 && n.is_none() {
         let got = if i > args.len() { "no value" } else { v.type_name() };
-        return Err(mlua::Error::RuntimeError(format!("bad argument #{i} to '{name}' (number expected, got {got})")));
+        return Err(arg_err(i, name, &format!("number expected, got {got}")));
     }
     Ok(b)
 }

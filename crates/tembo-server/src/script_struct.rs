@@ -19,7 +19,7 @@
 
 use mlua::{Lua, MultiValue, Table, Value};
 
-use crate::script_libs::{exact, lua_number, placed, placed_at};
+use crate::script_libs::{arg_err, exact, lua_number, placed, placed_at};
 
 /// The largest integer size, in bytes.
 const MAX_INT_SIZE: usize = 32;
@@ -30,10 +30,6 @@ const MAX_C_STACK: usize = 8000;
 
 fn err(msg: impl Into<String>) -> mlua::Error {
     mlua::Error::RuntimeError(msg.into())
-}
-
-fn arg_err(n: usize, fname: &str, msg: &str) -> mlua::Error {
-    err(format!("bad argument #{n} to '{fname}' ({msg})"))
 }
 
 /// The format: C reads it up to its first zero byte.
@@ -121,11 +117,7 @@ impl<'a> Format<'a> {
     }
 }
 
-/// The format argument (`luaL_checkstring`: a number reads as its text).
-fn format_arg(lua: &Lua, v: &Value, fname: &str, given: bool) -> mlua::Result<Vec<u8>> {
-    string_arg(lua, v, 1, fname, given)
-}
-
+/// `luaL_checklstring`: a string, or a number read as its text.
 fn string_arg(lua: &Lua, v: &Value, n: usize, fname: &str, given: bool) -> mlua::Result<Vec<u8>> {
     match v {
         Value::String(s) => Ok(s.as_bytes().to_vec()),
@@ -166,7 +158,7 @@ fn pack(lua: &Lua, (nargs, args): (usize, Table)) -> mlua::Result<mlua::String> 
         Ok((v, i <= nargs + 1))
     };
     // (The nil is pushed after the format is read.)
-    let text = format_arg(lua, &arg(1)?.0, "pack", nargs >= 1)?;
+    let text = string_arg(lua, &arg(1)?.0, 1, "pack", nargs >= 1)?;
     let mut fmt = Format::new(&text);
     let mut out: Vec<u8> = Vec::new();
     let mut next = 2;
@@ -258,7 +250,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
     let nargs = args.len();
     let args = args.into_vec();
     let get = |i: usize| args.get(i - 1).cloned().unwrap_or(Value::Nil);
-    let text = format_arg(lua, &get(1), "unpack", nargs >= 1)?;
+    let text = string_arg(lua, &get(1), 1, "unpack", nargs >= 1)?;
     let data = string_arg(lua, &get(2), 2, "unpack", nargs >= 2)?;
     let ld = data.len();
     let start = match get(3) {
@@ -343,7 +335,7 @@ fn unpack(lua: &Lua, args: MultiValue) -> mlua::Result<MultiValue> {
 fn size(lua: &Lua, args: MultiValue) -> mlua::Result<f64> {
     let given = !args.is_empty();
     let f = args.into_iter().next().unwrap_or(Value::Nil);
-    let text = format_arg(lua, &f, "size", given)?;
+    let text = string_arg(lua, &f, 1, "size", given)?;
     let mut fmt = Format::new(&text);
     let mut pos: usize = 0;
     while let Some(opt) = fmt.next_option() {
