@@ -244,6 +244,28 @@ def test_bgsave_in_a_pipeline_that_is_rerun_applies_nothing_twice(servers):
     assert c.get("tx:20999") == "value:20999"
 
 
+def test_a_rerun_group_counts_each_command_once(servers):
+    """INFO's command and error statistics after a group that BGSAVE made
+    run again one command per commit: each command counted once (the
+    first run's counts used to stay, so everything before BGSAVE counted
+    twice)."""
+    _, c = servers.start(f"{servers.dir}/main.pool")
+    c.set("s", "text")
+    c.config_resetstat()
+    p = c.pipeline(transaction=False)
+    p.incr("x").incr("s").get("x").bgsave().incr("x").incr("s")  # INCRBY, as redis-py sends them
+    out = p.execute(raise_on_error=False)
+    assert out[0] == 1 and out[2] == "1" and out[4] == 2, out
+    assert isinstance(out[1], redis.ResponseError) and isinstance(out[5], redis.ResponseError), out
+    wait_for_bgsave(c)
+    stats = c.info("commandstats")
+    assert stats["cmdstat_incrby"]["calls"] == 4 and stats["cmdstat_incrby"]["failed_calls"] == 2, stats
+    assert stats["cmdstat_get"]["calls"] == 1 and stats["cmdstat_bgsave"]["calls"] == 1, stats
+    assert c.info("errorstats")["errorstat_ERR"]["count"] == 2
+    info = c.info("stats")
+    assert info["total_error_replies"] == 2 and info["keyspace_hits"] == 1, info
+
+
 def test_a_shutdown_in_a_rerun_group_keeps_what_ran_before_it(servers):
     """A SHUTDOWN in a commit group that is rerun one command per commit
     stops the rerun where it stopped the first run: what ran before it is

@@ -742,6 +742,7 @@ impl State {
         // What a failed commit would put back is the state from here on.
         self.acl_before = None;
         self.pause_before = self.pause;
+        self.stats.begin_group();
         self.flush_outbox();
     }
 
@@ -784,6 +785,7 @@ impl State {
         self.cursors.mark();
         self.acl_before = None;
         self.pause_before = self.pause;
+        self.stats.begin_group();
         self.expire_blocked();
         // Ends a pause whose time has passed: its clients run in this group.
         self.pause_now();
@@ -861,6 +863,8 @@ impl State {
             self.rerunning = false;
             // Left only by a shutdown: never run, never answered.
             self.after_busy.clear();
+        } else {
+            self.stats.end_group();
         }
         // The outbox goes out when the executor next waits, from inside the
         // runtime (`run`): waking a connection task from outside it would
@@ -873,6 +877,8 @@ impl State {
     /// state, after its commit failed.
     fn rollback(&mut self) {
         self.discard();
+        // The rerun counts the group's commands (this run's are taken away).
+        self.stats.roll_back_group();
         self.cursors.restore();
         if let Some(acl) = self.acl_before.take() {
             self.acl = acl;
@@ -974,7 +980,7 @@ impl State {
     /// An error that ends a wait (a destroyed group, a deleted stream,
     /// CLIENT UNBLOCK … ERROR) is the blocked command's failed call.
     fn count_blocked_error(&mut self, cmd: &'static str, msg: &str) {
-        self.stats.per_command.entry(cmd).or_default().failed += 1;
+        self.stats.count_failed(cmd);
         self.stats.error_reply(msg);
     }
 

@@ -89,6 +89,7 @@ mod script_struct;
 mod session;
 pub mod size;
 mod stats;
+mod stats_group;
 mod store;
 mod stream;
 mod stream_cg;

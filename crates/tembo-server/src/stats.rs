@@ -86,6 +86,8 @@ pub struct Stats {
     pub peak_memory: u64,
     /// Samples for INFO's instantaneous rates (see [`Rates`]).
     pub rates: Rates,
+    /// What the group being run counted, for its rollback.
+    pub group: crate::stats_group::GroupTally,
 }
 
 /// INFO's `instantaneous_*` figures: as Redis, the mean rate over the last
@@ -158,6 +160,7 @@ impl Stats {
             lazyfreed: 0,
             peak_memory: 0,
             rates: Rates::default(),
+            group: Default::default(),
         }
     }
 
@@ -167,6 +170,7 @@ impl Stats {
         if self.error_codes_off {
             return;
         }
+        self.save_codes();
         let code = msg.split(' ').next().filter(|c| !c.is_empty()).unwrap_or("ERR");
         if !self.error_codes.contains_key(code) && self.error_codes.len() >= MAX_ERROR_CODES {
             log::warn!(
@@ -189,16 +193,39 @@ impl Stats {
     /// Counts a call of `cmd` refused before it ran, and its error reply.
     pub fn rejected(&mut self, cmd: &'static str, msg: &str) {
         self.per_command.entry(cmd).or_default().rejected += 1;
+        self.group.note_rejected(cmd);
         self.error_reply(msg);
+    }
+
+    /// Counts a call of `cmd` that ran for `nanos` (INFO commandstats, and
+    /// latencystats when `track`).
+    pub fn count_call(&mut self, cmd: &'static str, nanos: u64, track: bool) {
+        self.commands += 1;
+        let stat = self.per_command.entry(cmd).or_default();
+        stat.calls += 1;
+        stat.nanos += nanos;
+        stat.hist[crate::latency::bucket(nanos / 1000)] += 1;
+        if track {
+            stat.track(nanos);
+        }
+        self.group.note_call(cmd, nanos, track);
+    }
+
+    /// Counts a call of `cmd` that replied with an error (counted apart).
+    pub fn count_failed(&mut self, cmd: &'static str) {
+        self.per_command.entry(cmd).or_default().failed += 1;
+        self.group.note_failed(cmd);
     }
 
     /// CONFIG RESETSTAT.
     pub fn reset(&mut self) {
         let started = self.started;
         let rates = std::mem::take(&mut self.rates);
+        let group = std::mem::take(&mut self.group);
         *self = Stats::new();
         self.started = started;
         self.rates = rates;
+        self.group = group;
     }
 }
 

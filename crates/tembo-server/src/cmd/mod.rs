@@ -864,26 +864,19 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
         remember_read(st, client, spec, args);
     }
     let reply = reply.unwrap_or_else(|e| Reply::Error(e.0));
-    st.stats.commands += 1;
     let elapsed = started.elapsed();
     st.last_call = elapsed;
-    let usec = elapsed.as_micros() as u64;
     // Counted under the full name (`config|get`), as Redis 7 does; EXEC
     // and scripts ran other commands meanwhile, so the name is put back.
     client.last_cmd = name;
-    let stat = st.stats.per_command.entry(name).or_default();
-    stat.calls += 1;
-    stat.nanos += elapsed.as_nanos().min(u64::MAX as u128) as u64;
-    stat.hist[crate::latency::bucket(usec)] += 1;
-    if !st.latency.tracking_off {
-        stat.track(elapsed.as_nanos().min(u64::MAX as u128) as u64);
-    }
+    let nanos = elapsed.as_nanos().min(u64::MAX as u128) as u64;
+    st.stats.count_call(name, nanos, !st.latency.tracking_off);
     if st.latency.threshold_ms > 0 {
         let event = if spec.flags.contains(&"fast") { "fast-command" } else { "command" };
         st.latency.add(event, elapsed.as_millis() as u64, now / 1000);
     }
     if let Reply::Error(msg) = &reply {
-        stat.failed += 1;
+        st.stats.count_failed(name);
         count_error(st, client, msg);
     }
     reply
