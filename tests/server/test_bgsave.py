@@ -251,6 +251,8 @@ def test_a_rerun_group_counts_each_command_once(servers):
     twice)."""
     _, c = servers.start(f"{servers.dir}/main.pool")
     c.set("s", "text")
+    c.config_set("slowlog-log-slower-than", 0)
+    c.slowlog_reset()
     c.config_resetstat()
     p = c.pipeline(transaction=False)
     p.incr("x").incr("s").get("x").bgsave().incr("x").incr("s")  # INCRBY, as redis-py sends them
@@ -264,6 +266,9 @@ def test_a_rerun_group_counts_each_command_once(servers):
     assert c.info("errorstats")["errorstat_ERR"]["count"] == 2
     info = c.info("stats")
     assert info["total_error_replies"] == 2 and info["keyspace_hits"] == 1, info
+    # Every command is slow at threshold 0: each logged once.
+    logged = [e["command"] for e in c.slowlog_get(128)]
+    assert sum(1 for cmd in logged if cmd.startswith(b"INCRBY")) == 4, logged
 
 
 def test_a_shutdown_in_a_rerun_group_keeps_what_ran_before_it(servers):

@@ -165,6 +165,8 @@ pub struct State {
     pub torn: bool,
     /// SLOWLOG's entries and settings.
     pub slowlog: crate::cmd::slowlog::SlowLog,
+    /// The slow log's [`mark`](crate::cmd::slowlog::SlowLog::mark) when the group began.
+    slowlog_mark: i64,
     /// `notify-keyspace-events` as flags (`crate::notify`); 0 = off.
     pub notify_flags: u32,
     /// Writes of the running command change only a value's encoding (as
@@ -339,6 +341,7 @@ impl State {
             notify_flags: 0,
             encoding_only: false,
             slowlog: Default::default(),
+            slowlog_mark: 0,
             notes: Vec::new(),
             monitors: Vec::new(),
             shared,
@@ -743,6 +746,7 @@ impl State {
         self.acl_before = None;
         self.pause_before = self.pause;
         self.stats.begin_group();
+        self.slowlog_mark = self.slowlog.mark();
         self.flush_outbox();
     }
 
@@ -786,6 +790,7 @@ impl State {
         self.acl_before = None;
         self.pause_before = self.pause;
         self.stats.begin_group();
+        self.slowlog_mark = self.slowlog.mark();
         self.expire_blocked();
         // Ends a pause whose time has passed: its clients run in this group.
         self.pause_now();
@@ -877,8 +882,9 @@ impl State {
     /// state, after its commit failed.
     fn rollback(&mut self) {
         self.discard();
-        // The rerun counts the group's commands (this run's are taken away).
+        // The rerun counts and logs the group's commands (this run's are taken away).
         self.stats.roll_back_group();
+        self.slowlog.forget_from(self.slowlog_mark);
         self.cursors.restore();
         if let Some(acl) = self.acl_before.take() {
             self.acl = acl;

@@ -95,6 +95,18 @@ impl SlowLog {
         self.entries.truncate(self.max_len);
     }
 
+    /// Where the entries logged from now on begin (see [`SlowLog::forget_from`]).
+    pub fn mark(&self) -> i64 {
+        self.next_id
+    }
+
+    /// Drops the entries logged since `mark`: their commit group was
+    /// rolled back, and its rerun logs its slow commands again.
+    pub fn forget_from(&mut self, mark: i64) {
+        self.entries.retain(|e| e.id < mark);
+        self.next_id = self.next_id.min(mark);
+    }
+
     /// Applies a new `slowlog-max-len`.
     pub fn set_max_len(&mut self, n: usize) {
         self.max_len = n;
