@@ -745,8 +745,7 @@ impl State {
         // What a failed commit would put back is the state from here on.
         self.acl_before = None;
         self.pause_before = self.pause;
-        self.stats.begin_group();
-        self.slowlog_mark = self.slowlog.mark();
+        self.count_from_here();
         self.flush_outbox();
     }
 
@@ -789,8 +788,7 @@ impl State {
         self.cursors.mark();
         self.acl_before = None;
         self.pause_before = self.pause;
-        self.stats.begin_group();
-        self.slowlog_mark = self.slowlog.mark();
+        self.count_from_here();
         self.expire_blocked();
         // Ends a pause whose time has passed: its clients run in this group.
         self.pause_now();
@@ -876,6 +874,13 @@ impl State {
         // cost a system call each.
         // ACL and CONFIG changes decide whether the next clients must log in.
         self.shared.set_default_auth_required(!self.acl.default_authenticates());
+    }
+
+    /// What the statistics and the slow log take in from here on is what
+    /// a rollback of the group takes away (`rollback`).
+    fn count_from_here(&mut self) {
+        self.stats.begin_group();
+        self.slowlog_mark = self.slowlog.mark();
     }
 
     /// Undoes what the current group did to the clients and the executor's

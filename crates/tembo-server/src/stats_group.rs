@@ -60,14 +60,22 @@ impl GroupTally {
 }
 
 impl Stats {
-    fn scalars(&self) -> [u64; 6] {
-        [self.commands, self.hits, self.misses, self.expired_keys, self.evicted_keys, self.errors]
+    /// The counters a group's start copies and its rollback puts back.
+    fn scalars(&mut self) -> [&mut u64; 6] {
+        [
+            &mut self.commands,
+            &mut self.hits,
+            &mut self.misses,
+            &mut self.expired_keys,
+            &mut self.evicted_keys,
+            &mut self.errors,
+        ]
     }
 
     /// A group starts (or its part so far is committed): what follows is
     /// journaled until [`Stats::end_group`] or [`Stats::roll_back_group`].
     pub fn begin_group(&mut self) {
-        let scalars = self.scalars();
+        let scalars = self.scalars().map(|v| *v);
         let g = &mut self.group;
         g.open = true;
         g.scalars = scalars;
@@ -97,7 +105,9 @@ impl Stats {
             return;
         }
         let g = std::mem::take(&mut self.group);
-        [self.commands, self.hits, self.misses, self.expired_keys, self.evicted_keys, self.errors] = g.scalars;
+        for (v, was) in self.scalars().into_iter().zip(g.scalars) {
+            *v = was;
+        }
         if let Some((codes, off)) = g.codes_before {
             self.error_codes = codes;
             self.error_codes_off = off;
