@@ -1510,7 +1510,7 @@ class Runner:
         in_multi = which == "main" and p.multi
         if not in_multi and name in SCANS and len(args) > SCANS[name]:
             return self.full_scan(which, args)
-        if name == "set" and self.past_expiry(args):
+        if name == "set" and self.past_expiry(args) or self.short_ttl(args):
             self.expired_pending = True
         random_reply = not in_multi and name in RANDOM
         snapshot = self.reference_contents(which, args) if random_reply else None
@@ -1561,6 +1561,27 @@ class Runner:
         expire cycle deletes it (~100 ms), by Tembo's until its own does:
         timing, not semantics."""
         return args[0].lower() == "dbsize" and self.expired_pending
+
+    @staticmethod
+    def short_ttl(args):
+        """Whether a command gives a key a TTL in milliseconds short enough
+        to run out during the sequence (PSETEX, or SET/GETEX PX, given a
+        count of seconds): once it has, DBSIZE counts the key until each
+        server's active expire cycle finds it, as after a past EXAT."""
+        name = args[0].lower()
+        if name == "psetex":
+            ttls = args[2:3]
+        elif name in ("set", "getex"):
+            ttls = [args[i + 1] for i in range(2, len(args) - 1) if str(args[i]).upper() == "PX"]
+        else:
+            return False
+        for t in ttls:
+            try:
+                if 0 < int(t) <= 60_000:
+                    return True
+            except ValueError:
+                pass
+        return False
 
     @staticmethod
     def past_expiry(args):
