@@ -1367,10 +1367,31 @@ def untime(reply):
     return reply
 
 
+def hll_truncated_tail(v):
+    """`v` with its last byte's length bits cleared when it is a sparse
+    HyperLogLog whose last opcode is an XZERO missing its second byte (a
+    string damaged by SETRANGE). Redis reads that byte from past the end
+    of the string: after a PFADD splits such a run, its buffer keeps the
+    byte its memcpy wrote beyond the new length (not the terminator), so
+    the next split's length depends on memory that is not part of the
+    value; Tembo reads 0 there, as a fresh copy of the string would."""
+    if len(v) <= 16 or not v.startswith(b"HYLL") or v[4] != 1:
+        return v
+    p = 16
+    while p < len(v):
+        op = v[p] & 0xC0
+        if op == 0x40 and p == len(v) - 1:
+            return v[:-1] + bytes([0x40])
+        p += 2 if op == 0x40 else 1
+    return v
+
+
 def normalize(args, reply):
     """Replaces replies that may differ legitimately by something stable."""
     if reply[0] == "-":
         return reply
+    if reply[0] == "$" and isinstance(reply[1], bytes):
+        reply = ("$", hll_truncated_tail(reply[1]))
     name = args[0].lower()
     if name == "xinfo":
         return untime(reply)
@@ -1516,6 +1537,9 @@ class Runner:
         snapshot = self.reference_contents(which, args) if random_reply else None
         self.history.append((which, list(args)))
         a, b = p.both(which, args)
+        if (name in ("sort", "sort_ro") and not in_multi and a[0] == "-" and b[0] != "-"
+                and "can't be converted into double" in str(a[1])):
+            a = self.sort_after_errno_reset(which, args)
         try:
             if a[0] == "-" or b[0] == "-":
                 if not same(args, a, b):
@@ -1554,6 +1578,19 @@ class Runner:
         if name == "spop" and not in_multi and a[0] != "-":
             self.resync([p.db if which == "main" else 0], [args[1]])
         return a, b
+
+    def sort_after_errno_reset(self, which, args):
+        """Redis's SORT judges each number by `errno == ERANGE` after strtod
+        without clearing errno first, so an ERANGE left by an earlier
+        command's number (ZADD's score 5e-324, say) fails a SORT of valid
+        numbers: a Redis bug, not a reply to match. A new connection
+        resets errno (Redis's accept loop ends on EAGAIN); the SORT is
+        asked again after one. (It wrote nothing: with STORE too, an
+        error stores nothing.)"""
+        c = Conn(self.redis.port)
+        c.call(["PING"])
+        c.close()
+        return self.pair.conns["r"][WHICH[which]].call(args)
 
     def loose(self, args):
         """Whether only the kind of reply is compared: a key SET with an
