@@ -172,14 +172,24 @@ pub fn serve(st: &mut State) -> Option<Kill> {
     }
     // First the requests that wait behind the script in its group, then
     // what the connections queued since; what must wait stays in place or
-    // joins the group after the script.
+    // joins the group after the script. Once a kill is taken nothing more
+    // is: the script stops at this hook, and what arrives from then on
+    // (a client that has read the kill's OK and sends on) runs after it,
+    // not refused with BUSY.
+    let killing = |st: &State| st.script_run.as_ref().is_some_and(|r| r.kill.is_some());
     for at in st.group_at + 1..st.group.len() {
+        if killing(st) {
+            break;
+        }
         let msg = std::mem::replace(&mut st.group[at], Msg::Served);
         if let Some(waits) = serve_one(st, script_client, msg) {
             st.group[at] = waits;
         }
     }
     for _ in 0..MAX_GROUP {
+        if killing(st) {
+            break;
+        }
         let Some(msg) = st.inbox.as_mut().and_then(|i| i.try_recv().ok()) else { break };
         if let Some(waits) = serve_one(st, script_client, msg) {
             st.after_busy.push_back(waits);

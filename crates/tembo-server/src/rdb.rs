@@ -106,9 +106,23 @@ pub fn put_string(out: &mut Vec<u8>, s: &[u8]) {
 }
 
 /// Appends `s` as Redis writes strings into RDB files with
-/// `rdbcompression yes`: LZF-compressed when it is longer than 20 bytes
-/// and compression saves at least 4 of them, else raw.
+/// `rdbcompression yes`: an integer in canonical form that fits 32 bits
+/// in its integer encoding (1, 2 or 4 bytes after the tag), else
+/// LZF-compressed when it is longer than 20 bytes and compression saves
+/// at least 4 of them, else raw.
 pub fn put_string_compressed(out: &mut Vec<u8>, s: &[u8]) {
+    if let Some(v) = canonical_i32(s) {
+        if let Ok(b) = i8::try_from(v) {
+            out.extend_from_slice(&[0xC0, b as u8]);
+        } else if let Ok(h) = i16::try_from(v) {
+            out.push(0xC1);
+            out.extend_from_slice(&h.to_le_bytes());
+        } else {
+            out.push(0xC2);
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        return;
+    }
     match (s.len() > 20).then(|| lzf_compress(s, s.len() - 4)).flatten() {
         Some(packed) => {
             out.push(0xC3); // RDB_ENCVAL << 6 | RDB_ENC_LZF
@@ -120,62 +134,159 @@ pub fn put_string_compressed(out: &mut Vec<u8>, s: &[u8]) {
     }
 }
 
-/// LZF compression in liblzf's format (what [`lzf_decompress`] and Redis
-/// read): literal runs of up to 32 bytes and back-references of 3 to 264
-/// bytes up to 8 KiB back, found through a hash of each 3-byte sequence.
-/// `None` when the output would be longer than `limit` bytes.
-pub fn lzf_compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
-    const MAX_BACK: usize = 1 << 13;
-    const MAX_RUN: usize = 264;
-    let n = input.len();
-    // A table about the input's size, up to liblzf's 16k entries: a short
-    // string (most values) does not pay for clearing a big one.
-    let hash_bits = (usize::BITS - n.leading_zeros()).clamp(8, 14);
-    // Position + 1 of the last place each hash was seen (0: never).
-    let mut seen = vec![0u32; 1 << hash_bits];
-    let hash = |i: usize| {
-        let v = u32::from(input[i]) << 16 | u32::from(input[i + 1]) << 8 | u32::from(input[i + 2]);
-        (v.wrapping_mul(2_654_435_761) >> (32 - hash_bits)) as usize
-    };
-    let mut out = Vec::with_capacity(limit.min(n));
-    let literals = |out: &mut Vec<u8>, lit: &[u8]| {
-        for run in lit.chunks(32) {
-            out.push((run.len() - 1) as u8);
-            out.extend_from_slice(run);
-        }
-    };
-    let (mut i, mut lit_from) = (0, 0);
-    while i + 2 < n {
-        let h = hash(i);
-        let prev = seen[h] as usize;
-        seen[h] = (i + 1) as u32;
-        if prev > 0 && i - (prev - 1) <= MAX_BACK && input[prev - 1..prev + 2] == input[i..i + 3] {
-            let from = prev - 1;
-            let most = (n - i).min(MAX_RUN);
-            let mut len = 3;
-            while len < most && input[from + len] == input[i + len] {
-                len += 1;
-            }
-            literals(&mut out, &input[lit_from..i]);
-            let (run, back) = (len - 2, i - from - 1);
-            if run < 7 {
-                out.push((run << 5 | back >> 8) as u8);
-            } else {
-                out.push((7 << 5 | back >> 8) as u8);
-                out.push((run - 7) as u8);
-            }
-            out.push((back & 0xff) as u8);
-            i += len;
-            lit_from = i;
-            if out.len() > limit {
-                return None;
-            }
-            continue;
-        }
-        i += 1;
+/// `s` as an integer when it is one in canonical form (what formatting
+/// the number gives back: no sign on 0, no leading zeros or spaces) of 11
+/// bytes at most that fits 32 bits: Redis's `rdbTryIntegerEncoding`.
+fn canonical_i32(s: &[u8]) -> Option<i32> {
+    if s.is_empty() || s.len() > 11 {
+        return None;
     }
-    literals(&mut out, &input[lit_from..]);
-    (out.len() <= limit).then_some(out)
+    let v: i64 = std::str::from_utf8(s).ok()?.parse().ok()?;
+    let v = i32::try_from(v).ok()?;
+    (v.to_string().as_bytes() == s).then_some(v)
+}
+
+/// LZF compression, byte for byte as Redis's liblzf 3.6 writes it (its
+/// `lzfP.h` settings: a 2^16-entry hash table over 4-byte windows,
+/// `VERY_FAST`, the table taken as empty at the start), so that DUMP
+/// payloads and DEBUG OBJECT's `serializedlength` are Redis's: literal runs
+/// of up to 32 bytes and back-references of 3 to 264 bytes up to 8 KiB
+/// back. `None` when the output would be longer than `limit` bytes (where
+/// liblzf returns 0 for an `out_len` of `limit`).
+pub fn lzf_compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
+    const HLOG: u32 = 16;
+    const MAX_LIT: usize = 1 << 5;
+    const MAX_OFF: usize = 1 << 13;
+    const MAX_REF: usize = (1 << 8) + (1 << 3);
+    let n = input.len();
+    if n == 0 || limit == 0 {
+        return None;
+    }
+    let idx = |h: u32| ((h >> (24 - HLOG)).wrapping_sub(h.wrapping_mul(5)) & ((1 << HLOG) - 1)) as usize;
+    let frst = |p: usize| u32::from(input[p]) << 8 | u32::from(input[p + 1]);
+    let next = |v: u32, p: usize| v << 8 | u32::from(input[p + 2]);
+    LZF_TABLE.with(|table| {
+        let mut table = table.borrow_mut();
+        let (epoch, slots) = &mut *table;
+        // Entries of earlier calls (another epoch) read as empty, as
+        // liblzf's slots hold offset 0 there, which it never matches.
+        *epoch = epoch.wrapping_add(1);
+        if *epoch == 0 {
+            slots.iter_mut().for_each(|s| *s = 0);
+            *epoch = 1;
+        }
+        let stamp = u64::from(*epoch) << 32;
+        let mut get_set = |h: u32, pos: usize| {
+            let slot = &mut slots[idx(h)];
+            let old = if *slot >> 32 == u64::from(*epoch) { (*slot & 0xffff_ffff) as usize } else { 0 };
+            *slot = stamp | pos as u64;
+            old
+        };
+        // `op` and the run bookkeeping as liblzf's: a byte is reserved for
+        // each literal run's length before its bytes are known.
+        let out_end = limit;
+        let mut out = vec![0u8; limit + 4];
+        let (mut ip, mut op, mut lit) = (0usize, 1usize, 0usize);
+        let mut hval = if n >= 2 { frst(0) } else { 0 };
+        while n >= 3 && ip < n - 2 {
+            hval = next(hval, ip);
+            let r = get_set(hval, ip);
+            let off = ip.wrapping_sub(r).wrapping_sub(1);
+            if off < MAX_OFF && r > 0 && input[r + 2] == input[ip + 2] && input[r..r + 2] == input[ip..ip + 2] {
+                let mut len = 2;
+                let maxlen = (n - ip - len).min(MAX_REF);
+                if op + 3 + 1 >= out_end && op - usize::from(lit == 0) + 3 + 1 >= out_end {
+                    return None;
+                }
+                out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+                op -= usize::from(lit == 0);
+                // liblzf compares 16 bytes unrolled first when more than 16
+                // may match, without the bound (it may so match past maxlen).
+                let mut done = false;
+                if maxlen > 16 {
+                    for _ in 0..16 {
+                        len += 1;
+                        if input[r + len] != input[ip + len] {
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                if !done {
+                    loop {
+                        len += 1;
+                        if !(len < maxlen && input[r + len] == input[ip + len]) {
+                            break;
+                        }
+                    }
+                }
+                len -= 2;
+                ip += 1;
+                if len < 7 {
+                    out[op] = ((off >> 8) + (len << 5)) as u8;
+                    op += 1;
+                } else {
+                    out[op] = ((off >> 8) + (7 << 5)) as u8;
+                    out[op + 1] = (len - 7) as u8;
+                    op += 2;
+                }
+                out[op] = off as u8;
+                op += 1;
+                lit = 0;
+                op += 1;
+                ip += len + 1;
+                if ip >= n - 2 {
+                    break;
+                }
+                ip -= 2;
+                hval = frst(ip);
+                hval = next(hval, ip);
+                get_set(hval, ip);
+                ip += 1;
+                hval = next(hval, ip);
+                get_set(hval, ip);
+                ip += 1;
+            } else {
+                if op >= out_end {
+                    return None;
+                }
+                lit += 1;
+                out[op] = input[ip];
+                op += 1;
+                ip += 1;
+                if lit == MAX_LIT {
+                    out[op - lit - 1] = (lit - 1) as u8;
+                    lit = 0;
+                    op += 1;
+                }
+            }
+        }
+        if op + 3 > out_end {
+            return None;
+        }
+        while ip < n {
+            lit += 1;
+            out[op] = input[ip];
+            op += 1;
+            ip += 1;
+            if lit == MAX_LIT {
+                out[op - lit - 1] = (lit - 1) as u8;
+                lit = 0;
+                op += 1;
+            }
+        }
+        out[op - lit - 1] = (lit as u8).wrapping_sub(1);
+        op -= usize::from(lit == 0);
+        out.truncate(op);
+        Some(out)
+    })
+}
+
+thread_local! {
+    /// liblzf's hash table, reused between calls: an epoch in each slot's
+    /// high half says whether the call now running wrote it, so that no
+    /// call clears 512 KiB (a DUMP of a short string would pay that).
+    static LZF_TABLE: std::cell::RefCell<(u32, Vec<u64>)> = std::cell::RefCell::new((0, vec![0; 1 << 16]));
 }
 
 /// A cursor over an RDB body.
@@ -383,6 +494,28 @@ mod tests {
         out.clear();
         put_string_compressed(&mut out, b"short but repeated repeated");
         assert_eq!(Reader::new(&out).string().unwrap(), b"short but repeated repeated");
+    }
+
+    /// Strings as redis-server 7.0.15's DUMP writes them (the payload's
+    /// bytes after the type byte, before the version and CRC).
+    #[test]
+    fn strings_are_encoded_byte_for_byte_as_redis_does() {
+        let cases: [(&[u8], &str); 7] = [
+            (b"bar", "03626172"),
+            (b"12345", "c13930"),
+            (b"-7", "c0f9"),
+            (b"2147483648", "0a32313437343833363438"),
+            (&[b'x'; 50], "c30932017878e02500017878"),
+            (&b"abcabcabcabcabcabcabcabcabcabc".repeat(3), "c30b405a0361626361e04b02016263"),
+            (&b"hello world ".repeat(10), "c31440780c68656c6c6f20776f726c642068e0600b016420"),
+        ];
+        for (input, redis) in cases {
+            let mut out = Vec::new();
+            put_string_compressed(&mut out, input);
+            let hex: String = out.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(hex, redis, "{:?}", String::from_utf8_lossy(input));
+            assert_eq!(Reader::new(&out).string().unwrap(), input);
+        }
     }
 
     #[test]

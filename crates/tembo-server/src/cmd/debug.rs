@@ -27,6 +27,25 @@ pub const COMMANDS: &[Spec] = &[Spec {
     run: debug,
 }];
 
+/// Collections up to this many elements are serialized for DEBUG OBJECT.
+const SERIALIZE_MAX: u64 = 4096;
+
+/// DEBUG OBJECT's `serializedlength`: as in Redis, the bytes the value
+/// takes in an RDB file or a DUMP payload, strings LZF-compressed where
+/// that pays, without the type byte ("bar" 4, "12345" as an integer 3).
+/// Collections are measured in Tembo's RDB form (plain lists of elements,
+/// where Redis writes small ones as a listpack blob). A string stored in
+/// chunks, or a collection of over [`SERIALIZE_MAX`] elements, gives its
+/// length or element count instead: a debugging command should not copy a
+/// value of up to 512 MiB.
+fn serialized_length(cx: &mut Ctx, key: &[u8], m: &crate::encoding::Meta) -> Result<u64, CmdError> {
+    if m.is_chunked() || m.kind != crate::encoding::Kind::String && m.size > SERIALIZE_MAX {
+        return Ok(m.size);
+    }
+    let value = super::dump::value_of(cx, key, m)?;
+    Ok(crate::rdb_value::encode_compressed(&value).len() as u64 - 1)
+}
+
 fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match (sub.as_str(), a.len()) {
@@ -41,11 +60,8 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             // As Redis's dictionary holds the key: one past its expiry but
             // not yet removed is shown, and stays.
             let Some(m) = cx.peek_meta(&a[2])? else { return Err(CmdError::err("no such key")) };
-            let (enc, len) = match m.kind {
-                crate::encoding::Kind::String if m.is_chunked() => ("raw", m.size),
-                crate::encoding::Kind::String => (super::keys::encoding_of(cx, &a[2], &m)?, m.value.len() as u64),
-                _ => (super::keys::encoding_of(cx, &a[2], &m)?, m.size),
-            };
+            let enc = if m.is_chunked() { "raw" } else { super::keys::encoding_of(cx, &a[2], &m)? };
+            let len = serialized_length(cx, &a[2], &m)?;
             Ok(Reply::Simple(format!(
                 "Value at:0x0 refcount:1 encoding:{enc} serializedlength:{len} lru:0 lru_seconds_idle:0"
             )))

@@ -128,8 +128,14 @@ fn migrate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let timeout = Duration::from_millis(if timeout <= 0 { 1000 } else { timeout as u64 });
     let host = String::from_utf8_lossy(&a[1]).into_owned();
     let port = String::from_utf8_lossy(&a[2]).into_owned();
-    let mut conn = Target::connect(&host, &port, timeout)
-        .ok_or_else(|| CmdError("IOERR error or timeout connecting to the client".into()))?;
+    let write_error = || CmdError("IOERR error or timeout writing to target instance".into());
+    let mut conn = match Target::connect(&host, &port, timeout) {
+        Ok(conn) => conn,
+        // Redis connects without blocking and takes a refused connection
+        // (writable at once) as made: the error it reports is the write's.
+        Err(Unreached::Refused) => return Err(write_error()),
+        Err(Unreached::Other) => return Err(CmdError("IOERR error or timeout connecting to the client".into())),
+    };
 
     let mut request = Vec::new();
     let mut replies = 0;
@@ -148,7 +154,7 @@ fn migrate(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         encode(&mut request, &restore);
     }
-    conn.send(&request).map_err(|_| CmdError("IOERR error or timeout writing to target instance".into()))?;
+    conn.send(&request).map_err(|_| write_error())?;
     let io_read = || CmdError("IOERR error or timeout reading to target instance".into());
     // AUTH and SELECT first: an error there means no key moved.
     for _ in 0..replies {
@@ -190,20 +196,35 @@ struct Target {
     reader: BufReader<TcpStream>,
 }
 
+/// Why no connection to the target was made.
+enum Unreached {
+    /// Every address refused it (nothing listens on the port).
+    Refused,
+    /// A bad port, a name that does not resolve, a time-out.
+    Other,
+}
+
 impl Target {
-    fn connect(host: &str, port: &str, timeout: Duration) -> Option<Target> {
-        let port: u16 = port.parse().ok()?;
-        let addrs = (host, port).to_socket_addrs().ok()?;
+    fn connect(host: &str, port: &str, timeout: Duration) -> Result<Target, Unreached> {
+        let port: u16 = port.parse().map_err(|_| Unreached::Other)?;
+        let addrs: Vec<_> = (host, port).to_socket_addrs().map_err(|_| Unreached::Other)?.collect();
         // One timeout for the connection, however many addresses the name has.
         let deadline = std::time::Instant::now() + timeout;
+        let mut refused = !addrs.is_empty();
         let stream = addrs.into_iter().find_map(|addr| {
-            let left = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero())?;
-            TcpStream::connect_timeout(&addr, left).ok()
-        })?;
-        stream.set_read_timeout(Some(timeout)).ok()?;
-        stream.set_write_timeout(Some(timeout)).ok()?;
+            let Some(left) = deadline.checked_duration_since(std::time::Instant::now()).filter(|d| !d.is_zero()) else {
+                refused = false;
+                return None;
+            };
+            TcpStream::connect_timeout(&addr, left)
+                .map_err(|e| refused &= e.kind() == std::io::ErrorKind::ConnectionRefused)
+                .ok()
+        });
+        let stream = stream.ok_or(if refused { Unreached::Refused } else { Unreached::Other })?;
+        stream.set_read_timeout(Some(timeout)).map_err(|_| Unreached::Other)?;
+        stream.set_write_timeout(Some(timeout)).map_err(|_| Unreached::Other)?;
         let _ = stream.set_nodelay(true);
-        Some(Target { reader: BufReader::new(stream) })
+        Ok(Target { reader: BufReader::new(stream) })
     }
 
     fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
