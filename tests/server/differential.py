@@ -56,6 +56,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -2209,6 +2210,11 @@ def report(seed, proto, m, hist, out):
 
 
 def main():
+    # Started in the background by scripts/test-server, SIGINT comes in
+    # ignored, and SIGTERM would end the process before its `finally`
+    # stops the servers it started: both end it through SystemExit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tembo", default=os.environ.get("TEMBO_BIN"), help="tembo binary (default $TEMBO_BIN)")
     ap.add_argument("--redis-server", default=os.environ.get("REDIS_SERVER", "redis-server"))

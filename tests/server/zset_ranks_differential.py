@@ -23,6 +23,7 @@ import argparse
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -145,6 +146,11 @@ def run_seed(tembo, redis_c, seed, steps):
 
 
 def main():
+    # Started in the background by scripts/test-server, SIGINT comes in
+    # ignored, and SIGTERM would end the process before its `finally`
+    # stops the servers it started: both end it through SystemExit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tembo", required=True, help="the tembo binary")
     ap.add_argument("--seeds", type=int, default=2)
