@@ -1398,3 +1398,11 @@ def test_migrate_moves_and_copies_keys_to_another_server(r, target_redis):
         r.config_set("slowlog-log-slower-than", 10000)
     t0.close()
     t3.close()
+
+
+def test_config_rewrite_without_a_config_file(r):
+    """Started without a config file, CONFIG REWRITE fails in Redis's words
+    (client test suites match them: rueidis's)."""
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("CONFIG", "REWRITE")
+    assert err(e) == "The server is running without a config file"

@@ -155,7 +155,6 @@ fn canonical_i32(s: &[u8]) -> Option<i32> {
 /// liblzf returns 0 for an `out_len` of `limit`).
 pub fn lzf_compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
     const HLOG: u32 = 16;
-    const MAX_LIT: usize = 1 << 5;
     const MAX_OFF: usize = 1 << 13;
     const MAX_REF: usize = (1 << 8) + (1 << 3);
     let n = input.len();
@@ -250,36 +249,36 @@ pub fn lzf_compress(input: &[u8], limit: usize) -> Option<Vec<u8>> {
                 if op >= out_end {
                     return None;
                 }
-                lit += 1;
-                out[op] = input[ip];
-                op += 1;
+                push_literal(&mut out, &mut op, &mut lit, input[ip]);
                 ip += 1;
-                if lit == MAX_LIT {
-                    out[op - lit - 1] = (lit - 1) as u8;
-                    lit = 0;
-                    op += 1;
-                }
             }
         }
         if op + 3 > out_end {
             return None;
         }
         while ip < n {
-            lit += 1;
-            out[op] = input[ip];
-            op += 1;
+            push_literal(&mut out, &mut op, &mut lit, input[ip]);
             ip += 1;
-            if lit == MAX_LIT {
-                out[op - lit - 1] = (lit - 1) as u8;
-                lit = 0;
-                op += 1;
-            }
         }
         out[op - lit - 1] = (lit as u8).wrapping_sub(1);
         op -= usize::from(lit == 0);
         out.truncate(op);
         Some(out)
     })
+}
+
+/// One more literal byte at `op`; a full run (32 bytes) gets its length
+/// byte and the next run's is reserved.
+fn push_literal(out: &mut [u8], op: &mut usize, lit: &mut usize, byte: u8) {
+    const MAX_LIT: usize = 1 << 5;
+    *lit += 1;
+    out[*op] = byte;
+    *op += 1;
+    if *lit == MAX_LIT {
+        out[*op - *lit - 1] = (*lit - 1) as u8;
+        *lit = 0;
+        *op += 1;
+    }
 }
 
 thread_local! {

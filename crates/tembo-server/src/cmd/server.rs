@@ -695,6 +695,11 @@ fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
             cx.st.acl.log.denied = [0; 4];
             Ok(Reply::ok())
         }
+        // Redis's words without a config file (rueidis's own tests match
+        // them); with one, what to do instead.
+        "rewrite" if a.len() == 2 && cx.st.config_file.is_empty() => {
+            Err(CmdError::err("The server is running without a config file"))
+        }
         "rewrite" if a.len() == 2 => Err(CmdError::err("CONFIG REWRITE is not supported: edit the TOML config file")),
         _ => Err(super::subcommand_error(a, "CONFIG")),
     }
