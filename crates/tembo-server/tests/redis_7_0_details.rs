@@ -208,3 +208,16 @@ fn overflowing_arithmetic_as_redis_does() {
     assert_eq!(restore(&mut s, "100000"), Reply::Simple("OK".into()));
     assert_eq!(s.call(&["EXISTS", "r"]), Reply::Int(1));
 }
+
+/// An expiry at `i64::MAX` ms (PEXPIREAT takes it) in seconds: Redis's
+/// build rounds it unsigned, so EXPIRETIME is i64::MAX / 1000 rounded up,
+/// not a wrapped negative (and no overflow panic in a debug build).
+#[test]
+fn expiretime_of_the_largest_expiry_rounds_without_overflow() {
+    let mut s = session();
+    assert_eq!(s.call(&["SET", "k", "v"]), Reply::Simple("OK".into()));
+    assert_eq!(s.call(&["PEXPIREAT", "k", "9223372036854775807"]), Reply::Int(1));
+    assert_eq!(s.call(&["EXPIRETIME", "k"]), Reply::Int(9_223_372_036_854_776));
+    assert_eq!(s.call(&["PEXPIRETIME", "k"]), Reply::Int(i64::MAX));
+    assert!(matches!(s.call(&["TTL", "k"]), Reply::Int(t) if t > 9_000_000_000_000_000));
+}

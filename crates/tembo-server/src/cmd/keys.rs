@@ -463,8 +463,19 @@ fn ttl_ms(cx: &mut Ctx, key: &[u8]) -> Res<i64> {
 }
 
 fn ttl(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let t = ttl_ms(cx, &a[1])?;
-    Ok(Reply::Int(if t < 0 { t } else { (t + 500) / 1000 }))
+    Ok(Reply::Int(rounded_seconds(ttl_ms(cx, &a[1])?)))
+}
+
+/// Milliseconds as TTL and EXPIRETIME give seconds: rounded to the
+/// nearest, negative codes (-1, -2) kept. Unsigned, as Redis's build
+/// computes it: an expiry near `i64::MAX` ms (PEXPIREAT accepts it) must
+/// neither overflow nor turn negative.
+pub(super) fn rounded_seconds(ms: i64) -> i64 {
+    if ms < 0 {
+        ms
+    } else {
+        ((ms as u64 + 500) / 1000) as i64
+    }
 }
 
 fn pttl(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

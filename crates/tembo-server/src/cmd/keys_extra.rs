@@ -64,8 +64,7 @@ fn expire_at(cx: &mut Ctx, key: &[u8]) -> Res<i64> {
 }
 
 fn expiretime(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    let t = expire_at(cx, &a[1])?;
-    Ok(Reply::Int(if t < 0 { t } else { (t + 500) / 1000 }))
+    Ok(Reply::Int(super::keys::rounded_seconds(expire_at(cx, &a[1])?)))
 }
 
 fn pexpiretime(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
