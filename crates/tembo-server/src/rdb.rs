@@ -134,16 +134,22 @@ pub fn put_string_compressed(out: &mut Vec<u8>, s: &[u8]) {
     }
 }
 
-/// `s` as an integer when it is one in canonical form (what formatting
-/// the number gives back: no sign on 0, no leading zeros or spaces) of 11
-/// bytes at most that fits 32 bits: Redis's `rdbTryIntegerEncoding`.
+/// `s` as an i64 when it is one in canonical form, as Redis's `string2ll`
+/// accepts it: what formatting the number gives back (no `+`, no leading
+/// zeros or spaces, no `-0`).
+pub(crate) fn canonical_i64(s: &[u8]) -> Option<i64> {
+    let t = std::str::from_utf8(s).ok()?;
+    let v: i64 = t.parse().ok()?;
+    (v.to_string() == t).then_some(v)
+}
+
+/// [`canonical_i64`] for what fits 32 bits (11 bytes at most): the strings
+/// Redis's `rdbTryIntegerEncoding` writes as integers.
 fn canonical_i32(s: &[u8]) -> Option<i32> {
-    if s.is_empty() || s.len() > 11 {
+    if s.len() > 11 {
         return None;
     }
-    let v: i64 = std::str::from_utf8(s).ok()?.parse().ok()?;
-    let v = i32::try_from(v).ok()?;
-    (v.to_string().as_bytes() == s).then_some(v)
+    i32::try_from(canonical_i64(s)?).ok()
 }
 
 /// LZF compression, byte for byte as Redis's liblzf 3.6 writes it (its

@@ -561,14 +561,8 @@ pub(crate) fn encoding_of(cx: &Ctx, key: &[u8], m: &Meta) -> Res<&'static str> {
     if m.size > limit {
         return Ok("hashtable");
     }
-    let all_ints = cx.sub_all(key, m)?.iter().all(|(member, _)| canonical_int(member));
+    let all_ints = cx.sub_all(key, m)?.iter().all(|(member, _)| crate::rdb::canonical_i64(member).is_some());
     Ok(if all_ints { "intset" } else { "hashtable" })
-}
-
-/// Whether `b` is an i64 written as Redis's `string2ll` accepts it: no
-/// sign but a leading `-`, no leading zeros, no `-0`.
-fn canonical_int(b: &[u8]) -> bool {
-    std::str::from_utf8(b).ok().and_then(|t| t.parse::<i64>().ok().map(|n| n.to_string() == t)).unwrap_or(false)
 }
 
 /// The encoding Redis 7.0 would report for a value of this shape, by its
