@@ -7,13 +7,14 @@ redis-server 7.0.15 where it has the command).
     TEMBO_PORT=6379 python3 -m pytest -q tests/server/test_compat.py
 """
 
+import socket
 import threading
 import time
 
 import pytest
 import redis
 
-from test_commands import PASSWORD, PORT, Raw, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
+from test_commands import HOST, PASSWORD, PORT, Raw, err, is_reference_redis, make_client, r  # noqa: F401  (r is a fixture)
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -1406,3 +1407,91 @@ def test_config_rewrite_without_a_config_file(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("CONFIG", "REWRITE")
     assert err(e) == "The server is running without a config file"
+
+
+def _raw_conn():
+    """A plain socket to the server, logged in (no client library between)."""
+    s = socket.create_connection((HOST, PORT), timeout=5)
+    if PASSWORD:
+        s.sendall(f"AUTH {PASSWORD}\r\n".encode())
+        assert s.recv(100) == b"+OK\r\n"
+    return s
+
+
+def _read_lines(s, n):
+    buf = b""
+    while buf.count(b"\r\n") < n:
+        chunk = s.recv(4096)
+        assert chunk, buf
+        buf += chunk
+    return buf.split(b"\r\n")[:n]
+
+
+def test_monitor_answers_ok_before_any_line_and_is_a_replica(r):
+    # MONITOR's +OK comes first even when another client's command runs
+    # right behind it (ioredis's tests caught a line ahead of it, a few
+    # times in a hundred, when both arrived together).
+    other = _raw_conn()
+    for i in range(300):
+        mon = _raw_conn()
+        mon.sendall(b"MONITOR\r\n")
+        other.sendall(f"SET k{i} v\r\n".encode())
+        # (The SET may run before MONITOR, and then shows nowhere.)
+        assert _read_lines(mon, 1) == [b"+OK"], i
+        assert other.recv(100) == b"+OK\r\n"
+        mon.close()
+    # Timestamps in microseconds, as Redis's; its own commands show after
+    # their replies, and it may not touch the keyspace (Redis marks a
+    # monitor a replica).
+    mon = _raw_conn()
+    mon.sendall(b"MONITOR\r\nPING\r\nGET k1\r\nSET k1 w\r\n")
+    lines = _read_lines(mon, 5)
+    assert lines[:2] == [b"+OK", b"+PONG"]
+    assert lines[2].endswith(b'"PING"'), lines
+    assert lines[3:] == [b"-ERR Replica can't interact with the keyspace"] * 2
+    stamps = []
+    for i in range(20):
+        other.sendall(f"GET k{i}\r\n".encode())
+        other.recv(100)
+        stamps.append(_read_lines(mon, 1)[0].split(b" ")[0])
+    assert any(not s.endswith(b"000") for s in stamps), stamps
+    mon.close()
+    other.close()
+    assert r.get("k1") == "v"
+
+
+def test_debug_sleep_reads_its_time_as_strtod(r):
+    # hiredis's tests probe with "DEBUG SLEEP 0\r\n" (the CRLF inside the
+    # argument): Redis reads a bare strtod prefix, garbage as 0.
+    for arg in ["0\r\n", "0x", "abc", "", " 0.01", "1e300", "-1", "nan"]:
+        assert r.execute_command("DEBUG", "SLEEP", arg) == "OK", arg
+
+
+def test_object_freq_counts_as_redis_lfu(r):
+    before = r.config_get("maxmemory-policy")["maxmemory-policy"]
+    try:
+        r.config_set("maxmemory-policy", "noeviction")
+        r.set("old", "value")
+        # After a switch to LFU a key's count starts from nothing: one use
+        # makes 1 (redis-rs's own test expects it).
+        r.config_set("maxmemory-policy", "allkeys-lfu")
+        r.get("old")
+        assert r.object("freq", "old") == 1
+        # A new key starts at 5 (LFU_INIT), whatever its name saw before;
+        # its first use counts one; a write that replaces it counts as its
+        # lookup does, once; OBJECT itself does not count.
+        r.delete("old")
+        r.set("old", "value")
+        assert r.object("freq", "old") == 5
+        r.set("old", "value2")
+        assert r.object("freq", "old") == 6
+        r.hset("h", "a", "1")
+        assert r.object("freq", "h") == 5
+        r.object("freq", "h")
+        r.hset("h", "b", "1")
+        assert r.object("freq", "h") == 6
+        r.flushall()
+        r.set("old", "value")
+        assert r.object("freq", "old") == 5
+    finally:
+        r.config_set("maxmemory-policy", before)

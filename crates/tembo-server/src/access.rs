@@ -110,6 +110,27 @@ impl AccessClock {
         }
     }
 
+    /// Records that the key whose hash is `hash` was written at `now_ms`:
+    /// a new key starts its counter at `LFU_INIT` (Redis's new object); an
+    /// overwritten one keeps its counter (Redis's `dbOverwrite` keeps the
+    /// old object's, and the command's lookup already counted the use).
+    pub fn write_hashed(&mut self, db: u8, hash: u32, now_ms: u64, new_key: bool) {
+        let now = self.tick(now_ms);
+        let slot = Self::slot_of_hash(db, hash);
+        self.slots[slot] = now;
+        if new_key {
+            self.lfu[slot] = (now / 60) << 8 | u32::from(LFU_INIT);
+        }
+    }
+
+    /// Starts counting uses from nothing, at `now_ms`, when an LFU policy
+    /// replaces another: Redis reads the LRU clock left in an object as an
+    /// LFU word then, which decays to 0 (OBJECT FREQ is 1 after one use).
+    pub fn restart_lfu(&mut self, now_ms: u64) {
+        let word = (self.tick(now_ms) / 60) << 8;
+        self.lfu.iter_mut().for_each(|w| *w = word);
+    }
+
     /// The slot's counter less a step per `lfu_decay_minutes` since its
     /// last decay (Redis's `LFUDecrAndReturn`).
     fn decayed(&self, slot: usize, now_ms: u64) -> u8 {
@@ -217,6 +238,29 @@ mod tests {
         c.touch_hashed(0, key_hash(b"k"), t0);
         c.touch_hashed(0, key_hash(b"k"), t0);
         assert_eq!(c.freq(0, b"k", t0), 255);
+    }
+
+    #[test]
+    fn new_keys_start_at_the_initial_count_and_an_lfu_switch_starts_from_zero() {
+        let t0 = 1_700_000_000_000;
+        let mut c = AccessClock::new(t0);
+        c.lfu_on = true;
+        // Ten minutes on, an untouched slot has decayed to 0; a key made
+        // there starts at LFU_INIT, and overwriting it adds nothing.
+        let later = t0 + 600_000;
+        assert_eq!(c.freq(0, b"k", later), 0);
+        c.write_hashed(0, key_hash(b"k"), later, true);
+        assert_eq!(c.freq(0, b"k", later), LFU_INIT);
+        c.write_hashed(0, key_hash(b"k"), later, false);
+        assert_eq!(c.freq(0, b"k", later), LFU_INIT);
+        assert_eq!(c.idle_secs(0, b"k", later), 0);
+        // The first use of a counter at LFU_INIT always counts.
+        c.touch_hashed(0, key_hash(b"k"), later);
+        assert_eq!(c.freq(0, b"k", later), LFU_INIT + 1);
+        c.restart_lfu(later);
+        assert_eq!(c.freq(0, b"k", later), 0);
+        c.touch_hashed(0, key_hash(b"k"), later);
+        assert_eq!(c.freq(0, b"k", later), 1);
     }
 
     #[test]

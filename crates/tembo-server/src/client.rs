@@ -124,6 +124,9 @@ pub struct Client {
     /// Pub/sub messages for this client produced while it runs a command
     /// (it published to itself); they go out before that command's reply.
     pub pushbuf: Vec<u8>,
+    /// MONITOR lines of this monitor's own commands; they go out after
+    /// the command's reply.
+    pub monitor_echo: Vec<u8>,
     /// Since when the output buffer has been over the pub/sub soft limit.
     pub soft_limit_since: Option<Instant>,
     /// Blocking commands may not block (inside EXEC, in-process sessions):
@@ -193,6 +196,7 @@ impl Client {
             patterns: HashSet::new(),
             shard_channels: HashSet::new(),
             pushbuf: Vec::new(),
+            monitor_echo: Vec::new(),
             soft_limit_since: None,
             no_block: false,
             reply_off: false,

@@ -907,6 +907,7 @@ impl State {
         self.syncs.requests.clear();
         for c in self.clients.values_mut() {
             c.pushbuf.clear();
+            c.monitor_echo.clear();
             c.block_req = None;
             c.postpone_now = false;
             c.conn.blocked.store(c.blocked.is_some() || c.postponed.is_some(), std::sync::atomic::Ordering::Relaxed);
@@ -1179,6 +1180,7 @@ impl State {
                 // Pub/sub confirmations are pushes: CLIENT REPLY leaves them be.
                 reply.encode_spliced(client.proto, &mut out, &mut spliced);
             }
+            out.append(&mut client.monitor_echo);
             if client.close || client.syncing || self.shutdown {
                 break;
             }

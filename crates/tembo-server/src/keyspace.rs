@@ -295,7 +295,7 @@ impl Ctx<'_> {
             self.st.store.put(sub_prefix(encoding::GARBAGE, db, key, o.version), Vec::new())?;
         }
         let mk = meta_key(db, self.st.gen(db), key);
-        self.st.access.touch_hashed(db, encoding::meta_key_hash(&mk), self.now);
+        self.st.access.write_hashed(db, encoding::meta_key_hash(&mk), self.now, old.is_none());
         self.st.store.put(mk, record)?;
         // Watchers, notifications and blocked clients know the database
         // by the number clients select.

@@ -98,7 +98,7 @@ impl State {
 
     /// Whether a call may change data or be propagated to replicas (Redis's
     /// `write` and `may-replicate` flags, scripts by their declared flags).
-    fn may_write(&self, spec: &Spec, args: &[Vec<u8>]) -> bool {
+    pub(crate) fn may_write(&self, spec: &Spec, args: &[Vec<u8>]) -> bool {
         let flagged = spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate");
         if let Some(sub) = cmd::subcommand(spec, args) {
             // A container's flags are not its subcommands'.

@@ -16,26 +16,6 @@ pub fn int(arg: &[u8]) -> Result<i64, CmdError> {
     s.parse().map_err(|_| CmdError::not_int())
 }
 
-/// A double as Redis accepts it (`inf`, `-inf`, `+inf` included; NaN refused).
-pub fn float(arg: &[u8]) -> Result<f64, CmdError> {
-    parse_float(arg).ok_or_else(CmdError::not_float)
-}
-
-/// The parser behind [`float`].
-pub fn parse_float(arg: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(arg).ok()?;
-    if s.is_empty() || s.trim() != s {
-        return None;
-    }
-    let v = match s.to_ascii_lowercase().as_str() {
-        "inf" | "+inf" | "infinity" | "+infinity" => f64::INFINITY,
-        "-inf" | "-infinity" => f64::NEG_INFINITY,
-        other if other.contains("nan") => return None,
-        _ => s.parse().ok()?,
-    };
-    Some(v)
-}
-
 /// Resolves Redis's inclusive `[start, stop]` with negative indices against
 /// `len`; `None` when the range is empty.
 pub fn range(start: i64, stop: i64, len: i64) -> Option<(i64, i64)> {
@@ -213,14 +193,11 @@ mod tests {
     }
 
     #[test]
-    fn ints_and_floats() {
+    fn ints_and_ranges() {
         assert_eq!(int(b"-12").unwrap(), -12);
         assert!(int(b"012").is_err());
         assert!(int(b"+1").is_err());
         assert!(int(b"9223372036854775808").is_err());
-        assert_eq!(float(b"-inf").unwrap(), f64::NEG_INFINITY);
-        assert!(float(b"nan").is_err());
-        assert_eq!(float(b"1e3").unwrap(), 1000.0);
         assert_eq!(range(0, -1, 3), Some((0, 2)));
         assert_eq!(range(-100, 100, 3), Some((0, 2)));
         assert_eq!(range(2, 1, 3), None);

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use super::args::{float, int, is};
+use super::args::{int, is};
 use super::{CmdError, CmdResult, Spec};
 use crate::exec::Ctx;
 use crate::resp::Reply;
@@ -50,9 +50,12 @@ fn debug(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match (sub.as_str(), a.len()) {
         ("sleep", 3) => {
-            let secs = float(&a[2])?;
-            if secs > 0.0 && secs.is_finite() {
-                std::thread::sleep(Duration::from_secs_f64(secs));
+            // Redis reads the time with a bare strtod: what is not a number
+            // sleeps 0 (hiredis's tests probe with "0\r\n"), and a time past
+            // i64 microseconds wraps negative, so it does not sleep.
+            let micros = super::zparse::strtod(&a[2]).0 * 1e6;
+            if micros >= 1.0 && micros < i64::MAX as f64 {
+                std::thread::sleep(Duration::from_micros(micros as u64));
             }
             Ok(Reply::ok())
         }

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use tembo_store::DbError;
 
 use crate::client::{Client, Out};
-use crate::exec::{now_ms, Ctx, State};
+use crate::exec::{Ctx, State};
 use crate::resp::Reply;
 use crate::store::StoreError;
 
@@ -402,6 +402,11 @@ pub fn dispatch(st: &mut State, client: &mut Client, args: &[Vec<u8>]) -> Reply 
     // While a script is busy, only what Redis allows then runs.
     if let Some(busy) = crate::busy::refusal(st).filter(|_| !allows_busy(spec, args)) {
         return reject(st, client, spec, args, busy);
+    }
+    // Redis marks a MONITOR client a replica, and a replica's connection
+    // may not touch the keyspace.
+    if client.monitor && (has_flag(spec, args, "readonly") || st.may_write(spec, args)) {
+        return reject(st, client, spec, args, "ERR Replica can't interact with the keyspace");
     }
     // CLIENT PAUSE holds the call (before MULTI would queue it, as in
     // Redis); the executor keeps the client waiting (`pause`).
@@ -923,12 +928,18 @@ fn count_error(st: &mut State, client: &Client, msg: &str) {
     }
 }
 
-fn feed_monitors(st: &mut State, client: &Client, args: &[Vec<u8>]) {
+/// Shows a call to the clients in MONITOR mode. The lines go through the
+/// group's outbox, after the replies queued before them: a client whose
+/// MONITOR ran earlier in the group gets its `+OK` before any line, and a
+/// group that is rolled back and rerun shows its calls once. A monitor's
+/// own calls show after their replies, as Redis 7.0 feeds monitors after
+/// the call.
+fn feed_monitors(st: &mut State, client: &mut Client, args: &[Vec<u8>]) {
     if st.monitors.is_empty() {
         return;
     }
-    let now = now_ms();
-    let mut line = format!("+{}.{:06} [{} {}]", now / 1000, (now % 1000) * 1000, client.db, client.addr);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut line = format!("+{}.{:06} [{} {}]", now.as_secs(), now.subsec_micros(), client.db, client.addr);
     let secret = secret_args(args);
     for (i, a) in args.iter().enumerate() {
         if secret.contains(&i) {
@@ -949,9 +960,11 @@ fn feed_monitors(st: &mut State, client: &Client, args: &[Vec<u8>]) {
         line.push('"');
     }
     line.push_str("\r\n");
-    for id in &st.monitors {
-        if let Some(c) = st.clients.get(id) {
-            let _ = c.out.send(Out::Push(line.clone().into_bytes()));
+    for &id in &st.monitors {
+        if id == client.id {
+            client.monitor_echo.extend_from_slice(line.as_bytes());
+        } else if st.clients.contains_key(&id) {
+            st.outbox.push((id, Out::Push(line.clone().into_bytes())));
         }
     }
 }

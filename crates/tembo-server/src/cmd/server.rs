@@ -861,6 +861,9 @@ fn config_set(cx: &mut Ctx, name: &str, written: &str, value: &str) -> Result<()
         "maxmemory-policy" => {
             let policy =
                 crate::maxmemory::Policy::parse(value).ok_or_else(|| bad(&crate::maxmemory::Policy::choices()))?;
+            if policy.lfu() && !cx.st.maxmemory.policy.lfu() {
+                cx.st.access.restart_lfu(cx.now);
+            }
             cx.st.set_maxmemory_policy(policy);
         }
         "maxmemory-samples" | "maxmemory-eviction-tenacity" | "lfu-log-factor" | "lfu-decay-time" => {

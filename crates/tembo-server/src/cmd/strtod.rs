@@ -4,7 +4,7 @@
 //! one with leading blanks, is a weight (0 and the number), as are hex
 //! floats (`0x1p3`) and `infinity`; `1 ` (a trailing blank) or `1e400`
 //! (overflow) are not. Redis's other numeric arguments use stricter
-//! parsers ([`super::args::parse_float`]).
+//! parsers (`string2d`, [`super::zparse`]).
 
 /// The weight `s` reads as, or `None` where Redis's SORT reports "One or
 /// more scores can't be converted into double".

@@ -22,7 +22,7 @@ fn is_c_space(b: u8) -> bool {
 /// C's `strtod` on `s`: (value, bytes consumed, range error). Nothing
 /// converted: consumed 0. The range error is set where C sets ERANGE and
 /// returns ±HUGE_VAL or zero (an overflow, or an underflow to zero).
-fn strtod(s: &[u8]) -> (f64, usize, bool) {
+pub(super) fn strtod(s: &[u8]) -> (f64, usize, bool) {
     let mut i = 0;
     while i < s.len() && is_c_space(s[i]) {
         i += 1;
