@@ -1455,6 +1455,15 @@ def test_monitor_answers_ok_before_any_line_and_is_a_replica(r):
         other.recv(100)
         stamps.append(_read_lines(mon, 1)[0].split(b" ")[0])
     assert any(not s.endswith(b"000") for s in stamps), stamps
+    # Administrative commands are not shown; the monitor's own QUIT is
+    # answered, and nothing follows it (hiredis's test_monitor counts).
+    other.sendall(b"CONFIG GET maxmemory\r\nDEBUG SLEEP 0\r\nPING\r\n")
+    assert _read_lines(mon, 1)[0].endswith(b'"PING"')
+    mon.sendall(b"QUIT\r\n")
+    rest = b""
+    while chunk := mon.recv(4096):
+        rest += chunk
+    assert rest == b"+OK\r\n"
     mon.close()
     other.close()
     assert r.get("k1") == "v"

@@ -1180,6 +1180,10 @@ impl State {
                 // Pub/sub confirmations are pushes: CLIENT REPLY leaves them be.
                 reply.encode_spliced(client.proto, &mut out, &mut spliced);
             }
+            if client.close {
+                // Redis adds nothing to the replies of a closing client.
+                client.monitor_echo.clear();
+            }
             out.append(&mut client.monitor_echo);
             if client.close || client.syncing || self.shutdown {
                 break;

@@ -795,7 +795,7 @@ fn remember_read(st: &mut State, client: &Client, spec: &Spec, args: &[Vec<u8>])
 pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -> Reply {
     // EXEC shows after the commands it ran, as in Redis.
     if spec.name != "exec" {
-        feed_monitors(st, client, args);
+        feed_monitors(st, client, spec, args);
     }
     let name = full_name(spec, args);
     client.last_cmd = name;
@@ -863,7 +863,7 @@ pub fn run(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) -
         crate::notify::after_command(&mut ctx, args);
     }
     if spec.name == "exec" {
-        feed_monitors(st, client, args);
+        feed_monitors(st, client, spec, args);
     }
     if client.tracking.on && !client.tracking.bcast && spec.flags.contains(&"readonly") {
         remember_read(st, client, spec, args);
@@ -933,9 +933,10 @@ fn count_error(st: &mut State, client: &Client, msg: &str) {
 /// MONITOR ran earlier in the group gets its `+OK` before any line, and a
 /// group that is rolled back and rerun shows its calls once. A monitor's
 /// own calls show after their replies, as Redis 7.0 feeds monitors after
-/// the call.
-fn feed_monitors(st: &mut State, client: &mut Client, args: &[Vec<u8>]) {
-    if st.monitors.is_empty() {
+/// the call (and not at all after its QUIT). Administrative calls (CONFIG,
+/// DEBUG, ACL SETUSER…) are not shown, as in Redis.
+fn feed_monitors(st: &mut State, client: &mut Client, spec: &Spec, args: &[Vec<u8>]) {
+    if st.monitors.is_empty() || has_flag(spec, args, "admin") {
         return;
     }
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
