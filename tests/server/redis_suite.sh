@@ -31,7 +31,7 @@ UNITS=("$@")
 if [ ${#UNITS[@]} -eq 0 ]; then
   # Longest first (times on the 2-core VM), so that the lanes end together.
   UNITS=(unit/hyperloglog unit/type/stream unit/type/list-3 unit/type/zset unit/type/list-2 unit/geo unit/type/string
-    unit/scan unit/type/set unit/sort unit/type/list unit/type/hash unit/lazyfree unit/expire unit/introspection-2
+    unit/scan unit/tembo-obuf-limits unit/type/set unit/sort unit/type/list unit/type/hash unit/lazyfree unit/expire unit/introspection-2
     unit/bitops unit/other unit/scripting unit/querybuf unit/type/stream-cgroups unit/bitfield
     unit/type/incr unit/keyspace unit/dump unit/multi unit/pubsub unit/protocol unit/quit unit/tracking
     unit/info-command unit/functions unit/slowlog unit/tembo-acl unit/tembo-acl-v2 unit/latency-monitor
@@ -142,6 +142,10 @@ awk '
   /^\}$/ && bin { print "    r config set requirepass \"\""; bin = 0 }
   { sub(/tags \{"auth external:skip"\}/, "tags {\"auth\"}"); print }
 ' "$SRC/tests/unit/auth.tcl" >"$SRC/tests/unit/tembo-auth.tcl"
+# unit/obuf-limits (client-output-buffer-limit for normal and pub/sub
+# clients, set with CONFIG SET) needs one server only.
+sed 's/tags {"obuf-limits external:skip"}/tags {"obuf-limits"}/' \
+  "$SRC/tests/unit/obuf-limits.tcl" >"$SRC/tests/unit/tembo-obuf-limits.tcl"
 # integration/redis-benchmark nests a second start_server (one server
 # serves both levels here) and is tagged external:skip for that alone.
 sed 's/tags {"benchmark network external:skip"}/tags {"benchmark network"}/' \

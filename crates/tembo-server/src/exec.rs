@@ -940,19 +940,51 @@ impl State {
 
     /// Hands `out` to client `id`'s connection; disconnects a subscriber
     /// past the pub/sub output-buffer limits.
+    ///
+    /// Output that would take a client past its class's output-buffer
+    /// limit (`client-output-buffer-limit`: `pubsub` for a subscriber,
+    /// `normal` for the rest) is not sent: the client is closed, as Redis
+    /// closes it before writing what went over.
     fn send_out(&mut self, id: u64, out: Out, now: Instant) {
         let Some(c) = self.clients.get_mut(&id).filter(|c| !c.streaming) else { return };
         let len = out.len();
-        let pending = c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed) + len;
+        let pending = c.conn.pending.load(std::sync::atomic::Ordering::Relaxed) + len;
+        let (class, limit) = output_class(c, &self.output_limits);
+        if crate::pubsub::over_limit(c, pending, now, limit) {
+            self.close_over_limit(id, class, pending);
+            return;
+        }
+        c.conn.pending.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
         let _ = c.out.send(out);
-        if c.subscribed() && crate::pubsub::over_limit(c, pending, now, &self.output_limits.pubsub) {
-            log::warn!(
-                "Client id={} addr={} closed for overcoming of output buffer limits (pubsub: {pending} bytes not read)",
-                c.id,
-                c.addr
-            );
-            c.conn.kill.notify_one();
-            self.disconnect(id);
+    }
+
+    /// Closes client `id` for output it leaves unread past its limit.
+    fn close_over_limit(&mut self, id: u64, class: &str, pending: usize) {
+        let Some(c) = self.clients.get(&id) else { return };
+        log::warn!(
+            "Client id={} addr={} closed for overcoming of output buffer limits ({class}: {pending} bytes not read)",
+            c.id,
+            c.addr
+        );
+        c.conn.kill.notify_one();
+        self.disconnect(id);
+    }
+
+    /// Closes the clients whose unread output has stayed over their soft
+    /// limit for its time, though nothing more was sent to them (Redis's
+    /// clients cron checks the same).
+    fn enforce_soft_output_limits(&mut self) {
+        let now = Instant::now();
+        let mut over = Vec::new();
+        for c in self.clients.values_mut().filter(|c| c.soft_limit_since.is_some() && !c.streaming) {
+            let pending = c.conn.pending.load(std::sync::atomic::Ordering::Relaxed);
+            let (class, limit) = output_class(c, &self.output_limits);
+            if crate::pubsub::over_limit(c, pending, now, limit) {
+                over.push((c.id, class, pending));
+            }
+        }
+        for (id, class, pending) in over {
+            self.close_over_limit(id, class, pending);
         }
     }
 
@@ -1501,6 +1533,7 @@ impl State {
         self.stats.rates.sample(Instant::now(), totals);
         self.cursors.expire_old();
         self.notes.clear();
+        self.enforce_soft_output_limits();
     }
 
     /// A step of eviction while the pool stays over `maxmemory` after the
@@ -1545,6 +1578,19 @@ impl State {
         self.flush_outbox();
         self.expire_left = more;
         more
+    }
+}
+
+/// The output-buffer class of `c` (Redis's `getClientType`: a monitor is
+/// a normal client) and its limit.
+fn output_class<'a>(
+    c: &Client,
+    limits: &'a crate::cmd::OutputLimits,
+) -> (&'static str, &'a crate::cmd::config_compat::Limit) {
+    if c.subscribed() {
+        ("pubsub", &limits.pubsub)
+    } else {
+        ("normal", &limits.normal)
     }
 }
 
