@@ -1,6 +1,6 @@
 //! The parts of Redis's configuration that CONFIG GET shows and CONFIG SET
 //! judges beyond Tembo's own settings: the immutable settings (shown,
-//! refused with Redis's words), `client-output-buffer-limit` (its pub/sub class enforced), and
+//! refused with Redis's words), `client-output-buffer-limit` (its pub/sub and normal classes enforced), and
 //! the checks of settings whose values have a shape (`maxmemory-clients`).
 //!
 //! Tools read these (redis-cli, exporters, Redis's own test suite), and
