@@ -101,8 +101,13 @@ def test_bitfield(r):
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("BITFIELD_RO", "bf", "SET", "u8", 0, 1)
     assert "only supports the GET subcommand" in err(e)
+    # Types are lower case only (fakeredis's tests, against Redis 7.0).
+    for cmd, typ in [("BITFIELD", "u64"), ("BITFIELD", "I8"), ("BITFIELD_RO", "U8")]:
+        with pytest.raises(redis.ResponseError) as e:
+            r.execute_command(cmd, "bf", "GET", typ, 0)
+        assert "Invalid bitfield type" in err(e)
     with pytest.raises(redis.ResponseError) as e:
-        r.execute_command("BITFIELD", "bf", "GET", "u64", 0)
+        r.execute_command("BITFIELD", "bf", "SET", "I8", 0, 1)
     assert "Invalid bitfield type" in err(e)
     with pytest.raises(redis.ResponseError) as e:
         r.execute_command("BITFIELD", "bf", "OVERFLOW", "MAYBE")

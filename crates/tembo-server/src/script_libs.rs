@@ -422,33 +422,24 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
             _ => Err(mlua::Error::RuntimeError("wrong number of arguments".into())),
         })?,
     )?;
+    // One string argument (not a number: Redis checks the type itself);
+    // anything else gives, not raises, an error table.
     let reply_table = |lua: &Lua, key: &'static str| {
-        lua.create_function(move |lua, s: mlua::String| {
+        lua.create_function(move |lua, args: Variadic<Value>| {
             let t = lua.create_table()?;
-            let b = s.as_bytes();
-            if key == "err" {
-                t.raw_set(key, lua.create_string(error_table_text(&b))?)?;
-            } else {
-                t.raw_set(key, s)?;
+            match args.as_slice() {
+                [Value::String(s)] if key == "err" => {
+                    t.raw_set(key, lua.create_string(error_table_text(&s.as_bytes()))?)?
+                }
+                [Value::String(s)] => t.raw_set(key, s)?,
+                _ => t.raw_set("err", "ERR wrong number or type of arguments")?,
             }
             Ok(t)
         })
     };
     redis.set("error_reply", reply_table(lua, "err")?)?;
     redis.set("status_reply", reply_table(lua, "ok")?)?;
-    redis.set(
-        "log",
-        lua.create_function(|_, (level, parts): (i64, Variadic<mlua::String>)| {
-            let text: Vec<String> = parts.iter().map(|p| String::from_utf8_lossy(&p.as_bytes()).into_owned()).collect();
-            let text = text.join(" ");
-            match level {
-                0 => log::debug!("script: {text}"),
-                1 | 2 => log::info!("script: {text}"),
-                _ => log::warn!("script: {text}"),
-            }
-            Ok(())
-        })?,
-    )?;
+    redis.set("log", lua.create_function(script_log)?)?;
     for (name, v) in [("LOG_DEBUG", 0), ("LOG_VERBOSE", 1), ("LOG_NOTICE", 2), ("LOG_WARNING", 3)] {
         redis.set(name, v)?;
     }
@@ -464,6 +455,40 @@ fn redis_lib(lua: &Lua) -> mlua::Result<Table> {
     let num = crate::REDIS_VERSION.split('.').fold(0i64, |acc, p| acc * 256 + p.parse::<i64>().unwrap_or(0));
     redis.set("REDIS_VERSION_NUM", num)?;
     Ok(redis)
+}
+
+/// `redis.log(level, ...)`: Redis's argument checks and words; the parts
+/// that are strings or numbers, joined by spaces, go to the server's log.
+fn script_log(lua: &Lua, args: Variadic<Value>) -> mlua::Result<()> {
+    let fail = |m: &str| Err(mlua::Error::RuntimeError(m.into()));
+    if args.len() < 2 {
+        return fail("redis.log() requires two arguments or more.");
+    }
+    let number = match &args[0] {
+        Value::Integer(_) | Value::Number(_) | Value::String(_) => lua.coerce_number(args[0].clone())?,
+        _ => None,
+    };
+    let Some(level) = number else { return fail("First argument must be a number (log level).") };
+    // C converts the number to an int: toward zero (NaN out of range).
+    if level.is_nan() || !(0.0..4.0).contains(&level.trunc()) {
+        return fail("Invalid debug level.");
+    }
+    let mut parts = Vec::new();
+    for v in &args[1..] {
+        if !matches!(v, Value::String(_) | Value::Integer(_) | Value::Number(_)) {
+            continue;
+        }
+        if let Some(s) = lua.coerce_string(v.clone())? {
+            parts.push(String::from_utf8_lossy(&s.as_bytes()).into_owned());
+        }
+    }
+    let text = parts.join(" ");
+    match level.trunc() as i64 {
+        0 => log::debug!("script: {text}"),
+        1 | 2 => log::info!("script: {text}"),
+        _ => log::warn!("script: {text}"),
+    }
+    Ok(())
 }
 
 /// The `err` text of the table Redis gives a script for an error (from

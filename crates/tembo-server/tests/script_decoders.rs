@@ -255,6 +255,18 @@ fn library_corners_answer_as_redis_7_0() {
         ("cjson.encode({1e-20, -0.0})", bulk(b"[1e-20,-0]")),
         ("tostring(cjson.decode('1e-20'))", bulk(b"1e-20")),
         ("tostring(cmsgpack.unpack(cmsgpack.pack({1e-20}))[1])", bulk(b"1e-20")),
+        // redis.status_reply / error_reply take one string (no number):
+        // else they give an error table; redis.log's argument checks.
+        ("redis.status_reply(123)", err("ERR wrong number or type of arguments")),
+        ("redis.error_reply({})", err("ERR wrong number or type of arguments")),
+        ("redis.status_reply('a', 'b')", err("ERR wrong number or type of arguments")),
+        ("redis.status_reply('12')", Reply::Simple("12".into())),
+        ("redis.log(redis.LOG_DEBUG)", err("redis.log() requires two arguments or more.")),
+        ("redis.log(10, 'x')", err("Invalid debug level.")),
+        ("redis.log(0/0, 'x')", err("Invalid debug level.")),
+        ("redis.log('x', 'y')", err("First argument must be a number (log level).")),
+        ("redis.log('1', 'y', {}, 2, nil)", Reply::Nil),
+        ("redis.log(-0.5, 'y')", Reply::Nil),
     ];
     for (expr, want) in cases {
         let got = eval(&mut s, &format!("return {expr}"), &[]);

@@ -308,9 +308,10 @@ fn field_type(arg: &[u8]) -> Res<(bool, u32)> {
     let bad = || {
         CmdError::err("Invalid bitfield type. Use something like i16 u8. Note that u64 is not supported but i64 is.")
     };
+    // Lower case only, as Redis's `getBitfieldTypeFromArgument` reads it.
     let signed = match arg.first() {
-        Some(b'i' | b'I') => true,
-        Some(b'u' | b'U') => false,
+        Some(b'i') => true,
+        Some(b'u') => false,
         _ => return Err(bad()),
     };
     let bits = int(&arg[1..]).map_err(|_| bad())?;
