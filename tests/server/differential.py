@@ -1387,6 +1387,23 @@ def hll_truncated_tail(v):
     return v
 
 
+def hll_decoded_tail(reply):
+    """PFDEBUG DECODE's text with the low byte of its last XZERO's length
+    masked: when that opcode lost its second byte (see
+    `hll_truncated_tail`), Redis decodes it from memory past the string's
+    end."""
+    text = reply[1]
+    if not isinstance(text, (bytes, str)):
+        return reply
+    raw = text.encode() if isinstance(text, str) else text
+    head, _, last = raw.rpartition(b" ")
+    if not last.startswith(b"Z:") or not last[2:].isdigit():
+        return reply
+    masked = b"Z:%d*" % ((int(last[2:]) - 1) >> 8)
+    out = head + b" " + masked if head else masked
+    return (reply[0], out.decode() if isinstance(text, str) else out)
+
+
 def normalize(args, reply):
     """Replaces replies that may differ legitimately by something stable."""
     if reply[0] == "-":
@@ -1394,6 +1411,8 @@ def normalize(args, reply):
     if reply[0] == "$" and isinstance(reply[1], bytes):
         reply = ("$", hll_truncated_tail(reply[1]))
     name = args[0].lower()
+    if name == "pfdebug" and len(args) > 1 and args[1].lower() == "decode":
+        reply = hll_decoded_tail(reply)
     if name == "xinfo":
         return untime(reply)
     if name == "xpending" and len(args) > 3 and reply[0] == "*":
