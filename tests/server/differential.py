@@ -1667,6 +1667,12 @@ class Runner:
                 # command on its key finds no type or another. After EXEC
                 # resync() copies the sets over and the states are compared.
                 ok = True
+            elif (qname in ("sort", "sort_ro") and x[0] == "-" and y[0] != "-"
+                  and "can't be converted into double" in str(x[1])
+                  and not any(str(q).lower() == "store" for q in qargs[2:])):
+                # Redis's stale-ERANGE SORT bug (sort_after_errno_reset),
+                # which inside EXEC cannot be asked again: nothing stored.
+                ok = True
             elif qname in RANDOM or qname in SCANS or self.loose(qargs):
                 # Random members or a cursor: compared only as a kind of reply.
                 ok = x[0] == y[0]
