@@ -555,14 +555,18 @@ pub(crate) fn encoding_of(cx: &Ctx, key: &[u8], m: &Meta) -> Res<&'static str> {
     if m.kind != Kind::Set {
         return Ok(encoding_name(m, &cx.st.inert));
     }
-    let limit = super::server::inert_value(&cx.st.inert, "set-max-intset-entries")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(512);
-    if m.size > limit {
+    if m.size > intset_limit(cx) {
         return Ok("hashtable");
     }
     let all_ints = cx.sub_all(key, m)?.iter().all(|(member, _)| crate::rdb::canonical_i64(member).is_some());
     Ok(if all_ints { "intset" } else { "hashtable" })
+}
+
+/// `set-max-intset-entries`.
+pub(crate) fn intset_limit(cx: &Ctx) -> u64 {
+    super::server::inert_value(&cx.st.inert, "set-max-intset-entries")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(512)
 }
 
 /// The encoding Redis 7.0 would report for a value of this shape, by its

@@ -309,7 +309,7 @@ fn smembers(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         Some(m) => cx.sub_all(&a[1], &m)?,
         None => Vec::new(),
     };
-    Ok(Reply::Set(members.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()))
+    Ok(set_reply(cx, members.into_iter().map(|(f, _)| f).collect()))
 }
 
 fn sismember(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -484,20 +484,35 @@ fn combine(cx: &mut Ctx, keys: &[Vec<u8>], op: Op, limit: usize) -> Res<Vec<Vec<
     Ok(out)
 }
 
-fn set_reply(members: Vec<Vec<u8>>) -> Reply {
+/// `members` (in byte order) as a reply; a set Redis would hold as an
+/// intset (every member a canonical integer, at most
+/// `set-max-intset-entries` of them) comes in numeric order, as Redis
+/// walks an intset.
+fn set_reply(cx: &Ctx, mut members: Vec<Vec<u8>>) -> Reply {
+    if members.len() as u64 <= super::keys::intset_limit(cx) {
+        let ints: Option<Vec<i64>> = members.iter().map(|m| crate::rdb::canonical_i64(m)).collect();
+        if let Some(ints) = ints {
+            let mut pairs: Vec<(i64, Vec<u8>)> = ints.into_iter().zip(members).collect();
+            pairs.sort_unstable_by_key(|(n, _)| *n);
+            members = pairs.into_iter().map(|(_, m)| m).collect();
+        }
+    }
     Reply::Set(members.into_iter().map(Reply::Bulk).collect())
 }
 
 fn sinter(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    Ok(set_reply(combine(cx, &a[1..], Op::Inter, usize::MAX)?))
+    let members = combine(cx, &a[1..], Op::Inter, usize::MAX)?;
+    Ok(set_reply(cx, members))
 }
 
 fn sunion(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    Ok(set_reply(combine(cx, &a[1..], Op::Union, usize::MAX)?))
+    let members = combine(cx, &a[1..], Op::Union, usize::MAX)?;
+    Ok(set_reply(cx, members))
 }
 
 fn sdiff(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
-    Ok(set_reply(combine(cx, &a[1..], Op::Diff, usize::MAX)?))
+    let members = combine(cx, &a[1..], Op::Diff, usize::MAX)?;
+    Ok(set_reply(cx, members))
 }
 
 /// The *STORE commands: replaces `a[1]` (whatever its type and expiry) with
