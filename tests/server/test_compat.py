@@ -1525,3 +1525,77 @@ def test_integer_sets_come_in_numeric_order(r):
         lines = _read_lines(c, 1 + 2 * n)
         assert [x.decode() for x in lines[2::2]] == want.split(), cmd
     c.close()
+
+
+def test_integer_sets_scan_whole_in_numeric_order(r):
+    # SSCAN returns an intset whole, in its order, whatever COUNT says.
+    r.sadd("s", *range(300, 0, -3))
+    cursor, members = r.sscan("s", 0, count=2)
+    assert cursor == 0
+    assert members == [str(n) for n in range(3, 301, 3)]
+
+
+def test_small_hashes_keep_insertion_order(r):
+    # A hash Redis keeps as a listpack (at most hash-max-listpack-entries
+    # fields, none longer than hash-max-listpack-value) reads in the order
+    # its fields were first set: an overwrite keeps a field's place, HDEL
+    # closes the gap (pottery's dict-like hashes show this order).
+    assert r.config_get("hash-max-listpack-entries")["hash-max-listpack-entries"] == "512"
+    r.hset("h", mapping={"z": 1, "a": 2, "m": 3})
+    r.hset("h", "a", 5)
+    r.hincrby("h", "b", 6)
+    r.hdel("h", "z")
+    r.hsetnx("h", "z", 7)
+    order = ["a", "m", "b", "z"]
+    assert r.hkeys("h") == order
+    assert r.hvals("h") == ["5", "3", "6", "7"]
+    assert list(r.hgetall("h")) == order
+    assert r.hscan("h", 0, count=1) == (0, {"a": "5", "m": "3", "b": "6", "z": "7"})
+    assert list(r.hscan("h", 0, count=1)[1]) == order
+    assert r.hrandfield("h", 10) == order
+    assert r.object("encoding", "h") == "listpack"
+    # COPY, RENAME, MOVE and DUMP/RESTORE keep it.
+    r.copy("h", "h2")
+    r.rename("h2", "h3")
+    r.move("h3", 1)
+    r.restore("h4", 0, r.dump("h"))
+    assert r.hkeys("h4") == order
+    r.select(1)
+    try:
+        assert r.hkeys("h3") == order
+    finally:
+        r.select(0)
+    # A field longer than hash-max-listpack-value makes it a hash table for
+    # good, as in Redis; its fields are all still there.
+    r.hset("h", "long", "x" * 65)
+    assert r.object("encoding", "h") == "hashtable"
+    r.hdel("h", "long")
+    assert r.object("encoding", "h") == "hashtable"
+    assert sorted(r.hkeys("h")) == sorted(order)
+    # So does one field too many.
+    try:
+        r.config_set("hash-max-listpack-entries", 3)
+        r.hset("few", mapping={"c": 1, "b": 2, "a": 3})
+        assert r.hkeys("few") == ["c", "b", "a"]
+        r.hset("few", "d", 4)
+        assert r.object("encoding", "few") == "hashtable"
+        assert sorted(r.hkeys("few")) == ["a", "b", "c", "d"]
+    finally:
+        r.config_set("hash-max-listpack-entries", 512)
+
+
+def test_script_calls_answer_in_the_scripts_protocol(r):
+    # A script's calls are answered in RESP2 unless it calls
+    # redis.setresp(3), whatever its caller speaks: ZRANGE WITHSCORES gives
+    # the flat array asynq's scripts index (they broke under go-redis's
+    # RESP3 before), and setresp(3) gives the pairs.
+    r.zadd("z", {"a": 1, "b": 2})
+    r.hset("h", "f", "v")
+    r.xadd("s", {"k": "v"}, id="1-0")
+    flat = "local r = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'); return {#r, type(r[1]), r[1], r[2]}"
+    assert r.eval(flat, 1, "z") == [4, "string", "a", "1"]
+    nested = "redis.setresp(3); local r = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES'); return {#r, type(r[1])}"
+    assert r.eval(nested, 1, "z") == [2, "table"]
+    for call, want in [("'ZPOPMIN', 'z', 1", 2), ("'ZRANDMEMBER', 'z', 1, 'WITHSCORES'", 2),
+                       ("'HRANDFIELD', 'h', 1, 'WITHVALUES'", 2), ("'XREAD', 'STREAMS', 's', '0'", 1)]:
+        assert r.eval("return #redis.call(%s)" % call, 0) == want, call

@@ -8,6 +8,7 @@
 //! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
 //!                                              | 64 KiB of a chunked string (field = chunk index; see `chunked`)
 //! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
+//! Z db len(key) key version seq             -> field (a small hash's field order; see `cmd::hash_order`)
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
 //! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
 //! F db                                      -> the database's flush generation (u16)
@@ -170,6 +171,10 @@ pub fn flush_gen_key(db: u8) -> Vec<u8> {
 /// The list index of a new list's first element: lists grow both ways.
 pub const LIST_MID: u64 = 1 << 63;
 
+/// A new hash's `head`: the sequence number its first field gets in its
+/// order index (`cmd::hash_order`); 0 is a hash that keeps none.
+pub const HASH_FIRST_SEQ: u64 = 1;
+
 /// More elements (or string bytes) than a record may count: 2^48, beyond
 /// any pool's size. A record counting more is damaged.
 pub const MAX_ELEMENTS: u64 = 1 << 48;
@@ -199,7 +204,11 @@ impl Meta {
 
     /// An empty collection's metadata.
     pub fn collection(kind: Kind, version: u64) -> Meta {
-        Meta { kind, expire_at: 0, version, size: 0, head: LIST_MID, value: Vec::new() }
+        let head = match kind {
+            Kind::Hash => HASH_FIRST_SEQ,
+            _ => LIST_MID,
+        };
+        Meta { kind, expire_at: 0, version, size: 0, head, value: Vec::new() }
     }
 
     /// Whether this is a string stored in chunks: a string with a version
@@ -230,7 +239,7 @@ impl Meta {
         out.extend_from_slice(&self.expire_at.to_be_bytes());
         out.extend_from_slice(&self.version.to_be_bytes());
         out.extend_from_slice(&self.size.to_be_bytes());
-        if self.kind == Kind::List {
+        if self.kind == Kind::List || (self.kind == Kind::Hash && self.head != 0) {
             out.extend_from_slice(&self.head.to_be_bytes());
         }
         if self.kind == Kind::Stream {
@@ -278,6 +287,10 @@ impl Meta {
         }
         if kind == Kind::List {
             m.head = be64(b.get(25..33)?);
+        }
+        if kind == Kind::Hash {
+            // A record without the word (an older layout's) keeps no order index.
+            m.head = b.get(25..33).map_or(0, be64);
         }
         // Counts no pool can hold, a list whose last index overflows and
         // an empty collection (deleted with its last element; only a
@@ -484,7 +497,7 @@ mod tests {
             let head = head.min(u64::MAX - size);
             let m = match kind {
                 Kind::String => Meta { expire_at: exp, ..Meta::string(value) },
-                Kind::List => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
+                Kind::List | Kind::Hash => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
                 Kind::Stream => Meta { expire_at: exp, size, head: 0, value, ..Meta::collection(kind, ver) },
                 _ => Meta { expire_at: exp, size, head: 0, ..Meta::collection(kind, ver) },
             };

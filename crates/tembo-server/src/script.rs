@@ -632,14 +632,14 @@ impl Engine {
             // frame, whose line the error names.
             let raising_call = scope.create_function(|lua, args: Variadic<Value>| {
                 let mut cx = cx.borrow_mut();
-                match call(&mut cx, &args, read_only) {
+                match call(&mut cx, &args, read_only, script_proto(resp3.get())) {
                     Reply::Error(e) => Err(mlua::Error::external(CallError(e))),
                     reply => reply_to_lua(lua, reply, resp3.get()),
                 }
             })?;
             let pcall = scope.create_function(|lua, args: Variadic<Value>| {
                 let mut cx = cx.borrow_mut();
-                let reply = call(&mut cx, &args, read_only);
+                let reply = call(&mut cx, &args, read_only, script_proto(resp3.get()));
                 reply_to_lua(lua, reply, resp3.get())
             })?;
             let setresp = scope.create_function(|_, v: i64| match v {
@@ -910,8 +910,21 @@ fn acl_check_cmd(cx: &Ctx, args: &[Value]) -> mlua::Result<bool> {
     Ok(cx.st.acl.check(&cx.client.user, spec, &argv).is_ok())
 }
 
-/// `redis.pcall`'s body: checks and runs one command.
-fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
+/// The protocol a script's calls are answered in: RESP2 unless the script
+/// chose RESP3 with `redis.setresp(3)`, whatever the calling client speaks
+/// (as Redis's script client), so that `ZRANGE … WITHSCORES` gives a
+/// script the flat array it indexes (asynq's scripts do).
+fn script_proto(resp3: bool) -> u8 {
+    if resp3 {
+        3
+    } else {
+        2
+    }
+}
+
+/// `redis.pcall`'s body: checks and runs one command, answered in
+/// protocol `proto`.
+fn call(cx: &mut Ctx, args: &[Value], read_only: bool, proto: u8) -> Reply {
     let mut argv = Vec::with_capacity(args.len());
     for a in args {
         match a {
@@ -945,9 +958,11 @@ fn call(cx: &mut Ctx, args: &[Value], read_only: bool) -> Reply {
     // MONITOR shows a script's commands as coming from "lua", as Redis does.
     let addr = std::mem::replace(&mut cx.client.addr, "lua".into());
     let in_script = std::mem::replace(&mut cx.client.in_script, true);
+    let client_proto = std::mem::replace(&mut cx.client.proto, proto);
     let frozen = cx.st.frozen_now.replace(cx.now);
     let reply = cmd::run(cx.st, cx.client, spec, &argv);
     cx.st.frozen_now = frozen;
+    cx.client.proto = client_proto;
     cx.client.in_script = in_script;
     cx.client.addr = addr;
     cx.client.no_block = no_block;

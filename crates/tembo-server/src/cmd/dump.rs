@@ -69,7 +69,11 @@ pub(crate) fn value_of(cx: &impl SubRange, key: &[u8], m: &Meta) -> Result<Value
         Kind::String => Value::String(m.value.clone()),
         Kind::List => Value::List(all()?.into_iter().map(|(_, v)| v).collect()),
         Kind::Set => Value::Set(all()?.into_iter().map(|(f, _)| f).collect()),
-        Kind::Hash => Value::Hash(all()?),
+        Kind::Hash => {
+            let mut pairs = all()?;
+            super::hash_order::sort(cx, key, m, &mut pairs)?;
+            Value::Hash(pairs)
+        }
         Kind::ZSet => Value::ZSet(
             all()?
                 .into_iter()
@@ -201,6 +205,10 @@ fn write_elements(cx: &mut Ctx, key: &[u8], value: Value) -> Result<Meta, CmdErr
     let longest_value = elements.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
     check_sizes(cx, sub_key(db, key, 0, &vec![0; longest_field]).len() + 8, longest_value)?;
     let mut meta = cx.new_collection(kind);
+    if kind == Kind::Hash {
+        // The payload's order is the hash's, as Redis loads a listpack.
+        super::hash_order::index_new(cx, key, &mut meta, &elements)?;
+    }
     for (field, v) in elements {
         if kind == Kind::ZSet {
             let score = score_of_value(&v).ok_or_else(|| CmdError::err("Bad data format"))?;

@@ -2,10 +2,14 @@
 //! HKEYS HVALS HSTRLEN HINCRBY HINCRBYFLOAT HSCAN HRANDFIELD.
 //!
 //! A hash is a metadata record (its `size` is the field count) plus one
-//! sub-key per field whose value is the field's value. Fields come back in
-//! byte order, where Redis would use its hash table's order.
+//! sub-key per field whose value is the field's value. A hash Redis would
+//! keep as a listpack gives its fields in insertion order ([`hash_order`]);
+//! a bigger one in byte order, where Redis would use its hash table's.
+
+use std::collections::HashSet;
 
 use super::args::{int, is};
+use super::hash_order;
 use super::longdouble::{string2ld, Ld};
 use super::random::{random_elements, RandomCount};
 use super::sets::{read_lookup, scan_elements};
@@ -197,12 +201,15 @@ fn set_pairs(cx: &mut Ctx, key: &[u8], pairs: &[Vec<u8>], cmd: &str) -> Res<i64>
     };
     let mut added = 0;
     for pair in pairs.chunks(2) {
-        if !cx.sub_exists(key, &m, &pair[0])? {
-            added += 1;
-        }
+        hash_order::before_set(cx, key, &mut m, &pair[0], pair[1].len())?;
+        let new = !cx.sub_exists(key, &m, &pair[0])?;
         cx.sub_put(key, &m, &pair[0], pair[1].clone())?;
+        if new {
+            added += 1;
+            m.size += 1;
+        }
+        hash_order::after_set(cx, key, &mut m, &pair[0], new)?;
     }
-    m.size += added as u64;
     save(cx, key, old.as_ref(), &m)?;
     Ok(added)
 }
@@ -227,8 +234,10 @@ fn hsetnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         None => cx.new_collection(Kind::Hash),
     };
+    hash_order::before_set(cx, &a[1], &mut m, &a[2], a[3].len())?;
     cx.sub_put(&a[1], &m, &a[2], a[3].clone())?;
     m.size += 1;
+    hash_order::after_set(cx, &a[1], &mut m, &a[2], true)?;
     save(cx, &a[1], old.as_ref(), &m)?;
     Ok(Reply::Int(1))
 }
@@ -252,10 +261,10 @@ fn hmget(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 
 /// Every (field, value) of the hash at `key`; empty if it does not exist.
 fn all(cx: &mut Ctx, key: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
-    match hash_read(cx, key)? {
-        Some(m) => cx.sub_all(key, &m),
-        None => Ok(Vec::new()),
-    }
+    let Some(m) = hash_read(cx, key)? else { return Ok(Vec::new()) };
+    let mut pairs = cx.sub_all(key, &m)?;
+    hash_order::sort(cx, key, &m, &mut pairs)?;
+    Ok(pairs)
 }
 
 fn hgetall(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -274,18 +283,19 @@ fn hvals(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 fn hdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let Some(old) = hash(cx, &a[1])? else { return Ok(Reply::Int(0)) };
     let mut m = old.clone();
-    let mut removed = 0;
+    let mut removed = HashSet::new();
     for field in &a[2..] {
-        if cx.sub_exists(&a[1], &m, field)? {
+        if !removed.contains(field.as_slice()) && cx.sub_exists(&a[1], &m, field)? {
             cx.sub_del(&a[1], &m, field);
-            removed += 1;
+            removed.insert(field.as_slice());
         }
     }
-    m.size = CmdError::shrink(&a[1], m.size, removed as u64)?;
-    if removed > 0 {
+    m.size = CmdError::shrink(&a[1], m.size, removed.len() as u64)?;
+    if !removed.is_empty() {
+        hash_order::after_delete(cx, &a[1], &m, &removed)?;
         cx.save_shrunk(&a[1], &old, &m)?;
     }
-    Ok(Reply::Int(removed))
+    Ok(Reply::Int(removed.len() as i64))
 }
 
 fn hlen(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -308,10 +318,12 @@ fn put_field(cx: &mut Ctx, key: &[u8], old: Option<Meta>, existed: bool, field: 
         Some(m) => m.clone(),
         None => cx.new_collection(Kind::Hash),
     };
+    hash_order::before_set(cx, key, &mut m, field, value.len())?;
     cx.sub_put(key, &m, field, value)?;
     if !existed {
         m.size += 1;
     }
+    hash_order::after_set(cx, key, &mut m, field, !existed)?;
     save(cx, key, old.as_ref(), &m)
 }
 
@@ -374,7 +386,11 @@ fn hrandfield(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         return Err(CmdError::err("value is out of range"));
     }
     let Some(m) = hash_read(cx, &a[1])? else { return Ok(Reply::Array(Vec::new())) };
-    let picked = random_elements(cx, &a[1], &m, count)?;
+    let mut picked = random_elements(cx, &a[1], &m, count)?;
+    if let RandomCount::Distinct(_) = count {
+        // Redis picks distinct fields of a listpack in its order.
+        hash_order::sort(cx, &a[1], &m, &mut picked)?;
+    }
     Ok(Reply::Array(if !with_values {
         picked.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()
     } else if cx.client.proto >= 3 {

@@ -347,7 +347,8 @@ fn rename_impl(cx: &mut Ctx, a: &[Vec<u8>], nx: bool) -> CmdResult {
     let mut new = src.clone();
     if src.kind != Kind::String {
         new.version = cx.st.store.new_version();
-        copy_elements(cx, &a[1], &src, &a[2], new.version)?;
+        let db = cx.db();
+        copy_elements(cx, &a[1], &src, db, &a[2], new.version)?;
         if src.kind == Kind::Stream {
             crate::stream::copy_aux(cx, cx.client.db, &a[1], &src, &a[2], new.version)?;
         }
@@ -357,18 +358,20 @@ fn rename_impl(cx: &mut Ctx, a: &[Vec<u8>], nx: bool) -> CmdResult {
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
-/// Copies every element (and score-index entry) of `from` to `to` under `version`.
-fn copy_elements(cx: &mut Ctx, from: &[u8], meta: &Meta, to: &[u8], version: u64) -> Res<()> {
-    let db = cx.db();
+/// Copies every element (and score-index or order-index entry) of `from`,
+/// in the selected database, to `to` in the database stored as `to_db`,
+/// under `version`.
+pub(super) fn copy_elements(cx: &mut Ctx, from: &[u8], meta: &Meta, to_db: u8, to: &[u8], version: u64) -> Res<()> {
     let elems = cx.sub_range(SUB, from, meta, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)?;
+    let order = super::hash_order::entries(cx, from, meta)?;
     for (field, value) in elems {
         if meta.kind == Kind::ZSet {
             let score = encoding::score_of_value(&value).ok_or_else(|| CmdError::corrupt(from))?;
-            cx.st.store.put(zidx_key(db, to, version, score, &field), Vec::new())?;
+            cx.st.store.put(zidx_key(to_db, to, version, score, &field), Vec::new())?;
         }
-        cx.st.store.put(sub_key(db, to, version, &field), value)?;
+        cx.st.store.put(sub_key(to_db, to, version, &field), value)?;
     }
-    Ok(())
+    super::hash_order::copy_index(cx, order, to_db, to, version)
 }
 
 fn rename(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
@@ -581,7 +584,8 @@ pub(crate) fn encoding_name(m: &Meta, settings: &[(String, String)]) -> &'static
         Kind::String if m.value.len() <= 44 => "embstr",
         Kind::String => "raw",
         Kind::List => "quicklist",
-        Kind::Hash if m.size <= limit("hash-max-listpack-entries", 128) => "listpack",
+        Kind::Hash if super::hash_order::is_ordered(m) => "listpack",
+        Kind::Hash => "hashtable",
         Kind::ZSet if m.size <= limit("zset-max-listpack-entries", 128) => "listpack",
         k => k.encoding(),
     }

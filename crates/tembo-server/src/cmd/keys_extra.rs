@@ -6,14 +6,11 @@
 //! and a delete of the source in the same batch: its elements' keys name
 //! their database, so unlike Redis's O(1) MOVE it is O(n).
 
-use std::ops::Bound;
-
 use super::args::{int, is};
 use super::{CmdError, CmdResult, Spec};
-use crate::encoding::{score_of_value, sub_key, zidx_key, Kind, SUB};
+use crate::encoding::Kind;
 use crate::exec::Ctx;
 use crate::keyspace::Res;
-use crate::keyspace::SubRange;
 use crate::resp::Reply;
 
 pub const COMMANDS: &[Spec] = &[
@@ -145,15 +142,9 @@ fn copy_into(
         new.version = cx.st.store.new_version();
         // Read the source's elements in its database.
         cx.client.db = src_db;
-        let elems = cx.sub_range(SUB, src, meta, Bound::Unbounded, Bound::Unbounded, false, usize::MAX);
+        let copied = super::keys::copy_elements(cx, src, meta, dst_stored, dst, new.version);
         cx.client.db = dst_db;
-        for (field, value) in elems? {
-            if meta.kind == Kind::ZSet {
-                let score = score_of_value(&value).ok_or_else(|| CmdError::corrupt(src))?;
-                cx.st.store.put(zidx_key(dst_stored, dst, new.version, score, &field), Vec::new())?;
-            }
-            cx.st.store.put(sub_key(dst_stored, dst, new.version, &field), value)?;
-        }
+        copied?;
         if meta.kind == Kind::Stream {
             // Nodes, consumer groups, PELs and consumers go with the entries.
             crate::stream::copy_aux(cx, src_db, src, meta, dst, new.version)?;

@@ -27,6 +27,7 @@ mod dump;
 pub(crate) use dump::value_of;
 pub mod functions;
 mod geo;
+mod hash_order;
 mod hashes;
 mod hyperloglog;
 mod key_spec;

@@ -581,7 +581,7 @@ pub const INERT: &[(&str, &str)] = &[
     // Redis's compact-encoding thresholds. Tembo stores every element as
     // its own ordered key whatever they say; `OBJECT ENCODING` reports the
     // encoding Redis would use by the entry counts below.
-    ("hash-max-listpack-entries", "128"),
+    ("hash-max-listpack-entries", "512"),
     ("hash-max-listpack-value", "64"),
     ("zset-max-listpack-entries", "128"),
     ("zset-max-listpack-value", "64"),

@@ -226,6 +226,10 @@ pub(super) fn scan_elements(cx: &mut Ctx, a: &[Vec<u8>], kind: Kind, with_values
     let key = &a[1];
     let Some(m) = read_lookup(cx, key, kind)? else { return empty() };
     let o = scan_opts(&a[3..], false)?;
+    if let Some(all) = compact_elements(cx, key, &m)? {
+        // Redis returns a listpack or an intset whole, in its order, whatever the cursor.
+        return Ok(Reply::Array(vec![Reply::bulk("0"), Reply::Array(page_reply(all, &o.pattern, with_values))]));
+    }
     let prefix = sub_prefix(SUB, cx.db(), key, m.version);
     let resume = if cursor == 0 { None } else { cx.st.cursors.take(cursor) };
     let from = resume.as_deref().and_then(|r| r.strip_prefix(prefix.as_slice()));
@@ -240,16 +244,52 @@ pub(super) fn scan_elements(cx: &mut Ctx, a: &[Vec<u8>], kind: Kind, with_values
     } else {
         0
     };
+    Ok(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(page_reply(page, &o.pattern, with_values))]))
+}
+
+/// The elements of a page that match `pattern`, flat (fields and values
+/// when `with_values`).
+fn page_reply(page: Vec<(Vec<u8>, Vec<u8>)>, pattern: &Option<Vec<u8>>, with_values: bool) -> Vec<Reply> {
     let mut out = Vec::new();
     for (field, value) in page {
-        if o.pattern.as_ref().map_or(true, |p| glob(p, &field, false)) {
+        if pattern.as_ref().map_or(true, |p| glob(p, &field, false)) {
             out.push(Reply::Bulk(field));
             if with_values {
                 out.push(Reply::Bulk(value));
             }
         }
     }
-    Ok(Reply::Array(vec![Reply::bulk(next.to_string()), Reply::Array(out)]))
+    out
+}
+
+/// Every element of a hash Redis would keep as a listpack, or of a set it
+/// would keep as an intset, in Redis's order (insertion; numeric); `None`
+/// for a collection Redis would keep in a hash table.
+fn compact_elements(cx: &mut Ctx, key: &[u8], m: &Meta) -> Res<Option<crate::rdb_value::Pairs>> {
+    match m.kind {
+        Kind::Hash if super::hash_order::is_ordered(m) => {
+            let mut all = cx.sub_all(key, m)?;
+            super::hash_order::sort(cx, key, m, &mut all)?;
+            Ok(Some(all))
+        }
+        Kind::Set if m.size <= super::keys::intset_limit(cx) => {
+            let mut members: Vec<Vec<u8>> = cx.sub_all(key, m)?.into_iter().map(|(member, _)| member).collect();
+            let intset = intset_sort(&mut members);
+            Ok(intset.then(|| members.into_iter().map(|member| (member, Vec::new())).collect()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Sorts `members` in numeric order when every one is an integer in
+/// canonical form (an intset's members, as Redis walks them); whether it
+/// did.
+fn intset_sort(members: &mut [Vec<u8>]) -> bool {
+    if !members.iter().all(|m| crate::rdb::canonical_i64(m).is_some()) {
+        return false;
+    }
+    members.sort_by_cached_key(|m| crate::rdb::canonical_i64(m).unwrap_or_default());
+    true
 }
 
 // ----------------------------------------------------------------------------
@@ -490,12 +530,7 @@ fn combine(cx: &mut Ctx, keys: &[Vec<u8>], op: Op, limit: usize) -> Res<Vec<Vec<
 /// walks an intset.
 fn set_reply(cx: &Ctx, mut members: Vec<Vec<u8>>) -> Reply {
     if members.len() as u64 <= super::keys::intset_limit(cx) {
-        let ints: Option<Vec<i64>> = members.iter().map(|m| crate::rdb::canonical_i64(m)).collect();
-        if let Some(ints) = ints {
-            let mut pairs: Vec<(i64, Vec<u8>)> = ints.into_iter().zip(members).collect();
-            pairs.sort_unstable_by_key(|(n, _)| *n);
-            members = pairs.into_iter().map(|(_, m)| m).collect();
-        }
+        intset_sort(&mut members);
     }
     Reply::Set(members.into_iter().map(Reply::Bulk).collect())
 }
