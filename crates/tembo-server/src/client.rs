@@ -78,6 +78,8 @@ pub struct Client {
     /// The connection's socket descriptor (CLIENT LIST `fd`); -1 for the
     /// clients with no socket (scripts, in-process sessions), as in Redis.
     pub fd: i32,
+    /// Connected through the Unix domain socket (CLIENT LIST's flag `U`).
+    pub unix: bool,
     /// CLIENT SETNAME.
     pub name: Option<String>,
     /// CLIENT SETINFO LIB-NAME / LIB-VER.
@@ -174,6 +176,7 @@ impl Client {
             addr,
             laddr,
             fd: -1,
+            unix: false,
             name: None,
             lib: (None, None),
             db: 0,
@@ -250,6 +253,9 @@ impl Client {
             if self.tracking.broken_redirect {
                 flags.push('R');
             }
+        }
+        if self.unix {
+            flags.push('U');
         }
         if flags.is_empty() {
             flags.push('N');

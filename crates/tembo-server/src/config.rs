@@ -16,6 +16,12 @@ pub struct Config {
     pub bind: String,
     /// TCP port.
     pub port: u16,
+    /// A Unix domain socket to listen on too (Redis's `unixsocket`; empty:
+    /// none). A socket left there by an earlier server is replaced.
+    pub unixsocket: String,
+    /// The permissions of the Unix socket, octal as in Redis's
+    /// `unixsocketperm` (e.g. `"700"`; `"0"`: as the umask leaves them).
+    pub unixsocketperm: String,
     /// The pool file (created on first run).
     pub pool: PathBuf,
     /// Size of a new pool in bytes (in the file also `"256M"`, `"1G"`…,
@@ -75,6 +81,8 @@ impl Default for Config {
         Config {
             bind: "127.0.0.1".into(),
             port: 6379,
+            unixsocket: String::new(),
+            unixsocketperm: "0".into(),
             pool: PathBuf::from(DEFAULT_POOL),
             pool_size: 256 << 20,
             pool_max_size: 0,
@@ -161,8 +169,20 @@ impl Config {
         toml::from_str(&text).map_err(|e| ConfigError::File { path: path.to_path_buf(), why: e.to_string() })
     }
 
+    /// The Unix socket's permission bits (`unixsocketperm`, octal; 0: leave
+    /// them as created).
+    pub fn unixsocket_mode(&self) -> Result<u32, ConfigError> {
+        u32::from_str_radix(self.unixsocketperm.trim(), 8).ok().filter(|m| *m <= 0o777).ok_or_else(|| {
+            ConfigError::Invalid(format!(
+                "unixsocketperm {:?}: give octal permission bits, e.g. 700",
+                self.unixsocketperm
+            ))
+        })
+    }
+
     /// Checks ranges and the protected-mode rule.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.unixsocket_mode()?;
         if self.databases == 0 || self.databases > crate::exec::MAX_DATABASES {
             return Err(ConfigError::Invalid(format!(
                 "databases must be between 1 and {}, not {}",

@@ -153,6 +153,44 @@ pub enum ServeError {
     },
 }
 
+/// Binds the Unix domain socket `cfg.unixsocket` asks for (none when it is
+/// empty), with `unixsocketperm`'s permissions. A socket file left by a
+/// server that is gone is replaced (as Redis unlinks it first); one a
+/// live server answers on, or a file that is not a socket, is an error.
+fn bind_unix(cfg: &Config) -> Result<Option<std::os::unix::net::UnixListener>, ServeError> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+    if cfg.unixsocket.is_empty() {
+        return Ok(None);
+    }
+    let path = std::path::Path::new(&cfg.unixsocket);
+    let fail = |what: String| move |source| ServeError::Io { what, source };
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            let e = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+            return Err(
+                fail(format!("binding unix socket {} (a file that is not a socket is there)", path.display()))(e),
+            );
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            let e = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+            return Err(fail(format!(
+                "binding unix socket {} (another server listens there: stop it or choose another --unixsocket)",
+                path.display()
+            ))(e));
+        }
+        std::fs::remove_file(path).map_err(fail(format!("removing the stale socket {}", path.display())))?;
+    }
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .map_err(fail(format!("binding unix socket {}", path.display())))?;
+    let mode = cfg.unixsocket_mode()?;
+    if mode != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(fail(format!("setting the permissions of {}", path.display())))?;
+    }
+    listener.set_nonblocking(true).map_err(fail("unix socket listener".into()))?;
+    Ok(Some(listener))
+}
+
 struct StderrLog;
 
 impl log::Log for StderrLog {
@@ -187,6 +225,7 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
         };
         ServeError::Io { what, source: e }
     })?;
+    let unix_listener = bind_unix(&cfg)?;
     if let Some(dir) = cfg.pool.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(format!("creating {}", dir.display())))?;
     }
@@ -231,20 +270,33 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
             .build()
             .map_err(io("starting the runtime".into()))?,
     );
-    let accept = {
+    let mut accept = Vec::new();
+    {
         let _in_runtime = rt.enter();
         match tokio::net::TcpListener::from_std(listener) {
             Ok(listener) => {
                 log::info!("Ready to accept connections tcp");
-                Some(rt.spawn(net::accept_loop(listener, tx.clone(), shared)))
+                accept.push(rt.spawn(net::accept_loop(net::Listener::Tcp(listener), tx.clone(), shared.clone())));
             }
             Err(e) => {
                 log::error!("listener: {e}");
                 let _ = tx.send(exec::Msg::Shutdown);
-                None
             }
         }
-    };
+        if let Some(unix) = unix_listener {
+            match tokio::net::UnixListener::from_std(unix) {
+                Ok(listener) => {
+                    log::info!("Ready to accept connections unix");
+                    let at = net::Listener::Unix(listener, cfg.unixsocket.clone());
+                    accept.push(rt.spawn(net::accept_loop(at, tx.clone(), shared)));
+                }
+                Err(e) => {
+                    log::error!("unix socket listener: {e}");
+                    let _ = tx.send(exec::Msg::Shutdown);
+                }
+            }
+        }
+    }
     let signals = rt.spawn({
         let tx = tx.clone();
         async move {
@@ -258,8 +310,12 @@ pub fn serve(cfg: Config, config_file: Option<PathBuf>) -> Result<(), ServeError
         }
     });
     let db = state.run(&rt, rx);
-    if let Some(accept) = accept {
-        accept.abort();
+    for task in accept {
+        task.abort();
+    }
+    if !cfg.unixsocket.is_empty() {
+        // As Redis at shutdown: the socket goes with the server.
+        let _ = std::fs::remove_file(&cfg.unixsocket);
     }
     signals.abort();
     match Arc::try_unwrap(rt) {

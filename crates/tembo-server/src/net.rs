@@ -7,13 +7,12 @@
 //! query-buffer limit. A malformed request gets Redis's protocol error and
 //! closes that connection only.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedSender as Sender};
 
 use crate::client::{Client, ConnShared, Out};
@@ -113,32 +112,100 @@ impl Shared {
     }
 }
 
+/// A socket clients connect to: TCP (`bind`:`port`), or a Unix domain
+/// socket at a path (`unixsocket`), whose clients Redis names `path:0`.
+pub enum Listener {
+    /// The TCP listener.
+    Tcp(TcpListener),
+    /// The Unix domain socket listener and its path.
+    Unix(UnixListener, String),
+}
+
+/// A connection just accepted: its halves, descriptor, and the addresses
+/// CLIENT LIST shows.
+struct Accepted<R, W> {
+    rd: R,
+    wr: W,
+    fd: std::os::fd::RawFd,
+    peer: String,
+    local: String,
+    unix: bool,
+}
+
 /// Accepts connections until the task is dropped.
-pub async fn accept_loop(listener: TcpListener, inbox: Sender<Msg>, shared: Arc<Shared>) {
+pub async fn accept_loop(listener: Listener, inbox: Sender<Msg>, shared: Arc<Shared>) {
     loop {
-        let (sock, peer) = match listener.accept().await {
-            Ok(x) => x,
-            Err(e) => {
-                // Out of file descriptors and the like: wait instead of spinning.
-                log::warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
+        match &listener {
+            Listener::Tcp(l) => {
+                let Some((sock, peer)) = accepted(l.accept().await).await else { continue };
+                let _ = sock.set_nodelay(true);
+                let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+                let (rd, wr) = sock.into_split();
+                let conn = Accepted { rd, wr, fd, peer: peer.to_string(), local, unix: false };
+                spawn_connection(conn, &inbox, &shared).await;
             }
-        };
-        if shared.connected() >= shared.maxclients() {
-            let mut sock = sock;
-            let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
-            shared.count(Net::Rejected, 1);
-            continue;
+            Listener::Unix(l, path) => {
+                let Some((sock, _)) = accepted(l.accept().await).await else { continue };
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+                let (rd, wr) = sock.into_split();
+                let name = format!("{path}:0");
+                let conn = Accepted { rd, wr, fd, peer: name.clone(), local: name, unix: true };
+                spawn_connection(conn, &inbox, &shared).await;
+            }
         }
-        shared.connected.fetch_add(1, Ordering::Relaxed);
-        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        let (inbox, shared) = (inbox.clone(), shared.clone());
-        tokio::spawn(async move {
-            connection(sock, peer, id, &inbox, &shared).await;
-            let _ = inbox.send(Msg::Disconnect(id));
-            shared.connected.fetch_sub(1, Ordering::Relaxed);
-        });
+    }
+}
+
+/// What `accept` gave, or `None` after a failure (out of file descriptors
+/// and the like), having waited instead of spinning.
+async fn accepted<T>(r: std::io::Result<T>) -> Option<T> {
+    match r {
+        Ok(x) => Some(x),
+        Err(e) => {
+            log::warn!("accept failed: {e}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            None
+        }
+    }
+}
+
+/// Serves a connection on its own task, or refuses it past `maxclients`.
+async fn spawn_connection<R, W>(mut c: Accepted<R, W>, inbox: &Sender<Msg>, shared: &Arc<Shared>)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: WriteHalf + Send + 'static,
+{
+    if shared.connected() >= shared.maxclients() {
+        let _ = c.wr.write_all(b"-ERR max number of clients reached\r\n").await;
+        shared.count(Net::Rejected, 1);
+        return;
+    }
+    shared.connected.fetch_add(1, Ordering::Relaxed);
+    let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+    let (inbox, shared) = (inbox.clone(), shared.clone());
+    tokio::spawn(async move {
+        connection(c, id, &inbox, &shared).await;
+        let _ = inbox.send(Msg::Disconnect(id));
+        shared.connected.fetch_sub(1, Ordering::Relaxed);
+    });
+}
+
+/// The writing half of a client's socket, TCP or Unix.
+trait WriteHalf: AsyncWrite + Unpin {
+    /// Writes what the socket takes now, without waiting.
+    fn try_write_now(&self, bytes: &[u8]) -> std::io::Result<usize>;
+}
+
+impl WriteHalf for tokio::net::tcp::OwnedWriteHalf {
+    fn try_write_now(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.try_write(bytes)
+    }
+}
+
+impl WriteHalf for tokio::net::unix::OwnedWriteHalf {
+    fn try_write_now(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.try_write(bytes)
     }
 }
 
@@ -154,7 +221,7 @@ type Parsed = (Vec<Vec<Vec<u8>>>, usize, Option<Vec<u8>>);
 
 /// Parses every complete request in `buf` (removing them); a malformed or
 /// oversized one ends the list and gives the error to answer with.
-fn parse_requests(qb: &mut QueryBuf, shared: &Shared, id: u64, peer: SocketAddr, conn: &ConnShared) -> Parsed {
+fn parse_requests(qb: &mut QueryBuf, shared: &Shared, id: u64, peer: &str, conn: &ConnShared) -> Parsed {
     let unauthenticated = conn.auth_required.load(Ordering::Relaxed);
     let limits = ParseLimits { max_bulk: shared.max_bulk(), unauthenticated };
     let mut reqs = Vec::new();
@@ -222,7 +289,7 @@ fn forward(
     qb: &mut QueryBuf,
     shared: &Shared,
     id: u64,
-    peer: SocketAddr,
+    peer: &str,
     inbox: &Sender<Msg>,
     fatal: &mut Option<Vec<u8>>,
     conn: &ConnShared,
@@ -255,7 +322,7 @@ pub const UNAUTHENTICATED_OUTPUT_LIMIT: usize = 1024;
 /// wait for a client that may never read); false if the connection must
 /// close instead.
 fn write_unauthenticated(
-    wr: &tokio::net::tcp::OwnedWriteHalf,
+    wr: &impl WriteHalf,
     bytes: &[u8],
     spliced: &crate::resp::Spliced,
     conn: &ConnShared,
@@ -265,7 +332,7 @@ fn write_unauthenticated(
         return false;
     }
     counted(bytes.len(), shared);
-    let ok = bytes.is_empty() || matches!(wr.try_write(bytes), Ok(n) if n == bytes.len());
+    let ok = bytes.is_empty() || matches!(wr.try_write_now(bytes), Ok(n) if n == bytes.len());
     sent(bytes.len(), conn);
     ok
 }
@@ -284,7 +351,7 @@ fn sent(n: usize, conn: &ConnShared) {
 }
 
 /// Writes `bytes` unless the executor kills the connection meanwhile; false if the connection is done.
-async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn: &ConnShared, shared: &Shared) -> bool {
+async fn write_out(wr: &mut impl WriteHalf, bytes: &[u8], conn: &ConnShared, shared: &Shared) -> bool {
     counted(bytes.len(), shared);
     let ok = tokio::select! {
         r = wr.write_all(bytes) => r.is_ok(),
@@ -299,7 +366,7 @@ async fn write_out(wr: &mut tokio::net::tcp::OwnedWriteHalf, bytes: &[u8], conn:
 /// go out in a packet of its own after its header's); false if the
 /// connection is done.
 async fn write_spliced(
-    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+    wr: &mut impl WriteHalf,
     bytes: &[u8],
     spliced: &crate::resp::Spliced,
     conn: &ConnShared,
@@ -326,7 +393,7 @@ async fn write_spliced(
 }
 
 /// `write_all` of the concatenation of `parts` with vectored writes.
-async fn write_all_gathered(wr: &mut tokio::net::tcp::OwnedWriteHalf, parts: &mut [&[u8]]) -> std::io::Result<()> {
+async fn write_all_gathered(wr: &mut impl WriteHalf, parts: &mut [&[u8]]) -> std::io::Result<()> {
     let mut first = 0;
     while first < parts.len() {
         if parts[first].is_empty() {
@@ -351,18 +418,23 @@ async fn write_all_gathered(wr: &mut tokio::net::tcp::OwnedWriteHalf, parts: &mu
     Ok(())
 }
 
-async fn connection(sock: TcpStream, peer: SocketAddr, id: u64, inbox: &Sender<Msg>, shared: &Shared) {
-    let _ = sock.set_nodelay(true);
-    let local = sock.local_addr().map(|a| a.to_string()).unwrap_or_default();
+async fn connection<R: AsyncRead + Unpin, W: WriteHalf>(
+    c: Accepted<R, W>,
+    id: u64,
+    inbox: &Sender<Msg>,
+    shared: &Shared,
+) {
+    let Accepted { mut rd, mut wr, fd, peer, local, unix } = c;
+    let peer = peer.as_str();
     let (tx, mut rx) = unbounded_channel();
     let mut client = Client::new(id, peer.to_string(), local, false, tx);
-    client.fd = std::os::fd::AsRawFd::as_raw_fd(&sock);
+    client.fd = fd;
+    client.unix = unix;
     let conn = client.conn.clone();
     conn.auth_required.store(shared.default_auth_required.load(Ordering::Relaxed), Ordering::Relaxed);
     if inbox.send(Msg::Connect(Box::new(client))).is_err() {
         return;
     }
-    let (mut rd, mut wr) = sock.into_split();
     let mut qb = QueryBuf::new(Instant::now());
     let mut waiting = false;
     let mut fatal: Option<Vec<u8>> = None;

@@ -10,7 +10,7 @@ use tembo_server::Config;
 /// Options of `tembo serve`; each overrides the config file.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// TOML config file (keys: bind, port, pool, pool_size, pool_max_size, mode, engine, requirepass,
+    /// TOML config file (keys: bind, port, unixsocket, unixsocketperm, pool, pool_size, pool_max_size, mode, engine, requirepass,
     /// maxclients, databases, loglevel, allow_unprotected, proto_max_bulk_len,
     /// client_query_buffer_limit, users, aclfile, acl_pubsub_default, acllog_max_len, backup_path,
     /// maxmemory, maxmemory_policy)
@@ -22,6 +22,13 @@ pub struct ServeArgs {
     /// TCP port [default: 6379]
     #[arg(long, short = 'p')]
     port: Option<u16>,
+    /// Also listen on this Unix domain socket (e.g. /tmp/tembo.sock; redis-cli -s
+    /// PATH); a socket a stopped server left there is replaced
+    #[arg(long, value_name = "PATH")]
+    unixsocket: Option<String>,
+    /// Permissions of the Unix socket, octal (e.g. 700, 770) [default: as the umask leaves them]
+    #[arg(long, value_name = "OCTAL")]
+    unixsocketperm: Option<String>,
     /// Pool file, created on first run [default: tembo-data/tembo.pool]
     #[arg(long)]
     pool: Option<PathBuf>,
@@ -91,6 +98,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     }
     if let Some(v) = args.port {
         cfg.port = v;
+    }
+    if let Some(v) = args.unixsocket {
+        cfg.unixsocket = v;
+    }
+    if let Some(v) = args.unixsocketperm {
+        cfg.unixsocketperm = v;
     }
     if let Some(v) = args.pool {
         cfg.pool = v;

@@ -537,7 +537,14 @@ fn params(cx: &Ctx) -> Vec<(String, String)> {
     ];
     v.push(("client-output-buffer-limit".into(), cx.st.output_limits.show()));
     v.extend(cx.st.inert.iter().map(|(k, val)| (k.clone(), val.clone())));
-    v.extend(super::config_compat::IMMUTABLE.iter().map(|(k, val)| (k.to_string(), val.to_string())));
+    v.extend(super::config_compat::IMMUTABLE.iter().map(|(k, val)| {
+        let val = match *k {
+            "unixsocket" => c.unixsocket.clone(),
+            "unixsocketperm" => format!("{:o}", c.unixsocket_mode().unwrap_or(0)),
+            _ => val.to_string(),
+        };
+        (k.to_string(), val)
+    }));
     for (alias, canonical) in ALIASES {
         if let Some(val) = inert_value(&cx.st.inert, canonical) {
             v.push((alias.to_string(), val.to_string()));
