@@ -1,4 +1,5 @@
-//! Sockets: the accept loop and one task per connection.
+//! Sockets: the accept loops (TCP, and the Unix domain socket when
+//! `unixsocket` names one) and one task per connection, the same for both.
 //!
 //! A connection task only moves bytes: it parses every complete request in
 //! what it has read, sends them to the executor as one message, writes the
