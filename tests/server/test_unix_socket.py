@@ -6,6 +6,7 @@ TCP port.
 """
 
 import os
+import socket
 import signal
 import stat
 
@@ -74,7 +75,7 @@ def test_the_socket_is_taken_replaced_and_removed(own_server):
     assert not os.path.exists(path)
 
 
-def test_a_path_that_is_not_a_socket_or_bad_permissions_refuse_to_start(own_server):
+def test_a_file_with_data_or_bad_permissions_refuse_to_start(own_server):
     start, d = own_server
     plain = f"{d}/not-a-socket"
     with open(plain, "w") as f:
@@ -84,6 +85,44 @@ def test_a_path_that_is_not_a_socket_or_bad_permissions_refuse_to_start(own_serv
     assert b"not a socket" in p.stdout.read()
     with open(plain) as f:
         assert f.read() == "data"
+    # An empty file is a placeholder (Redis.pm's test helper makes one with
+    # File::Temp): it is replaced, as Redis replaces anything there.
+    empty = f"{d}/placeholder"
+    open(empty, "w").close()
+    p, port = start("--unixsocket", empty)
+    assert port
+    assert stat.S_ISSOCK(os.stat(empty).st_mode)
+    c = redis.Redis(unix_socket_path=empty)
+    assert c.ping()
+    c.close()
+    p.terminate()
+    assert p.wait(30) == 0
     p, _ = start("--unixsocket", f"{d}/t.sock", "--unixsocketperm", "9x")
     assert p.wait(30) != 0
     assert b"unixsocketperm" in p.stdout.read()
+
+
+def test_a_long_pipeline_sent_before_any_reply_is_read(own_server):
+    # hiredis's throughput test writes its whole pipeline before reading:
+    # the server must read on while its replies wait for the client, or
+    # both wait on full socket buffers (a Unix socket's are small).
+    start, d = own_server
+    path = f"{d}/tembo.sock"
+    _, port = start("--unixsocket", path)
+    assert port
+    c = redis.Redis(unix_socket_path=path)
+    c.rpush("l", *[f"element-{i}" for i in range(500)])
+    c.close()
+    for n, request, reply_head in [(200_000, b"PING\r\n", b"+PONG\r\n"), (6_000, b"LRANGE l 0 -1\r\n", b"*500\r\n")]:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(60)
+        s.connect(path)
+        s.sendall(request * n)
+        seen, tail = 0, b""
+        while seen < n:
+            chunk = s.recv(1 << 20)
+            assert chunk, f"connection closed after {seen} of {n} replies"
+            data = tail + chunk
+            seen += data.count(reply_head)
+            tail = data[-(len(reply_head) - 1):]
+        s.close()

@@ -4,11 +4,11 @@
 //! **sub-key** per element, scoped by a per-collection *version*:
 //!
 //! ```text
-//! M db gen hash(key) key                    -> Meta (type, expiry, version, size; a string's bytes)
+//! M db gen hash(key) key                    -> Meta (type, expiry, version, size; a string's bytes;
+//!                                              a small hash's field order, see `cmd::hash_order`)
 //! S db len(key) key version field           -> hash value | "" (set) | score (zset) | element (list; field = index)
 //!                                              | 64 KiB of a chunked string (field = chunk index; see `chunked`)
 //! Z db len(key) key version score member    -> ""   (sorted-set index, ordered by score then member)
-//! Z db len(key) key version seq             -> field (a small hash's field order; see `cmd::hash_order`)
 //! E expire-at db key                        -> ""   (expiry index, ordered by time)
 //! R db len(key) key version                 -> ""   (a dropped collection whose elements await reclaiming)
 //! F db                                      -> the database's flush generation (u16)
@@ -171,9 +171,9 @@ pub fn flush_gen_key(db: u8) -> Vec<u8> {
 /// The list index of a new list's first element: lists grow both ways.
 pub const LIST_MID: u64 = 1 << 63;
 
-/// A new hash's `head`: the sequence number its first field gets in its
-/// order index (`cmd::hash_order`); 0 is a hash that keeps none.
-pub const HASH_FIRST_SEQ: u64 = 1;
+/// The first byte of a hash's metadata value while it keeps its field
+/// order (`cmd::hash_order`); an empty value is a hash that keeps none.
+pub const HASH_ORDERED: u8 = 1;
 
 /// More elements (or string bytes) than a record may count: 2^48, beyond
 /// any pool's size. A record counting more is damaged.
@@ -204,11 +204,9 @@ impl Meta {
 
     /// An empty collection's metadata.
     pub fn collection(kind: Kind, version: u64) -> Meta {
-        let head = match kind {
-            Kind::Hash => HASH_FIRST_SEQ,
-            _ => LIST_MID,
-        };
-        Meta { kind, expire_at: 0, version, size: 0, head, value: Vec::new() }
+        // A new hash keeps its field order (none named yet).
+        let value = if kind == Kind::Hash { vec![HASH_ORDERED] } else { Vec::new() };
+        Meta { kind, expire_at: 0, version, size: 0, head: LIST_MID, value }
     }
 
     /// Whether this is a string stored in chunks: a string with a version
@@ -239,10 +237,10 @@ impl Meta {
         out.extend_from_slice(&self.expire_at.to_be_bytes());
         out.extend_from_slice(&self.version.to_be_bytes());
         out.extend_from_slice(&self.size.to_be_bytes());
-        if self.kind == Kind::List || (self.kind == Kind::Hash && self.head != 0) {
+        if self.kind == Kind::List {
             out.extend_from_slice(&self.head.to_be_bytes());
         }
-        if self.kind == Kind::Stream {
+        if matches!(self.kind, Kind::Stream | Kind::Hash) {
             out.extend_from_slice(&self.value);
         }
         out
@@ -288,10 +286,6 @@ impl Meta {
         if kind == Kind::List {
             m.head = be64(b.get(25..33)?);
         }
-        if kind == Kind::Hash {
-            // A record without the word (an older layout's) keeps no order index.
-            m.head = b.get(25..33).map_or(0, be64);
-        }
         // Counts no pool can hold, a list whose last index overflows and
         // an empty collection (deleted with its last element; only a
         // stream may be empty) are damage: commands do arithmetic on them.
@@ -302,14 +296,16 @@ impl Meta {
         Some(m)
     }
 
-    /// Where the value (a string's bytes, a stream's state) starts in this
-    /// record; the other collections, and strings stored in chunks, hold
-    /// none.
+    /// Where the value (a string's bytes, a stream's state, a hash's field
+    /// order) starts in this record; the other collections, and strings
+    /// stored in chunks, hold none.
     pub fn value_at(&self) -> Option<usize> {
         match self.kind {
             Kind::String if self.is_chunked() => None,
             Kind::String => Some(STRING_AT),
-            Kind::Stream => Some(25),
+            // A record of an older layout, 25 bytes long, reads as an
+            // empty value: a hash that keeps no field order.
+            Kind::Stream | Kind::Hash => Some(25),
             _ => None,
         }
     }
@@ -497,8 +493,8 @@ mod tests {
             let head = head.min(u64::MAX - size);
             let m = match kind {
                 Kind::String => Meta { expire_at: exp, ..Meta::string(value) },
-                Kind::List | Kind::Hash => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
-                Kind::Stream => Meta { expire_at: exp, size, head: 0, value, ..Meta::collection(kind, ver) },
+                Kind::List => Meta { expire_at: exp, size, head, ..Meta::collection(kind, ver) },
+                Kind::Stream | Kind::Hash => Meta { expire_at: exp, size, head: 0, value, ..Meta::collection(kind, ver) },
                 _ => Meta { expire_at: exp, size, head: 0, ..Meta::collection(kind, ver) },
             };
             prop_assert_eq!(Meta::decode(&m.encode()), Some(m));

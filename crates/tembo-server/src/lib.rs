@@ -154,9 +154,11 @@ pub enum ServeError {
 }
 
 /// Binds the Unix domain socket `cfg.unixsocket` asks for (none when it is
-/// empty), with `unixsocketperm`'s permissions. A socket file left by a
-/// server that is gone is replaced (as Redis unlinks it first); one a
-/// live server answers on, or a file that is not a socket, is an error.
+/// empty), with `unixsocketperm`'s permissions. Redis unlinks whatever is
+/// at the path first; Tembo replaces a socket file left by a server that
+/// is gone and an empty file (a placeholder, as test helpers make with
+/// `mktemp`), and refuses a socket a live server answers on or a file
+/// with data in it.
 fn bind_unix(cfg: &Config) -> Result<Option<std::os::unix::net::UnixListener>, ServeError> {
     use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     if cfg.unixsocket.is_empty() {
@@ -165,11 +167,13 @@ fn bind_unix(cfg: &Config) -> Result<Option<std::os::unix::net::UnixListener>, S
     let path = std::path::Path::new(&cfg.unixsocket);
     let fail = |what: String| move |source| ServeError::Io { what, source };
     if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
+        let placeholder = meta.file_type().is_file() && meta.len() == 0;
+        if !meta.file_type().is_socket() && !placeholder {
             let e = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
-            return Err(
-                fail(format!("binding unix socket {} (a file that is not a socket is there)", path.display()))(e),
-            );
+            return Err(fail(format!(
+                "binding unix socket {} (a file that is not a socket is there: move it or choose another --unixsocket)",
+                path.display()
+            ))(e));
         }
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             let e = std::io::Error::from(std::io::ErrorKind::AddrInUse);

@@ -393,6 +393,60 @@ async fn write_spliced(
     ok
 }
 
+/// What [`write_reading`] reads into while it writes.
+struct ReadWhileWriting<'a, R> {
+    rd: &'a mut R,
+    qb: &'a mut QueryBuf,
+    fatal: &'a mut Option<Vec<u8>>,
+    id: u64,
+    peer: &'a str,
+}
+
+/// [`write_spliced`], reading the client's input meanwhile into its query
+/// buffer (up to `client-query-buffer-limit`, past which the connection
+/// is closed with Redis's error once the replies are out). A client that
+/// sends a long pipeline before it reads any reply (hiredis's throughput
+/// test over a Unix socket, whose buffers are small) would otherwise wait
+/// on a full socket while this task waits on the client's: Redis reads
+/// on, and so does Tembo. The input read is parsed once the replies are
+/// written. False if the connection is done.
+async fn write_reading<R: AsyncRead + Unpin>(
+    wr: &mut impl WriteHalf,
+    r: ReadWhileWriting<'_, R>,
+    bytes: &[u8],
+    spliced: &crate::resp::Spliced,
+    conn: &ConnShared,
+    shared: &Shared,
+) -> bool {
+    let ReadWhileWriting { rd, qb, fatal, id, peer } = r;
+    let write = write_spliced(wr, bytes, spliced, conn, shared);
+    tokio::pin!(write);
+    // Off after the client's end of input (it may still read its replies)
+    // or past the limit.
+    let mut reading = fatal.is_none();
+    loop {
+        let mut into = qb.read_into();
+        tokio::select! {
+            ok = &mut write => return ok,
+            r = rd.read_buf(&mut into), if reading => {
+                match r {
+                    Ok(0) | Err(_) => reading = false,
+                    Ok(n) => {
+                        shared.count(Net::InBytes, n as u64);
+                        shared.count(Net::Reads, 1);
+                        qb.read(Instant::now());
+                        if qb.held() > shared.query_limit() {
+                            log::warn!("closing client {id} ({peer}): query buffer over client-query-buffer-limit");
+                            *fatal = Some(protocol_error(&"Protocol error: client query buffer limit exceeded"));
+                            reading = false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// `write_all` of the concatenation of `parts` with vectored writes.
 async fn write_all_gathered(wr: &mut impl WriteHalf, parts: &mut [&[u8]]) -> std::io::Result<()> {
     let mut first = 0;
@@ -498,7 +552,8 @@ async fn connection<R: AsyncRead + Unpin, W: WriteHalf>(
                             }
                             true
                         } else {
-                            write_spliced(&mut wr, &bytes, &spliced, &conn, shared).await
+                            let reading = ReadWhileWriting { rd: &mut rd, qb: &mut qb, fatal: &mut fatal, id, peer };
+                            write_reading(&mut wr, reading, &bytes, &spliced, &conn, shared).await
                         };
                         if !written || close {
                             return;

@@ -71,7 +71,7 @@ pub(crate) fn value_of(cx: &impl SubRange, key: &[u8], m: &Meta) -> Result<Value
         Kind::Set => Value::Set(all()?.into_iter().map(|(f, _)| f).collect()),
         Kind::Hash => {
             let mut pairs = all()?;
-            super::hash_order::sort(cx, key, m, &mut pairs)?;
+            super::hash_order::sort(m, &mut pairs);
             Value::Hash(pairs)
         }
         Kind::ZSet => Value::ZSet(
@@ -207,7 +207,7 @@ fn write_elements(cx: &mut Ctx, key: &[u8], value: Value) -> Result<Meta, CmdErr
     let mut meta = cx.new_collection(kind);
     if kind == Kind::Hash {
         // The payload's order is the hash's, as Redis loads a listpack.
-        super::hash_order::index_new(cx, key, &mut meta, &elements)?;
+        super::hash_order::set_new(cx, &mut meta, &elements);
     }
     for (field, v) in elements {
         if kind == Kind::ZSet {

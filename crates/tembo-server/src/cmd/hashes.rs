@@ -201,14 +201,14 @@ fn set_pairs(cx: &mut Ctx, key: &[u8], pairs: &[Vec<u8>], cmd: &str) -> Res<i64>
     };
     let mut added = 0;
     for pair in pairs.chunks(2) {
-        hash_order::before_set(cx, key, &mut m, &pair[0], pair[1].len())?;
+        hash_order::before_set(cx, &mut m, &pair[0], pair[1].len());
         let new = !cx.sub_exists(key, &m, &pair[0])?;
         cx.sub_put(key, &m, &pair[0], pair[1].clone())?;
         if new {
             added += 1;
             m.size += 1;
         }
-        hash_order::after_set(cx, key, &mut m, &pair[0], new)?;
+        hash_order::after_set(cx, &mut m, &pair[0], new);
     }
     save(cx, key, old.as_ref(), &m)?;
     Ok(added)
@@ -234,10 +234,10 @@ fn hsetnx(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
         }
         None => cx.new_collection(Kind::Hash),
     };
-    hash_order::before_set(cx, &a[1], &mut m, &a[2], a[3].len())?;
+    hash_order::before_set(cx, &mut m, &a[2], a[3].len());
     cx.sub_put(&a[1], &m, &a[2], a[3].clone())?;
     m.size += 1;
-    hash_order::after_set(cx, &a[1], &mut m, &a[2], true)?;
+    hash_order::after_set(cx, &mut m, &a[2], true);
     save(cx, &a[1], old.as_ref(), &m)?;
     Ok(Reply::Int(1))
 }
@@ -263,7 +263,7 @@ fn hmget(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
 fn all(cx: &mut Ctx, key: &[u8]) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
     let Some(m) = hash_read(cx, key)? else { return Ok(Vec::new()) };
     let mut pairs = cx.sub_all(key, &m)?;
-    hash_order::sort(cx, key, &m, &mut pairs)?;
+    hash_order::sort(&m, &mut pairs);
     Ok(pairs)
 }
 
@@ -292,7 +292,7 @@ fn hdel(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     m.size = CmdError::shrink(&a[1], m.size, removed.len() as u64)?;
     if !removed.is_empty() {
-        hash_order::after_delete(cx, &a[1], &m, &removed)?;
+        hash_order::after_delete(&mut m, &removed);
         cx.save_shrunk(&a[1], &old, &m)?;
     }
     Ok(Reply::Int(removed.len() as i64))
@@ -318,12 +318,12 @@ fn put_field(cx: &mut Ctx, key: &[u8], old: Option<Meta>, existed: bool, field: 
         Some(m) => m.clone(),
         None => cx.new_collection(Kind::Hash),
     };
-    hash_order::before_set(cx, key, &mut m, field, value.len())?;
+    hash_order::before_set(cx, &mut m, field, value.len());
     cx.sub_put(key, &m, field, value)?;
     if !existed {
         m.size += 1;
     }
-    hash_order::after_set(cx, key, &mut m, field, !existed)?;
+    hash_order::after_set(cx, &mut m, field, !existed);
     save(cx, key, old.as_ref(), &m)
 }
 
@@ -389,7 +389,7 @@ fn hrandfield(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let mut picked = random_elements(cx, &a[1], &m, count)?;
     if let RandomCount::Distinct(_) = count {
         // Redis picks distinct fields of a listpack in its order.
-        hash_order::sort(cx, &a[1], &m, &mut picked)?;
+        hash_order::sort(&m, &mut picked);
     }
     Ok(Reply::Array(if !with_values {
         picked.into_iter().map(|(f, _)| Reply::Bulk(f)).collect()

@@ -358,12 +358,11 @@ fn rename_impl(cx: &mut Ctx, a: &[Vec<u8>], nx: bool) -> CmdResult {
     Ok(if nx { Reply::Int(1) } else { Reply::ok() })
 }
 
-/// Copies every element (and score-index or order-index entry) of `from`,
-/// in the selected database, to `to` in the database stored as `to_db`,
-/// under `version`.
+/// Copies every element (and score-index entry) of `from`, in the selected
+/// database, to `to` in the database stored as `to_db`, under `version`.
+/// (A hash's field order is in its metadata, which the caller copies.)
 pub(super) fn copy_elements(cx: &mut Ctx, from: &[u8], meta: &Meta, to_db: u8, to: &[u8], version: u64) -> Res<()> {
     let elems = cx.sub_range(SUB, from, meta, Bound::Unbounded, Bound::Unbounded, false, usize::MAX)?;
-    let order = super::hash_order::entries(cx, from, meta)?;
     for (field, value) in elems {
         if meta.kind == Kind::ZSet {
             let score = encoding::score_of_value(&value).ok_or_else(|| CmdError::corrupt(from))?;
@@ -371,7 +370,7 @@ pub(super) fn copy_elements(cx: &mut Ctx, from: &[u8], meta: &Meta, to_db: u8, t
         }
         cx.st.store.put(sub_key(to_db, to, version, &field), value)?;
     }
-    super::hash_order::copy_index(cx, order, to_db, to, version)
+    Ok(())
 }
 
 fn rename(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {

@@ -269,7 +269,7 @@ fn compact_elements(cx: &mut Ctx, key: &[u8], m: &Meta) -> Res<Option<crate::rdb
     match m.kind {
         Kind::Hash if super::hash_order::is_ordered(m) => {
             let mut all = cx.sub_all(key, m)?;
-            super::hash_order::sort(cx, key, m, &mut all)?;
+            super::hash_order::sort(m, &mut all);
             Ok(Some(all))
         }
         Kind::Set if m.size <= super::keys::intset_limit(cx) => {
