@@ -91,6 +91,21 @@ pub fn fields<E: Into<CmdError>>(
 const WHOLE_READ: usize = 16 * 1024;
 
 impl Ctx<'_> {
+    /// The time a relative TTL counts from, and a new expiry is judged
+    /// already past against (EXPIRE, SET EX, GETEX, SETEX…): the time now,
+    /// as Redis 7.0 takes `mstime()` for them even inside a script, whose
+    /// key lookups see the time frozen at its start (`now`). A script that
+    /// runs long (a million LPUSHes) and then sets EXPIRE 2 gives its key
+    /// two seconds from the EXPIRE, not from the script's start (limits's
+    /// moving window).
+    pub fn ttl_base(&self) -> u64 {
+        if self.st.frozen_now.is_some() {
+            self.st.wall.ms_at(std::time::Instant::now())
+        } else {
+            self.now
+        }
+    }
+
     /// The database the selected one's keys are stored under (SWAPDB may
     /// have exchanged them); `client.db` is the one the client selected.
     pub fn db(&self) -> u8 {

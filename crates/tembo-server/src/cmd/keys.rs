@@ -423,7 +423,7 @@ fn set_expiry(cx: &mut Ctx, a: &[Vec<u8>], unit: i64, relative: bool) -> CmdResu
     if !allowed {
         return Ok(Reply::Int(0));
     }
-    if at <= cx.now {
+    if at <= cx.ttl_base() {
         cx.remove(&a[1], &old);
         return Ok(Reply::Int(1));
     }
@@ -436,7 +436,7 @@ fn set_expiry(cx: &mut Ctx, a: &[Vec<u8>], unit: i64, relative: bool) -> CmdResu
 fn abs_time(cx: &Ctx, n: &[u8], unit: i64, relative: bool) -> Res<Option<u64>> {
     let n = int(n)?;
     let ms = n.checked_mul(unit);
-    let at = if relative { ms.and_then(|m| m.checked_add(cx.now as i64)) } else { ms };
+    let at = if relative { ms.and_then(|m| m.checked_add(cx.ttl_base() as i64)) } else { ms };
     Ok(at.map(|t| t.max(0) as u64))
 }
 

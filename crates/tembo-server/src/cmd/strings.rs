@@ -310,7 +310,7 @@ fn expiry_ms(cx: &Ctx, unit: ExpUnit, n: &[u8], cmd: &str) -> Res<u64> {
     }
     let ms = if seconds { v * 1000 } else { v };
     let at = match unit {
-        ExpUnit::Ex | ExpUnit::Px => ms.checked_add(cx.now as i64),
+        ExpUnit::Ex | ExpUnit::Px => ms.checked_add(cx.ttl_base() as i64),
         ExpUnit::ExAt | ExpUnit::PxAt => Some(ms),
     };
     at.filter(|&t| t > 0).map(|t| t as u64).ok_or_else(bad)
@@ -387,7 +387,7 @@ fn getex(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     }
     if let Some((unit, n)) = o.expire {
         let at = expiry_ms(cx, unit, n, "getex")?;
-        if at <= cx.now {
+        if at <= cx.ttl_base() {
             cx.remove(&a[1], &old);
         } else {
             let new = Meta { expire_at: at, ..old.clone() };
