@@ -309,7 +309,7 @@ pub fn node_count(cx: &Ctx, key: &[u8], s: &Stream) -> Res<usize> {
 }
 
 fn setting(cx: &Ctx, name: &str, default: u64) -> u64 {
-    crate::cmd::inert_value(&cx.st.inert, name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(default)
+    crate::cmd::inert_u64(&cx.st.inert, name, default)
 }
 
 /// Appends entry `id` (already checked to be greater than the last ID).

@@ -38,9 +38,7 @@ struct Shape {
 
 impl Shape {
     fn of(cx: &Ctx) -> Shape {
-        let setting = |name: &str, default: u64| {
-            super::server::inert_value(&cx.st.inert, name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(default)
-        };
+        let setting = |name: &str, default: u64| super::inert_u64(&cx.st.inert, name, default);
         Shape {
             entries: setting("hash-max-listpack-entries", 512),
             value: usize::try_from(setting("hash-max-listpack-value", 64)).unwrap_or(usize::MAX),

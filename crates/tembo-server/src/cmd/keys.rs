@@ -566,25 +566,22 @@ pub(crate) fn encoding_of(cx: &Ctx, key: &[u8], m: &Meta) -> Res<&'static str> {
 
 /// `set-max-intset-entries`.
 pub(crate) fn intset_limit(cx: &Ctx) -> u64 {
-    super::server::inert_value(&cx.st.inert, "set-max-intset-entries")
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(512)
+    super::inert_u64(&cx.st.inert, "set-max-intset-entries", 512)
 }
 
-/// The encoding Redis 7.0 would report for a value of this shape, by its
-/// size against the `*-max-listpack-entries` settings (element lengths are
-/// not tracked, so `*-max-listpack-value` is not consulted).
+/// The encoding Redis 7.0 would report for a value of this shape: a hash
+/// by whether it keeps its field order (`hash_order`, which follows
+/// Redis's conversions), a sorted set by its size against
+/// `zset-max-listpack-entries` (element lengths are not tracked, so
+/// `zset-max-listpack-value` is not consulted).
 pub(crate) fn encoding_name(m: &Meta, settings: &[(String, String)]) -> &'static str {
-    let limit = |name: &str, default: u64| {
-        super::server::inert_value(settings, name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(default)
-    };
+    let limit = |name: &str, default: u64| super::inert_u64(settings, name, default);
     match m.kind {
         Kind::String if m.value.len() <= 20 && super::args::int(&m.value).is_ok() => "int",
         Kind::String if m.value.len() <= 44 => "embstr",
         Kind::String => "raw",
         Kind::List => "quicklist",
         Kind::Hash if super::hash_order::is_ordered(m) => "listpack",
-        Kind::Hash => "hashtable",
         Kind::ZSet if m.size <= limit("zset-max-listpack-entries", 128) => "listpack",
         k => k.encoding(),
     }

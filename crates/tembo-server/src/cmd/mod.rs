@@ -16,7 +16,7 @@ use crate::store::StoreError;
 mod acl;
 pub mod args;
 pub use config_compat::OutputLimits;
-pub use server::{inert_value, INERT};
+pub use server::{inert_u64, inert_value, INERT};
 mod bits;
 pub mod blpop;
 mod client_tracking;

@@ -8,7 +8,6 @@
 use std::time::Duration;
 
 use super::args::{int, is};
-use super::server::inert_value;
 use super::{CmdError, CmdResult, Spec};
 use crate::exec::Ctx;
 use crate::resp::Reply;
@@ -83,8 +82,7 @@ pub(super) fn with_engine(
     command: &[Vec<u8>],
     body: impl FnOnce(&mut Engine, &mut Ctx, Duration) -> CmdResult,
 ) -> CmdResult {
-    let limit_ms =
-        inert_value(&cx.st.inert, "busy-reply-threshold").and_then(|v| v.parse::<u64>().ok()).unwrap_or(5000);
+    let limit_ms = super::inert_u64(&cx.st.inert, "busy-reply-threshold", 5000);
     let mut eng = engine(cx)?;
     let db = cx.client.db;
     cx.st.script_run = Some(crate::busy::ScriptRun::new(cx.client.id, command, cx.st.first_of_client));

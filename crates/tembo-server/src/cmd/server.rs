@@ -647,6 +647,11 @@ pub fn inert_value<'a>(inert: &'a [(String, String)], name: &str) -> Option<&'a 
     inert.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
+/// [`inert_value`] of a count setting, `default` when it does not read as one.
+pub fn inert_u64(inert: &[(String, String)], name: &str, default: u64) -> u64 {
+    inert_value(inert, name).and_then(|v| v.parse::<u64>().ok()).unwrap_or(default)
+}
+
 fn config(cx: &mut Ctx, a: &[Vec<u8>]) -> CmdResult {
     let sub = String::from_utf8_lossy(&a[1]).to_ascii_lowercase();
     match sub.as_str() {
